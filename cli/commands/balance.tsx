@@ -1,0 +1,88 @@
+import type { Command } from "commander"
+import { BigDecimal, Effect } from "effect"
+import { Balances, CurrentPlan, CustomerBalances } from "../../src/billing/Balances.ts"
+import { Customers } from "../../src/customers/Customers.ts"
+import { Details, Table } from "../ui/Table.tsx"
+import { encode, organizationOf, run, withOrg } from "../run.ts"
+
+/** A customer named by id, or by `--external-id` when the id is omitted. */
+export const customerIdOf = (organizationId: string, id: string | undefined, externalId: string | undefined) =>
+  Effect.flatMap(Customers, (customers) =>
+    id !== undefined ? Effect.succeed(id) : customers.idOfExternal(organizationId, externalId ?? ""))
+
+interface CustomerOptions {
+  readonly json?: boolean
+  readonly org?: string
+  readonly externalId?: string
+}
+
+const withCustomer = (command: Command) =>
+  withOrg(command.argument("[customerId]")).option("--external-id <id>", "the active customer with this external id")
+
+export const registerBalance = (program: Command) => {
+  const balance = program.command("balance").description("a customer's balances and current plan")
+
+  withCustomer(balance.command("show").description("the customer's balances"))
+    .action((id: string | undefined, options: CustomerOptions) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const customerId = yield* customerIdOf(organizationId, id, options.externalId)
+          return yield* Effect.flatMap(Balances, (balances) => balances.balances(organizationId, customerId))
+        }),
+        {
+          json: encode(CustomerBalances),
+          view: (b) => (
+            <Table
+              title={`Balances of ${b.customerId}: wallet ${BigDecimal.format(b.wallet.balance)} USD`}
+              columns={[
+                { header: "KIND", value: (row) => row.kind },
+                { header: "NAME", value: (row) => row.name },
+                { header: "GRANTED", value: (row) => row.granted, align: "right" },
+                { header: "REMAINING", value: (row) => row.remaining, align: "right" }
+              ]}
+              rows={[
+                ...b.credits.map((c) => ({ kind: "credit", name: c.creditName, granted: c.granted, remaining: c.remaining })),
+                ...b.outcomes.map((o) => ({ kind: "outcome", name: o.outcomeName, granted: o.granted, remaining: o.remaining })),
+                ...b.units.map((u) => ({ kind: "unit", name: u.unitName, granted: u.granted, remaining: u.remaining })),
+                ...b.composites.map((c) => ({ kind: "composite", name: c.name, granted: c.granted, remaining: c.remaining }))
+              ].map((row) => ({ ...row, granted: BigDecimal.format(row.granted), remaining: BigDecimal.format(row.remaining) }))}
+              footer={b.hasPlan ? undefined : "no active plan"}
+            />
+          )
+        }
+      )
+    )
+
+  withCustomer(balance.command("plan").description("the customer's current plan"))
+    .action((id: string | undefined, options: CustomerOptions) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const customerId = yield* customerIdOf(organizationId, id, options.externalId)
+          return yield* Effect.flatMap(Balances, (balances) => balances.currentPlan(organizationId, customerId))
+        }),
+        {
+          json: encode(CurrentPlan),
+          view: (current) =>
+            current.plan === null
+              ? <Details title={`Customer ${current.customerId}`} fields={[["plan", "none"]]} />
+              : (
+                <Details
+                  title={`Current plan of ${current.customerId}`}
+                  fields={[
+                    ["purchase", current.plan.purchaseId],
+                    ["plan", `${current.plan.planName} (${current.plan.planId})`],
+                    ["status", current.plan.status],
+                    ["cost", BigDecimal.format(current.plan.cost)],
+                    ["billing date", current.plan.billingDate.toISOString()],
+                    ["spent this cycle", BigDecimal.format(current.plan.spentThisCycle)]
+                  ]}
+                />
+              )
+        }
+      )
+    )
+}

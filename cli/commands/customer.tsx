@@ -1,0 +1,156 @@
+import type { Command } from "commander"
+import { Effect } from "effect"
+import { Customer, CustomerCreate, CustomerUpdate } from "../../src/customers/Customer.ts"
+import { Customers } from "../../src/customers/Customers.ts"
+import { toPage } from "../../src/http/Pagination.ts"
+import { Details, Table } from "../ui/Table.tsx"
+import { bodyOf, decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+
+const customerJson = encode(Customer)
+
+const CustomerView = (props: { readonly customer: Customer; readonly title?: string }) => (
+  <Details
+    {...(props.title ? { title: props.title } : {})}
+    fields={[
+      ["id", props.customer.id],
+      ["externalId", props.customer.externalId ?? "-"],
+      ["name", props.customer.name],
+      ["email", props.customer.email],
+      ["currency", props.customer.currencyCode],
+      ["status", props.customer.archivedAt ? `archived ${props.customer.archivedAt.toISOString()}` : "active"],
+      ["created", props.customer.createdAt.toISOString()]
+    ]}
+  />
+)
+
+const presentOne = (title: string) => ({
+  json: (customer: Customer) => ({ customer: customerJson(customer) }),
+  view: (customer: Customer) => <CustomerView customer={customer} title={title} />
+})
+
+interface CustomerFlags {
+  readonly json?: boolean
+  readonly org?: string
+  readonly file?: string
+  readonly name?: string
+  readonly email?: string
+  readonly externalId?: string
+  readonly currency?: string
+}
+
+const flagsOf = (options: CustomerFlags) => ({
+  name: options.name,
+  email: options.email,
+  externalId: options.externalId,
+  currencyCode: options.currency
+})
+
+/** A customer named by id, or by `--external-id` when the id is omitted. */
+const idOf = (organizationId: string, id: string | undefined, externalId: string | undefined) =>
+  Effect.flatMap(Customers, (customers) =>
+    id !== undefined ? Effect.succeed(id) : customers.idOfExternal(organizationId, externalId ?? ""))
+
+const withProfileFlags = (command: Command) =>
+  command
+    .option("--file <path>", "request body as JSON or YAML (flags override it)")
+    .option("--name <name>")
+    .option("--email <email>")
+    .option("--external-id <id>", "your own id for the customer")
+    .option("--currency <code>")
+
+export const registerCustomer = (program: Command) => {
+  const customer = program.command("customer").description("customers")
+
+  withProfileFlags(withOrg(customer.command("create").description("create a customer")))
+    .action((options: CustomerFlags) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const input = yield* Effect.flatMap(bodyOf(options, flagsOf(options)), (body) => decodeInput(CustomerCreate, body))
+          return yield* Effect.flatMap(Customers, (customers) => customers.create(organizationId, input))
+        }),
+        presentOne("Customer created")
+      )
+    )
+
+  withOrg(customer.command("list").description("list customers"))
+    .option("--q <text>", "filter on name or e-mail, case-insensitive")
+    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option("--cursor <id>", "id of the last row of the previous page")
+    .option("--include-archived", "list archived customers too")
+    .action((options: { json?: boolean; org?: string; q?: string; limit?: number; cursor?: string; includeArchived?: boolean }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          return yield* Effect.flatMap(Customers, (customers) =>
+            customers.list(organizationId, {
+              page: toPage(options),
+              q: options.q,
+              includeArchived: options.includeArchived
+            }))
+        }),
+        {
+          json: (list) => ({ customers: list.map(customerJson) }),
+          view: (list) => (
+            <Table
+              columns={[
+                { header: "ID", value: (c) => c.id },
+                { header: "EXTERNAL ID", value: (c) => c.externalId ?? "-" },
+                { header: "NAME", value: (c) => c.name },
+                { header: "EMAIL", value: (c) => c.email },
+                { header: "STATUS", value: (c) => (c.archivedAt ? "archived" : "active") }
+              ]}
+              rows={list}
+              footer={`${list.length} customer(s)`}
+            />
+          )
+        }
+      )
+    )
+
+  withOrg(customer.command("get").description("show a customer").argument("[id]"))
+    .option("--external-id <id>", "find the active customer with this external id")
+    .action((id: string | undefined, options: CustomerFlags) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const customerId = yield* idOf(organizationId, id, options.externalId)
+          return yield* Effect.flatMap(Customers, (customers) => customers.get(organizationId, customerId))
+        }),
+        presentOne("Customer")
+      )
+    )
+
+  withProfileFlags(withOrg(customer.command("update").description("change a customer").argument("<id>")))
+    .option("--clear-external-id", "remove the external id")
+    .action((id: string, options: CustomerFlags & { clearExternalId?: boolean }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const flags = { ...flagsOf(options), ...(options.clearExternalId ? { externalId: null } : {}) }
+          const patch = yield* Effect.flatMap(bodyOf(options, flags), (body) => decodeInput(CustomerUpdate, body))
+          return yield* Effect.flatMap(Customers, (customers) => customers.update(organizationId, id, patch))
+        }),
+        presentOne("Customer updated")
+      )
+    )
+
+  withOrg(customer.command("archive").description("archive a customer (nothing is deleted)").argument("[id]"))
+    .option("--external-id <id>", "archive the active customer with this external id")
+    .action((id: string | undefined, options: CustomerFlags) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const customerId = yield* idOf(organizationId, id, options.externalId)
+          return yield* Effect.flatMap(Customers, (customers) => customers.archive(organizationId, customerId))
+        }),
+        presentOne("Customer archived")
+      )
+    )
+}
+

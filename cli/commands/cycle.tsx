@@ -1,0 +1,25 @@
+import type { Command } from "commander"
+import { Duration, Effect } from "effect"
+import { Text } from "ink"
+import { billingCycleJob } from "../../src/billing/CycleJob.ts"
+import { runWorker } from "../../src/worker/Worker.ts"
+import { run, withJson } from "../run.ts"
+import { parseInstant } from "./worker.tsx"
+
+export const registerCycle = (program: Command) => {
+  const cycle = program.command("cycle").description("billing cycles")
+
+  withJson(cycle.command("run").description("activate scheduled purchases and renew ended cycles, then exit"))
+    .option("--now <iso>", "the instant treated as now (default: the clock)")
+    .action((options: { json?: boolean; now?: string }) =>
+      run(
+        options,
+        Effect.flatMap(parseInstant(options.now), (now) =>
+          runWorker([billingCycleJob], { once: true, now, idle: Duration.zero })),
+        {
+          json: (handled) => ({ handled }),
+          view: (handled) => <Text>Renewed {handled} purchase cycle(s).</Text>
+        }
+      )
+    )
+}

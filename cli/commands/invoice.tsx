@@ -1,0 +1,118 @@
+import type { Command } from "commander"
+import { BigDecimal, Effect } from "effect"
+import { PayLink } from "../../src/billing/BillingApi.ts"
+import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
+import { toPage } from "../../src/http/Pagination.ts"
+import { Details, Table } from "../ui/Table.tsx"
+import { encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+
+const invoiceJson = encode(Invoice)
+const paymentJson = encode(Payment)
+
+const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string }) => (
+  <Details
+    title={props.title}
+    fields={[
+      ["id", props.invoice.id],
+      ["customer", props.invoice.customerId],
+      ["kind", props.invoice.kind],
+      ["status", props.invoice.status],
+      ...props.invoice.lines.map((line, i) => [`line ${i + 1}`, `${line.description}: ${BigDecimal.format(line.amount)}`] as const),
+      ...props.invoice.taxLines.map((tax) => [`tax ${tax.name}`, `${BigDecimal.format(tax.ratePercent)}%: ${BigDecimal.format(tax.amount)}`] as const),
+      ["total", `${BigDecimal.format(props.invoice.total)} ${props.invoice.currencyCode}`]
+    ]}
+  />
+)
+
+const presentInvoice = (title: string) => ({
+  json: (invoice: Invoice) => ({ invoice: invoiceJson(invoice) }),
+  view: (invoice: Invoice) => <InvoiceView invoice={invoice} title={title} />
+})
+
+interface ListOptions {
+  readonly json?: boolean
+  readonly org?: string
+  readonly customer?: string
+  readonly limit?: number
+  readonly cursor?: string
+}
+
+const withListOptions = (command: Command) =>
+  withOrg(command)
+    .option("--customer <id>", "only this customer's")
+    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option("--cursor <id>", "id of the last row of the previous page")
+
+const withInvoices = <A, E>(options: { readonly org?: string }, f: (invoices: Invoices, organizationId: string) => Effect.Effect<A, E>) =>
+  Effect.flatMap(organizationOf(options), (organizationId) => Effect.flatMap(Invoices, (invoices) => f(invoices, organizationId)))
+
+export const registerInvoice = (program: Command) => {
+  const invoice = program.command("invoice").description("invoices")
+
+  withListOptions(invoice.command("list").description("list invoices")).action((options: ListOptions) =>
+    run(options, withInvoices(options, (invoices, org) => invoices.list(org, { customerId: options.customer, page: toPage(options) })), {
+      json: (list) => ({ invoices: list.map(invoiceJson) }),
+      view: (list) => (
+        <Table
+          columns={[
+            { header: "ID", value: (i) => i.id },
+            { header: "CUSTOMER", value: (i) => i.customerId },
+            { header: "KIND", value: (i) => i.kind },
+            { header: "STATUS", value: (i) => i.status },
+            { header: "TOTAL", value: (i) => BigDecimal.format(i.total), align: "right" }
+          ]}
+          rows={list}
+        />
+      )
+    }))
+
+  withOrg(invoice.command("show").description("show an invoice").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(options, withInvoices(options, (invoices, org) => invoices.get(org, id)), presentInvoice("Invoice")))
+
+  withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice").argument("<id>"))
+    .option("--reference <text>", "the payment's reference (bank transfer id, ...)")
+    .action((id: string, options: { json?: boolean; org?: string; reference?: string }) =>
+      run(options, withInvoices(options, (invoices, org) => invoices.pay(org, id, options.reference ?? null)), presentInvoice("Invoice paid")))
+
+  withOrg(invoice.command("void").description("void an OPEN invoice").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(options, withInvoices(options, (invoices, org) => invoices.voidInvoice(org, id)), presentInvoice("Invoice voided")))
+
+  withOrg(invoice.command("pay-link").description("mint a hosted pay link for an OPEN invoice").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(options, withInvoices(options, (invoices, org) => invoices.payLink(org, id)), {
+        json: encode(PayLink),
+        view: (link) => <Details title="Pay link" fields={[["url", link.url], ["expires", link.expiresAt.toISOString()]]} />
+      }))
+
+  const payment = program.command("payment").description("payments")
+
+  withListOptions(payment.command("list").description("list payments")).action((options: ListOptions) =>
+    run(options, withInvoices(options, (invoices, org) => invoices.listPayments(org, { customerId: options.customer, page: toPage(options) })), {
+      json: (list) => ({ payments: list.map(paymentJson) }),
+      view: (list) => (
+        <Table
+          columns={[
+            { header: "ID", value: (p) => p.id },
+            { header: "INVOICE", value: (p) => p.invoiceId },
+            { header: "METHOD", value: (p) => p.method },
+            { header: "AMOUNT", value: (p) => BigDecimal.format(p.amount), align: "right" }
+          ]}
+          rows={list}
+        />
+      )
+    }))
+
+  withOrg(payment.command("show").description("show a payment").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(options, withInvoices(options, (invoices, org) => invoices.getPayment(org, id)), {
+        json: (p) => ({ payment: paymentJson(p) }),
+        view: (p) => (
+          <Details
+            title="Payment"
+            fields={[["id", p.id], ["invoice", p.invoiceId], ["method", p.method], ["amount", BigDecimal.format(p.amount)]]}
+          />
+        )
+      }))
+}

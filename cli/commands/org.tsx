@@ -1,0 +1,162 @@
+import type { Command } from "commander"
+import { Effect } from "effect"
+import { Text } from "ink"
+import { BadRequest } from "../../src/errors.ts"
+import { ApiKeys, type ApiKey } from "../../src/organizations/ApiKeys.ts"
+import { Organizations, type Organization } from "../../src/organizations/Organizations.ts"
+import { Details, Table } from "../ui/Table.tsx"
+import { organizationOf, run, withJson, withOrg } from "../run.ts"
+
+const organizationJson = (organization: Organization) => ({
+  id: organization.id,
+  name: organization.name,
+  currencyCode: organization.currencyCode,
+  reservedWalletEnabled: organization.reservedWalletEnabled,
+  createdAt: organization.createdAt.toISOString()
+})
+
+const keyJson = (key: ApiKey) => ({
+  id: key.id,
+  name: key.name,
+  prefix: key.keyPrefix,
+  createdAt: key.createdAt.toISOString(),
+  expiresAt: key.expiresAt?.toISOString() ?? null,
+  revokedAt: key.revokedAt?.toISOString() ?? null
+})
+
+const keyStatus = (key: ApiKey) =>
+  key.revokedAt ? "revoked" : key.expiresAt && key.expiresAt.getTime() <= Date.now() ? "expired" : "active"
+
+const parseExpiry = (value: string | undefined) => {
+  if (value === undefined) return Effect.succeed(undefined)
+  const date = new Date(value)
+  return Number.isNaN(date.getTime())
+    ? Effect.fail(new BadRequest({ message: `--expires-at: not an ISO 8601 date: ${value}` }))
+    : Effect.succeed(date)
+}
+
+export const registerOrg = (program: Command) => {
+  const org = program.command("org").description("organisations (workspaces)")
+
+  withJson(org.command("create").description("create an organisation and its first API key"))
+    .requiredOption("--name <name>", "organisation name")
+    .option("--currency <code>", "primary currency (default USD)")
+    .action((options: { json?: boolean; name: string; currency?: string }) =>
+      run(
+        options,
+        Effect.flatMap(Organizations, (organizations) =>
+          organizations.create({ name: options.name, currencyCode: options.currency })),
+        {
+          json: ({ organization, apiKey }) => ({ organization: { id: organization.id, name: organization.name }, apiKey }),
+          view: ({ organization, apiKey }) => (
+            <Details
+              title="Organisation created. The API key is shown once: keep it now."
+              fields={[["id", organization.id], ["name", organization.name], ["apiKey", apiKey]]}
+            />
+          )
+        }
+      )
+    )
+
+  withJson(org.command("list").description("list organisations")).action((options: { json?: boolean }) =>
+    run(options, Effect.flatMap(Organizations, (organizations) => organizations.list), {
+      json: (organizations) => ({ organizations: organizations.map(organizationJson) }),
+      view: (organizations) => (
+        <Table
+          columns={[
+            { header: "ID", value: (o) => o.id },
+            { header: "NAME", value: (o) => o.name },
+            { header: "CURRENCY", value: (o) => o.currencyCode }
+          ]}
+          rows={organizations}
+        />
+      )
+    }))
+
+  withOrg(org.command("settings").description("show or change workspace settings"))
+    .option("--reserved-wallet <on|off>", "enable the Reserved Wallet")
+    .option("--name <name>", "rename the organisation")
+    .action((options: { json?: boolean; org?: string; reservedWallet?: string; name?: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const id = yield* organizationOf(options)
+          const organizations = yield* Organizations
+          const reserved = options.reservedWallet === undefined ? undefined : ["on", "true", "yes"].includes(options.reservedWallet)
+          return yield* organizations.updateSettings(id, { reservedWalletEnabled: reserved, name: options.name })
+        }),
+        {
+          json: (organization) => ({ organization: organizationJson(organization) }),
+          view: (organization) => (
+            <Details
+              fields={[
+                ["id", organization.id],
+                ["name", organization.name],
+                ["currency", organization.currencyCode],
+                ["reserved wallet", organization.reservedWalletEnabled ? "on" : "off"]
+              ]}
+            />
+          )
+        }
+      )
+    )
+}
+
+export const registerKey = (program: Command) => {
+  const key = program.command("key").description("API keys of an organisation")
+
+  withOrg(key.command("create").description("create an API key (shown once)"))
+    .option("--name <name>", "a label for the key", "default")
+    .option("--expires-at <iso>", "expiry, ISO 8601")
+    .action((options: { json?: boolean; org?: string; name: string; expiresAt?: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const expiresAt = yield* parseExpiry(options.expiresAt)
+          return yield* Effect.flatMap(ApiKeys, (keys) => keys.create(organizationId, { name: options.name, expiresAt }))
+        }),
+        {
+          json: ({ apiKey, secret }) => ({ key: keyJson(apiKey), apiKey: secret }),
+          view: ({ apiKey, secret }) => (
+            <Details title="API key created. It is shown once: keep it now." fields={[["id", apiKey.id], ["apiKey", secret]]} />
+          )
+        }
+      )
+    )
+
+  withOrg(key.command("list").description("list API keys (never the keys themselves)")).action(
+    (options: { json?: boolean; org?: string }) =>
+      run(
+        options,
+        Effect.flatMap(organizationOf(options), (id) => Effect.flatMap(ApiKeys, (keys) => keys.list(id))),
+        {
+          json: (keys) => ({ keys: keys.map(keyJson) }),
+          view: (keys) => (
+            <Table
+              columns={[
+                { header: "ID", value: (k) => k.id },
+                { header: "NAME", value: (k) => k.name },
+                { header: "PREFIX", value: (k) => `${k.keyPrefix}…` },
+                { header: "STATUS", value: keyStatus },
+                { header: "EXPIRES", value: (k) => k.expiresAt?.toISOString() ?? "never" }
+              ]}
+              rows={keys}
+            />
+          )
+        }
+      )
+  )
+
+  withOrg(key.command("revoke").description("revoke an API key").argument("<keyId>")).action(
+    (keyId: string, options: { json?: boolean; org?: string }) =>
+      run(
+        options,
+        Effect.flatMap(organizationOf(options), (id) => Effect.flatMap(ApiKeys, (keys) => keys.revoke(id, keyId))),
+        {
+          json: (apiKey) => ({ key: keyJson(apiKey) }),
+          view: (apiKey) => <Text>Revoked {apiKey.id}.</Text>
+        }
+      )
+  )
+}

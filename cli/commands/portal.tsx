@@ -1,0 +1,23 @@
+import type { Command } from "commander"
+import { Effect } from "effect"
+import { PortalToken } from "../../src/portal/PortalApi.ts"
+import { Portal } from "../../src/portal/Portal.ts"
+import { Details } from "../ui/Table.tsx"
+import { encode, organizationOf, run, withOrg } from "../run.ts"
+
+export const registerPortal = (program: Command) => {
+  const portal = program.command("portal").description("customer portal access")
+
+  withOrg(portal.command("token").description("mint a short-lived portal token for a customer").argument("<customerId>"))
+    .action((customerId: string, options: { json?: boolean; org?: string }) =>
+      run(
+        options,
+        Effect.flatMap(organizationOf(options), (organizationId) =>
+          Effect.flatMap(Portal, (portal) => portal.mint(organizationId, { customerId }))),
+        {
+          json: encode(PortalToken),
+          view: (token) => <Details title="Portal token" fields={[["token", token.token], ["expires", token.expiresAt.toISOString()]]} />
+        }
+      )
+    )
+}

@@ -1,0 +1,131 @@
+import type { Command } from "commander"
+import { BigDecimal, Effect } from "effect"
+import { PurchaseCreate, PurchaseJson, type PurchaseRow, PurchaseUpdate, toPurchaseJson } from "../../src/billing/Purchase.ts"
+import { Purchases } from "../../src/billing/Purchases.ts"
+import { BadRequest } from "../../src/errors.ts"
+import { toPage } from "../../src/http/Pagination.ts"
+import { Details, Table } from "../ui/Table.tsx"
+import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+
+const purchaseJson = (row: PurchaseRow) => encode(PurchaseJson)(toPurchaseJson(row))
+
+const PurchaseView = (props: { readonly purchase: PurchaseRow; readonly title: string }) => {
+  const p = toPurchaseJson(props.purchase)
+  return (
+    <Details
+      title={props.title}
+      fields={[
+        ["id", p.id],
+        ["customer", p.customerId],
+        ["plan", `${p.planName} (${p.planId})`],
+        ["status", p.status],
+        ["cost", `${BigDecimal.format(p.cost)} ${p.currencyCode}`],
+        ["billing date", p.billingDate.toISOString()],
+        ["current cycle", p.currentPeriodStart ? `${p.currentPeriodStart.toISOString()} .. ${p.currentPeriodEnd?.toISOString()}` : "-"],
+        ["auto-payment", p.autoPayment ? "on" : "off"]
+      ]}
+    />
+  )
+}
+
+const presentOne = (title: string) => ({
+  json: (purchase: PurchaseRow) => ({ purchase: purchaseJson(purchase) }),
+  view: (purchase: PurchaseRow) => <PurchaseView purchase={purchase} title={title} />
+})
+
+const onOff = (value: string) =>
+  value === "on" ? Effect.succeed(true) : value === "off" ? Effect.succeed(false) : Effect.fail(
+    new BadRequest({ message: `--auto-payment must be on or off, not ${value}` })
+  )
+
+export const registerPurchase = (program: Command) => {
+  const purchase = program.command("purchase").description("purchases: put customers on plans")
+
+  withOrg(purchase.command("create").description("put a customer on a plan"))
+    .option("--customer <id>", "the customer's id")
+    .option("--external-id <id>", "the customer's external id (when --customer is not given)")
+    .requiredOption("--plan <id>", "the plan to buy")
+    .option("--billing-date <iso>", "a future start date (the purchase is SCHEDULED until then)")
+    .action((options: { json?: boolean; org?: string; customer?: string; externalId?: string; plan: string; billingDate?: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const input = yield* decodeInput(PurchaseCreate, {
+            ...(options.customer ? { customerId: options.customer } : {}),
+            ...(options.externalId ? { externalId: options.externalId } : {}),
+            planId: options.plan,
+            ...(options.billingDate ? { billingDate: options.billingDate } : {})
+          })
+          return yield* Effect.flatMap(Purchases, (purchases) => purchases.create(organizationId, input))
+        }),
+        presentOne("Purchase created")
+      )
+    )
+
+  withOrg(purchase.command("list").description("list purchases"))
+    .option("--customer <id>", "only this customer's")
+    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option("--cursor <id>", "id of the last row of the previous page")
+    .action((options: { json?: boolean; org?: string; customer?: string; limit?: number; cursor?: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          return yield* Effect.flatMap(Purchases, (purchases) =>
+            purchases.list(organizationId, { customerId: options.customer, page: toPage(options) }))
+        }),
+        {
+          json: (list) => ({ purchases: list.map(purchaseJson) }),
+          view: (list) => (
+            <Table
+              columns={[
+                { header: "ID", value: (p) => p.id },
+                { header: "CUSTOMER", value: (p) => p.customerId },
+                { header: "PLAN", value: (p) => p.snapshot.name },
+                { header: "STATUS", value: (p) => p.status },
+                { header: "COST", value: (p) => BigDecimal.format(p.snapshot.cost), align: "right" }
+              ]}
+              rows={list}
+              footer={`${list.length} purchase(s)`}
+            />
+          )
+        }
+      )
+    )
+
+  withOrg(purchase.command("get").description("show a purchase").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(
+        options,
+        Effect.flatMap(organizationOf(options), (organizationId) =>
+          Effect.flatMap(Purchases, (purchases) => purchases.get(organizationId, id))),
+        presentOne("Purchase")
+      )
+    )
+
+  withOrg(purchase.command("update").description("change a purchase's auto-payment setting").argument("<id>"))
+    .requiredOption("--auto-payment <on|off>", "pay new invoices from the wallet when it holds the total")
+    .action((id: string, options: { json?: boolean; org?: string; autoPayment: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const patch = yield* Effect.flatMap(onOff(options.autoPayment), (autoPayment) =>
+            decodeInput(PurchaseUpdate, { autoPayment }))
+          return yield* Effect.flatMap(Purchases, (purchases) => purchases.update(organizationId, id, patch))
+        }),
+        presentOne("Purchase updated")
+      )
+    )
+
+  withOrg(purchase.command("cancel").description("cancel a purchase: voids its open invoices, ends its cycle").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(
+        options,
+        Effect.flatMap(organizationOf(options), (organizationId) =>
+          Effect.flatMap(Purchases, (purchases) => purchases.cancel(organizationId, id))),
+        presentOne("Purchase cancelled")
+      )
+    )
+}

@@ -1,0 +1,135 @@
+/**
+ * How every CLI command runs: build the services on the environment's database
+ * (the embedded one joins a running `billing serve`), run one effect, print
+ * either exactly one JSON document (`--json`) or an Ink view, and exit non-zero
+ * with a message on stderr when it fails.
+ */
+import { Cause, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, ParseResult, Schema } from "effect"
+import { type Command, InvalidArgumentError } from "commander"
+import { renderToString } from "ink"
+import * as fs from "node:fs"
+import type { ReactElement } from "react"
+import YAML from "yaml"
+import { BadRequest, isApiError } from "../src/errors.ts"
+import { describeIssues } from "../src/http/Envelope.ts"
+import { Organizations } from "../src/organizations/Organizations.ts"
+import { AppServicesLive } from "../src/Services.ts"
+
+export type AppServices = Layer.Layer.Success<typeof AppServicesLive>
+
+export interface CommonOptions {
+  readonly json?: boolean
+  readonly org?: string
+}
+
+/** Warnings and errors only, on stderr: stdout carries the command's one JSON document. */
+const quiet = Layer.merge(
+  Logger.minimumLogLevel(LogLevel.Warning),
+  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+)
+
+const describeFailure = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error = failure.value
+    if (isApiError(error)) return error.message
+    if (ParseResult.isParseError(error)) return describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
+    if (error instanceof Error) return error.message
+    return String(error)
+  }
+  const defect = Cause.squash(cause)
+  return defect instanceof Error ? `internal error: ${defect.message}` : `internal error: ${String(defect)}`
+}
+
+export interface Presenter<A> {
+  /** The one JSON document printed with `--json`. */
+  readonly json: (value: A) => unknown
+  /** What a person sees. */
+  readonly view: (value: A) => ReactElement
+}
+
+export const run = <A>(
+  options: CommonOptions,
+  effect: Effect.Effect<A, unknown, AppServices>,
+  presenter: Presenter<A>
+): Promise<void> => runOn(AppServicesLive, options, effect, presenter)
+
+/** `run` on a layer of the command's choosing (`billing migrate` needs the bare database). */
+export const runOn = async <A, R>(
+  layer: Layer.Layer<R, unknown>,
+  options: CommonOptions,
+  effect: Effect.Effect<A, unknown, R>,
+  presenter: Presenter<A>
+): Promise<void> => {
+  const runtime = ManagedRuntime.make(layer.pipe(Layer.provide(quiet)))
+  const exit = await runtime.runPromiseExit(effect)
+  await runtime.dispose()
+  if (Exit.isSuccess(exit)) {
+    if (options.json) process.stdout.write(`${JSON.stringify(presenter.json(exit.value), null, 2)}\n`)
+    else process.stdout.write(`${renderToString(presenter.view(exit.value), { columns: process.stdout.columns ?? 120 })}\n`)
+    return
+  }
+  process.stderr.write(`error: ${describeFailure(exit.cause)}\n`)
+  process.exitCode = 1
+}
+
+/** The organisation a command acts for: `--org`, else `BILLING_ORG`; it must exist. */
+export const organizationOf = (options: CommonOptions) =>
+  Effect.gen(function*() {
+    const id = options.org ?? process.env.BILLING_ORG
+    if (!id) return yield* new BadRequest({ message: "no organisation: pass --org ID or set BILLING_ORG" })
+    yield* Effect.flatMap(Organizations, (organizations) => organizations.get(id))
+    return id
+  })
+
+/** Encodes a domain value for `--json` with the same schema the API uses. */
+export const encode = <A, I>(schema: Schema.Schema<A, I>) => (value: A): I => Schema.encodeSync(schema)(value)
+
+/** Reads a JSON or YAML request body from `--file`. */
+export const readBodyFile = (file: string): Effect.Effect<unknown, BadRequest> =>
+  Effect.try({
+    try: () => {
+      const text = fs.readFileSync(file, "utf8")
+      return /\.ya?ml$/i.test(file) ? YAML.parse(text) : JSON.parse(text)
+    },
+    catch: (error) => new BadRequest({ message: `cannot read ${file}: ${(error as Error).message}` })
+  })
+
+/** Decodes CLI input with the same schema the HTTP API uses; failures name the field. */
+export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, input: unknown): Effect.Effect<A, BadRequest> =>
+  Effect.mapError(
+    Schema.decodeUnknown(schema, { errors: "all" })(input),
+    (error) => new BadRequest({ message: `invalid input: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
+  )
+
+/** The body of a create or update: `--file`, with any flags set on top of it. */
+export const bodyOf = (options: { readonly file?: string }, flags: Record<string, unknown>) =>
+  Effect.map(
+    options.file ? readBodyFile(options.file) : Effect.succeed({}),
+    (fromFile) => ({
+      ...(fromFile as object),
+      ...Object.fromEntries(Object.entries(flags).filter(([, value]) => value !== undefined))
+    })
+  )
+
+/** Adds `--json` and `--org` to a command that acts for one organisation. */
+export const withOrg = (command: Command) =>
+  command.option("--json", "print one JSON document").option("--org <id>", "organisation id (default: $BILLING_ORG)")
+
+export const withJson = (command: Command) => command.option("--json", "print one JSON document")
+
+/** A number flag: commander hands over text. */
+export const numberFlag = (value: string): number => {
+  const number = Number(value)
+  if (value.trim() === "" || !Number.isFinite(number)) throw new InvalidArgumentError(`not a number: ${value}`)
+  return number
+}
+
+/** A flag whose value is JSON (`--model-bundle '[{"modelId": ...}]'`). */
+export const jsonFlag = (value: string): unknown => {
+  try {
+    return JSON.parse(value)
+  } catch {
+    throw new InvalidArgumentError(`not valid JSON: ${value}`)
+  }
+}

@@ -1,0 +1,288 @@
+/**
+ * Balance adjustments (the spec's "Balance adjustments" rules 1-6).
+ *
+ * Credits, outcomes, units and composites adjust the ADVANCE balance of the
+ * current cycle of the ACTIVE purchase, floored at zero; the wallet moves the
+ * USD wallet (no floor) and writes a ledger row. With `wallet: "RESERVED"` it
+ * moves the Reserved Wallet instead (floored at zero, where the workspace has
+ * enabled it), which writes no ledger row and triggers no webhook event.
+ *
+ * Idempotency: a keyed request first inserts its adjustment row with
+ * `ON CONFLICT DO NOTHING` on (organisation, endpoint, key). A concurrent twin
+ * waits on that unique index until the first transaction ends: if it
+ * committed, the twin finds the row and replays; if it rolled back (a failed
+ * adjustment), the twin's insert goes through. So a failure never uses up its
+ * key, and any number of identical concurrent requests adjust exactly once.
+ */
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect, Option, Schema } from "effect"
+import { Customers } from "../customers/Customers.ts"
+import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { Unprocessable } from "../errors.ts"
+import { makeId } from "../ids.ts"
+import { type Decimal, toSql, ZERO } from "../money.ts"
+import { IdempotencyKey, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
+import { BalanceRow, PurchaseRow } from "./Purchase.ts"
+import type { SnapshotComponent } from "./Snapshot.ts"
+import { Wallets } from "./Wallets.ts"
+
+export type AdjustEndpoint = "credits" | "outcomes" | "units" | "composites" | "wallet"
+
+const LIMIT = BigDecimal.fromBigInt(10_000_000n)
+
+const delta = (options: { readonly integer: boolean }) =>
+  MoneyInput.pipe(
+    Schema.filter((value) => {
+      if (BigDecimal.isZero(value)) return "must not be zero"
+      if (BigDecimal.greaterThan(BigDecimal.abs(value), LIMIT)) return "absolute value must be at most 10,000,000"
+      if (options.integer && !BigDecimal.isInteger(value)) return "must be a whole number"
+      return true
+    })
+  )
+
+const Notes = Schema.String.pipe(Schema.maxLength(200, { message: () => "must be at most 200 characters" }))
+
+const AgentKeyField = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))
+
+const targeted = (integer: boolean) =>
+  Schema.Struct({
+    agentKey: AgentKeyField,
+    delta: delta({ integer }),
+    notes: Schema.optional(Notes),
+    idempotencyKey: Schema.optional(IdempotencyKey)
+  }).annotations(strict)
+
+/** Credits, outcomes (a step's key) and composites (the refId): whole numbers. */
+export const WholeAdjust = targeted(true)
+/** Units: fractions allowed. */
+export const FractionAdjust = targeted(false)
+export const WalletKind = Schema.Literal("ORDINARY", "RESERVED")
+export type WalletKind = typeof WalletKind.Type
+
+/** The wallet: USD, fractions allowed; the ordinary Wallet may go below zero. */
+export const WalletAdjust = Schema.Struct({
+  delta: delta({ integer: false }),
+  wallet: Schema.optionalWith(WalletKind, { default: () => "ORDINARY" as const }),
+  notes: Schema.optional(Notes),
+  idempotencyKey: Schema.optional(IdempotencyKey)
+}).annotations(strict)
+
+export interface AdjustInput {
+  readonly agentKey?: string | undefined
+  /** Which wallet the wallet endpoint moves. */
+  readonly wallet?: WalletKind | undefined
+  readonly delta: Decimal
+  readonly notes?: string | undefined
+  readonly idempotencyKey?: string | undefined
+}
+
+export const AdjustResult = Schema.Struct({
+  adjusted: Schema.Boolean,
+  replayed: Schema.Boolean,
+  adjustedAt: Timestamp,
+  remaining: Money,
+  customerArchived: Schema.Boolean
+})
+export type AdjustResult = typeof AdjustResult.Type
+
+const KeyedRow = Schema.Struct({
+  fingerprint: Schema.String,
+  purchaseId: Schema.NullOr(Schema.String),
+  componentId: Schema.NullOr(Schema.String),
+  adjustedAt: Timestamp
+})
+
+const kindOf: Record<Exclude<AdjustEndpoint, "wallet">, SnapshotComponent["type"]> = {
+  credits: "CREDIT",
+  outcomes: "OUTCOME",
+  units: "UNIT",
+  composites: "PRICING_METRIC"
+}
+
+const keyNoun: Record<Exclude<AdjustEndpoint, "wallet">, string> = {
+  credits: "credit agentKey",
+  outcomes: "outcome step agentKey",
+  units: "unit agentKey",
+  composites: "composite refId"
+}
+
+export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const customers = yield* Customers
+    const wallets = yield* Wallets
+
+    /** Components of this endpoint's kind that answer to `agentKey`. */
+    const matching = (endpoint: Exclude<AdjustEndpoint, "wallet">, components: ReadonlyArray<SnapshotComponent>, key: string) =>
+      components.filter((c) =>
+        c.type === kindOf[endpoint] &&
+        (endpoint === "outcomes" ? c.steps.some((step) => step.agentKey === key) : c.agentKey === key)
+      )
+
+    /** The ADVANCE component the request adjusts, or the 422 that says why there is none. */
+    const targetOf = (organizationId: string, customerId: string, endpoint: Exclude<AdjustEndpoint, "wallet">, key: string) =>
+      Effect.gen(function*() {
+        const purchase = yield* findOne(
+          PurchaseRow,
+          sql`SELECT * FROM purchases WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
+                AND status = 'ACTIVE' FOR SHARE`
+        )
+        if (Option.isNone(purchase)) {
+          return yield* new Unprocessable({ message: `Customer ${customerId} has no active plan to adjust` })
+        }
+        const { components } = purchase.value.snapshot
+        const found = matching(endpoint, components, key)
+        if (found.length === 0) {
+          const ownOutcomeKey = endpoint === "outcomes" && components.some((c) => c.type === "OUTCOME" && c.agentKey === key)
+          return yield* new Unprocessable({
+            message: ownOutcomeKey
+              ? `${key} is an outcome's own agentKey; outcome adjustments take one of its steps' agentKey`
+              : `Unknown ${keyNoun[endpoint]} ${key} on the customer's plan`
+          })
+        }
+        const advance = found.find((c) => c.billingMode === "ADVANCE")
+        if (!advance) {
+          return yield* new Unprocessable({
+            message: `${key} is not a prepaid (ADVANCE) part of the customer's plan; only prepaid balances can be adjusted`
+          })
+        }
+        return { purchaseId: purchase.value.id, componentId: advance.id }
+      })
+
+    const lockBalance = (organizationId: string, purchaseId: string, componentId: string) =>
+      Effect.map(
+        findAll(
+          BalanceRow,
+          sql`SELECT * FROM purchase_balances WHERE organization_id = ${organizationId}
+                AND purchase_id = ${purchaseId} AND component_id = ${componentId} FOR UPDATE`
+        ),
+        (rows) => rows[0]!
+      )
+
+    /**
+     * What is left now of what a replayed request adjusted. A replay is the same
+     * request, so its `wallet` names the wallet the original moved.
+     */
+    const currentRemaining = (
+      organizationId: string,
+      customerId: string,
+      target: typeof KeyedRow.Type,
+      wallet: WalletKind
+    ) =>
+      target.purchaseId !== null && target.componentId !== null
+        ? Effect.map(
+          findOne(
+            BalanceRow,
+            sql`SELECT * FROM purchase_balances WHERE organization_id = ${organizationId}
+                  AND purchase_id = ${target.purchaseId} AND component_id = ${target.componentId}`
+          ),
+          Option.match({ onNone: () => ZERO, onSome: (row) => row.remaining })
+        )
+        : Effect.map(wallets.get(organizationId, customerId), (row) => wallet === "RESERVED" ? row.reservedBalance : row.balance)
+
+    const adjust = (organizationId: string, customerId: string, endpoint: AdjustEndpoint, input: AdjustInput) =>
+      Effect.gen(function*() {
+        const customer = yield* customers.get(organizationId, customerId)
+        const customerArchived = customer.archivedAt !== null
+        const walletKind = input.wallet ?? "ORDINARY"
+        const fingerprint = JSON.stringify(
+          endpoint === "wallet"
+            ? [customerId, walletKind, toSql(input.delta)]
+            : [customerId, input.agentKey ?? null, toSql(input.delta)]
+        )
+        const id = makeId("adj")
+        const now = new Date()
+        if (input.idempotencyKey !== undefined) {
+          const inserted = yield* sql`INSERT INTO balance_adjustments ${
+            sql.insert({
+              organizationId,
+              id,
+              endpoint,
+              idempotencyKey: input.idempotencyKey,
+              fingerprint,
+              customerId,
+              delta: toSql(input.delta),
+              notes: input.notes ?? null,
+              adjustedAt: now
+            })
+          } ON CONFLICT (organization_id, endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+          RETURNING id`
+          if (inserted.length === 0) {
+            const existing = (yield* findAll(
+              KeyedRow,
+              sql`SELECT fingerprint, purchase_id, component_id, adjusted_at FROM balance_adjustments
+                  WHERE organization_id = ${organizationId} AND endpoint = ${endpoint}
+                    AND idempotency_key = ${input.idempotencyKey}`
+            ))[0]!
+            if (existing.fingerprint !== fingerprint) {
+              return yield* new Unprocessable({
+                message: `idempotencyKey ${input.idempotencyKey} was already used with a different request`
+              })
+            }
+            return {
+              adjusted: false,
+              replayed: true,
+              adjustedAt: existing.adjustedAt,
+              remaining: yield* currentRemaining(organizationId, customerId, existing, walletKind),
+              customerArchived
+            } satisfies AdjustResult
+          }
+        }
+
+        let remaining: Decimal
+        let applied: Decimal
+        let target: { readonly purchaseId: string | null; readonly componentId: string | null }
+        if (endpoint === "wallet" && walletKind === "RESERVED") {
+          const moved = yield* wallets.moveReserved(organizationId, customerId, input.delta)
+          remaining = moved.reservedBalance
+          applied = moved.applied
+          target = { purchaseId: null, componentId: null }
+        } else if (endpoint === "wallet") {
+          const moved = yield* wallets.move(organizationId, customerId, input.delta, {
+            type: "ADJUSTMENT",
+            notes: input.notes ?? null,
+            at: now
+          })
+          remaining = moved.balance
+          applied = input.delta
+          target = { purchaseId: null, componentId: null }
+        } else {
+          const found = yield* targetOf(organizationId, customerId, endpoint, input.agentKey ?? "")
+          const balance = yield* lockBalance(organizationId, found.purchaseId, found.componentId)
+          remaining = BigDecimal.normalize(BigDecimal.max(BigDecimal.sum(balance.remaining, input.delta), ZERO))
+          applied = BigDecimal.normalize(BigDecimal.subtract(remaining, balance.remaining))
+          yield* sql`UPDATE purchase_balances SET remaining = ${toSql(remaining)}::numeric,
+                granted = granted + ${toSql(applied)}::numeric
+              WHERE organization_id = ${organizationId} AND purchase_id = ${found.purchaseId}
+                AND component_id = ${found.componentId}`
+          target = found
+        }
+
+        if (input.idempotencyKey !== undefined) {
+          yield* sql`UPDATE balance_adjustments SET purchase_id = ${target.purchaseId}, component_id = ${target.componentId},
+                applied_delta = ${toSql(applied)}::numeric
+              WHERE organization_id = ${organizationId} AND id = ${id}`
+        } else {
+          yield* sql`INSERT INTO balance_adjustments ${
+            sql.insert({
+              organizationId,
+              id,
+              endpoint,
+              idempotencyKey: null,
+              fingerprint,
+              customerId,
+              purchaseId: target.purchaseId,
+              componentId: target.componentId,
+              delta: toSql(input.delta),
+              appliedDelta: toSql(applied),
+              notes: input.notes ?? null,
+              adjustedAt: now
+            })
+          }`
+        }
+        return { adjusted: true, replayed: false, adjustedAt: now, remaining, customerArchived } satisfies AdjustResult
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    return { adjust } as const
+  })
+}) {}

@@ -1,0 +1,122 @@
+/** Purchases and their per-component balance counters: rows, API shapes and requests. */
+import { Schema } from "effect"
+import { Money, strict, Timestamp } from "../schema.ts"
+import { BillingMode, ComponentType, PlanSnapshot } from "./Snapshot.ts"
+
+export const PurchaseStatus = Schema.Literal("SCHEDULED", "ACTIVE", "CANCELLED")
+export type PurchaseStatus = typeof PurchaseStatus.Type
+
+/** The snapshot column: jsonb arrives parsed; decimals inside it are strings. */
+const SnapshotColumn = Schema.Union(PlanSnapshot, Schema.parseJson(PlanSnapshot))
+
+export class PurchaseRow extends Schema.Class<PurchaseRow>("PurchaseRow")({
+  id: Schema.String,
+  customerId: Schema.String,
+  planId: Schema.String,
+  status: PurchaseStatus,
+  billingDate: Timestamp,
+  cycleIndex: Schema.Number,
+  periodStart: Schema.NullOr(Timestamp),
+  periodEnd: Schema.NullOr(Timestamp),
+  autoPayment: Schema.Boolean,
+  spentThisCycle: Money,
+  snapshot: SnapshotColumn,
+  cancelledAt: Schema.NullOr(Timestamp),
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}) {}
+
+export class BalanceRow extends Schema.Class<BalanceRow>("BalanceRow")({
+  purchaseId: Schema.String,
+  componentId: Schema.String,
+  customerId: Schema.String,
+  type: ComponentType,
+  billingMode: BillingMode,
+  targetId: Schema.NullOr(Schema.String),
+  granted: Money,
+  used: Money,
+  remaining: Money,
+  originalGranted: Schema.NullOr(Money),
+  cycleQuantity: Money,
+  arrearAmount: Money
+}) {}
+
+/** A purchase on the wire: the frozen plan with its prices, the current cycle and the settings. */
+export const PurchaseComponentJson = Schema.Struct({
+  id: Schema.String,
+  type: ComponentType,
+  billingMode: BillingMode,
+  targetId: Schema.NullOr(Schema.String),
+  targetName: Schema.String,
+  quantity: Schema.NullOr(Money),
+  amount: Schema.NullOr(Money),
+  rollover: Schema.Boolean,
+  unitPrice: Schema.NullOr(Money),
+  charge: Money
+})
+
+export const PurchaseJson = Schema.Struct({
+  id: Schema.String,
+  customerId: Schema.String,
+  planId: Schema.String,
+  planName: Schema.String,
+  status: PurchaseStatus,
+  billingCycle: Schema.String,
+  billingDate: Timestamp,
+  currentPeriodStart: Schema.NullOr(Timestamp),
+  currentPeriodEnd: Schema.NullOr(Timestamp),
+  cost: Money,
+  priceAdjustment: Money,
+  walletFundedArrear: Schema.Boolean,
+  currencyCode: Schema.String,
+  autoPayment: Schema.Boolean,
+  components: Schema.Array(PurchaseComponentJson),
+  cancelledAt: Schema.NullOr(Timestamp),
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+})
+export type PurchaseJson = typeof PurchaseJson.Type
+
+export const toPurchaseJson = (row: PurchaseRow): PurchaseJson => ({
+  id: row.id,
+  customerId: row.customerId,
+  planId: row.planId,
+  planName: row.snapshot.name,
+  status: row.status,
+  billingCycle: row.snapshot.billingCycle,
+  billingDate: row.billingDate,
+  currentPeriodStart: row.periodStart,
+  currentPeriodEnd: row.periodEnd,
+  cost: row.snapshot.cost,
+  priceAdjustment: row.snapshot.priceAdjustment,
+  walletFundedArrear: row.snapshot.walletFundedArrear,
+  currencyCode: row.snapshot.currencyCode,
+  autoPayment: row.autoPayment,
+  components: row.snapshot.components.map((c) => ({
+    id: c.id,
+    type: c.type,
+    billingMode: c.billingMode,
+    targetId: c.targetId,
+    targetName: c.targetName,
+    quantity: c.quantity,
+    amount: c.amount,
+    rollover: c.rollover,
+    unitPrice: c.unitPrice,
+    charge: c.charge
+  })),
+  cancelledAt: row.cancelledAt,
+  createdAt: row.createdAt,
+  updatedAt: row.updatedAt
+})
+
+export const PurchaseCreate = Schema.Struct({
+  customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))),
+  externalId: Schema.optional(Schema.String),
+  planId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })),
+  billingDate: Schema.optional(Timestamp)
+}).annotations(strict)
+export type PurchaseCreate = typeof PurchaseCreate.Type
+
+export const PurchaseUpdate = Schema.Struct({ autoPayment: Schema.Boolean }).annotations(strict)
+export type PurchaseUpdate = typeof PurchaseUpdate.Type
+

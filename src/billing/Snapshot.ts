@@ -1,0 +1,192 @@
+/**
+ * The plan snapshot a purchase freezes (DESIGN §5): the plan, its components
+ * and the catalogue prices they had at purchase time, so later plan or
+ * catalogue edits change new purchases only. Stored as jsonb with every
+ * decimal written as a string, so nothing passes through a float.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { findAll } from "../db/Sql.ts"
+import { BadRequest } from "../errors.ts"
+import type { UnitPricing } from "../pricing/Pricing.ts"
+import { type Plans, targetIdOf, type TargetPrice } from "../plans/Plans.ts"
+
+/** A decimal kept as a string in jsonb. */
+const JsonDecimal = Schema.BigDecimal
+
+export const ComponentType = Schema.Literal("WALLET", "CREDIT", "OUTCOME", "UNIT", "PRICING_METRIC")
+export type ComponentType = typeof ComponentType.Type
+
+export const BillingMode = Schema.Literal("ADVANCE", "ARREAR")
+export type BillingMode = typeof BillingMode.Type
+
+const SnapshotTier = Schema.Struct({ upTo: Schema.NullOr(JsonDecimal), price: JsonDecimal })
+
+export const SnapshotStep = Schema.Struct({ id: Schema.String, name: Schema.String, agentKey: Schema.String })
+export type SnapshotStep = typeof SnapshotStep.Type
+
+export const SnapshotComponent = Schema.Struct({
+  id: Schema.String,
+  type: ComponentType,
+  billingMode: BillingMode,
+  /** The credit, outcome, unit or composite id; null for the wallet. */
+  targetId: Schema.NullOr(Schema.String),
+  targetName: Schema.String,
+  /** The credit's, outcome's or unit's agentKey; the composite's refId. */
+  agentKey: Schema.NullOr(Schema.String),
+  quantity: Schema.NullOr(JsonDecimal),
+  amount: Schema.NullOr(JsonDecimal),
+  rollover: Schema.Boolean,
+  /** pricePerCredit, pricePerOutcome or the composite's price per occurrence. */
+  unitPrice: Schema.NullOr(JsonDecimal),
+  /** A unit's pricing. */
+  pricingType: Schema.NullOr(Schema.Literal("FLAT", "SLAB", "VOLUME")),
+  flatPrice: Schema.NullOr(JsonDecimal),
+  tiers: Schema.Array(SnapshotTier),
+  /** What the component adds to the plan cost at each cycle start (zero for ARREAR). */
+  charge: JsonDecimal,
+  /** An outcome's steps. */
+  steps: Schema.Array(SnapshotStep),
+  /** What a composite bills together. */
+  covers: Schema.Struct({
+    credits: Schema.Array(Schema.String),
+    outcomes: Schema.Array(Schema.String),
+    units: Schema.Array(Schema.String)
+  })
+})
+export type SnapshotComponent = typeof SnapshotComponent.Type
+
+export const PlanSnapshot = Schema.Struct({
+  planId: Schema.String,
+  name: Schema.String,
+  description: Schema.String,
+  billingCycle: Schema.String,
+  currencyCode: Schema.String,
+  priceAdjustment: JsonDecimal,
+  walletFundedArrear: Schema.Boolean,
+  /** Sum of the ADVANCE charges plus priceAdjustment, charged at each cycle start. */
+  cost: JsonDecimal,
+  components: Schema.Array(SnapshotComponent)
+})
+export type PlanSnapshot = typeof PlanSnapshot.Type
+
+export const unitPricingOf = (component: SnapshotComponent): UnitPricing => ({
+  pricingType: component.pricingType ?? "FLAT",
+  flatPrice: component.flatPrice,
+  tiers: component.tiers
+})
+
+/** Which catalogue kind a metered target is. */
+export type TargetKind = "CREDIT" | "OUTCOME" | "UNIT"
+
+/** The composite components of the plan that bill a target of this kind. */
+export const compositesCovering = (snapshot: PlanSnapshot, kind: TargetKind, targetId: string) =>
+  snapshot.components.filter((component) => {
+    if (component.type !== "PRICING_METRIC") return false
+    const list = kind === "CREDIT"
+      ? component.covers.credits
+      : kind === "OUTCOME"
+      ? component.covers.outcomes
+      : component.covers.units
+    return list.includes(targetId)
+  })
+
+const KeyRow = Schema.Struct({ id: Schema.String, key: Schema.String })
+
+const StepRow = Schema.Struct({
+  outcomeId: Schema.String,
+  id: Schema.String,
+  name: Schema.String,
+  agentKey: Schema.String
+})
+
+const CoverRow = Schema.Struct({ compositeId: Schema.String, kind: Schema.String, targetId: Schema.String })
+
+/** What the component's charges are priced from, as the snapshot keeps it. */
+const pricesOf = (price: TargetPrice) => ({
+  unitPrice: price.type === "CREDIT"
+    ? price.pricePerCredit
+    : price.type === "OUTCOME"
+    ? price.pricePerOutcome
+    : price.type === "PRICING_METRIC"
+    ? price.price
+    : null,
+  pricingType: price.type === "UNIT" ? price.pricing.pricingType : null,
+  flatPrice: price.type === "UNIT" ? price.pricing.flatPrice : null,
+  tiers: price.type === "UNIT" ? price.pricing.tiers : []
+})
+
+/**
+ * Freezes an active plan with its current prices; an archived or unknown plan
+ * is 400. Prices and charges come from `Plans.getPriced`, so the plan's cost and
+ * what a purchase charges are computed in one place; the snapshot adds what
+ * metering needs: agent keys, outcome steps and what each composite covers.
+ */
+export const loadSnapshot = (plans: Plans, organizationId: string, planId: string) =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const { components: priced, plan } = yield* plans.getPriced(organizationId, planId).pipe(
+      Effect.catchTag("NotFound", () => Effect.fail(new BadRequest({ message: `Plan ${planId} not found` })))
+    )
+    if (!plan.isActive) return yield* new BadRequest({ message: `Plan ${planId} is archived and cannot be purchased` })
+    const targetIds = priced.map(({ component }) => targetIdOf(component)).filter((id) => id !== "")
+    const outcomeIds = priced.flatMap(({ component }) => (component.outcomeId ? [component.outcomeId] : []))
+    const compositeIds = priced.flatMap(({ component }) => (component.compositeId ? [component.compositeId] : []))
+    // Ids are unique across kinds, so one lookup finds every target's key (a composite's is its refId).
+    const keys = targetIds.length === 0 ? [] : yield* findAll(
+      KeyRow,
+      sql`SELECT id, agent_key AS key FROM credits WHERE organization_id = ${organizationId} AND ${sql.in("id", targetIds)}
+          UNION ALL
+          SELECT id, agent_key FROM outcomes WHERE organization_id = ${organizationId} AND ${sql.in("id", targetIds)}
+          UNION ALL
+          SELECT id, agent_key FROM units WHERE organization_id = ${organizationId} AND ${sql.in("id", targetIds)}
+          UNION ALL
+          SELECT id, ref_id FROM composites WHERE organization_id = ${organizationId} AND ${sql.in("id", targetIds)}`
+    )
+    const steps = outcomeIds.length === 0 ? [] : yield* findAll(
+      StepRow,
+      sql`SELECT outcome_id, id, name, agent_key FROM outcome_steps
+          WHERE organization_id = ${organizationId} AND removed_at IS NULL AND ${sql.in("outcome_id", outcomeIds)}
+          ORDER BY position`
+    )
+    const covers = compositeIds.length === 0 ? [] : yield* findAll(
+      CoverRow,
+      sql`SELECT composite_id, kind, target_id FROM composite_entitlements
+          WHERE organization_id = ${organizationId} AND ${sql.in("composite_id", compositeIds)}
+          ORDER BY position`
+    )
+    const components = priced.map(({ charge, component, price }): SnapshotComponent => {
+      const targetId = targetIdOf(component) || null
+      const coverOf = (kind: string) =>
+        covers.filter((cover) => cover.compositeId === targetId && cover.kind === kind).map((cover) => cover.targetId)
+      return {
+        id: component.id,
+        type: component.type,
+        billingMode: component.billingMode,
+        targetId,
+        targetName: component.targetName,
+        agentKey: keys.find((row) => row.id === targetId)?.key ?? null,
+        quantity: component.quantity,
+        amount: component.amount,
+        rollover: component.rollover,
+        ...pricesOf(price),
+        charge,
+        steps: steps.filter((step) => step.outcomeId === targetId).map(({ agentKey, id, name }) => ({ id, name, agentKey })),
+        covers: component.type === "PRICING_METRIC"
+          ? { credits: coverOf("CREDIT"), outcomes: coverOf("OUTCOME"), units: coverOf("UNIT") }
+          : { credits: [], outcomes: [], units: [] }
+      }
+    })
+    const snapshot: PlanSnapshot = {
+      planId: plan.id,
+      name: plan.name,
+      description: plan.description,
+      billingCycle: plan.billingCycle,
+      currencyCode: plan.currencyCode,
+      priceAdjustment: plan.priceAdjustment,
+      walletFundedArrear: plan.walletFundedArrear,
+      cost: plan.cost,
+      components
+    }
+    return snapshot
+  })

@@ -1,0 +1,89 @@
+/**
+ * Taxes: percentages added to every invoice issued while they are active.
+ * Never deleted: deactivating one (`active: false`) stops it applying to new
+ * invoices and leaves issued invoices as they were.
+ */
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect, Option, Schema } from "effect"
+import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { BadRequest, NotFound } from "../errors.ts"
+import { makeId } from "../ids.ts"
+import { type Decimal, HUNDRED, toSql, ZERO } from "../money.ts"
+import { Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
+
+export class Tax extends Schema.Class<Tax>("Tax")({
+  id: Schema.String,
+  name: Schema.String,
+  ratePercent: Money,
+  active: Schema.Boolean,
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}) {}
+
+export const TaxCreate = Schema.Struct({
+  name: Name,
+  ratePercent: MoneyInput
+}).annotations(strict)
+export type TaxCreate = typeof TaxCreate.Type
+
+export const TaxUpdate = Schema.Struct({
+  name: Schema.optional(Name),
+  ratePercent: Schema.optional(MoneyInput),
+  active: Schema.optional(Schema.Boolean)
+}).annotations(strict)
+export type TaxUpdate = typeof TaxUpdate.Type
+
+const checkRate = (rate: Decimal | undefined) =>
+  rate !== undefined && (BigDecimal.lessThan(rate, ZERO) || BigDecimal.greaterThan(rate, HUNDRED))
+    ? Effect.fail(new BadRequest({ message: "ratePercent must be from 0 to 100" }))
+    : Effect.void
+
+const selectTaxes = "SELECT id, name, rate_percent, is_active AS active, created_at, updated_at FROM taxes"
+
+export class Taxes extends Effect.Service<Taxes>()("Taxes", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** Oldest first, archived included unless `activeOnly`. */
+    const list = (organizationId: string, activeOnly: boolean) =>
+      findAll(
+        Tax,
+        sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId} AND (${!activeOnly} OR is_active)
+            ORDER BY id`
+      )
+
+    const get = (organizationId: string, id: string) =>
+      Effect.flatMap(
+        findOne(Tax, sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId} AND id = ${id}`),
+        Option.match({
+          onNone: () => Effect.fail(new NotFound({ message: `Tax ${id} not found` })),
+          onSome: Effect.succeed
+        })
+      )
+
+    const create = (organizationId: string, input: TaxCreate) =>
+      Effect.gen(function*() {
+        yield* checkRate(input.ratePercent)
+        const id = makeId("tax")
+        yield* sql`INSERT INTO taxes ${
+          sql.insert({ organizationId, id, name: input.name, ratePercent: toSql(input.ratePercent) })
+        }`
+        return yield* get(organizationId, id)
+      }).pipe(dieOnSqlError)
+
+    const update = (organizationId: string, id: string, patch: TaxUpdate) =>
+      Effect.gen(function*() {
+        yield* checkRate(patch.ratePercent)
+        yield* get(organizationId, id)
+        yield* sql`UPDATE taxes SET
+              name = coalesce(${patch.name ?? null}, name),
+              rate_percent = coalesce(${patch.ratePercent ? toSql(patch.ratePercent) : null}::numeric, rate_percent),
+              is_active = coalesce(${patch.active ?? null}::boolean, is_active),
+              updated_at = now()
+            WHERE organization_id = ${organizationId} AND id = ${id}`
+        return yield* get(organizationId, id)
+      }).pipe(dieOnSqlError)
+
+    return { list, get, create, update } as const
+  })
+}) {}

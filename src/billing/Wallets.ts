@@ -1,0 +1,222 @@
+/**
+ * The customer's ordinary Wallet: a USD balance that may go negative, its
+ * ledger, its low-balance alert level and its recurring grant. Every move of
+ * the balance writes one ledger row and tells the webhook outbox, in the
+ * caller's transaction, so the balance, its history and its events agree.
+ */
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect, Option, Schema } from "effect"
+import { Customers } from "../customers/Customers.ts"
+import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { Conflict, Unprocessable } from "../errors.ts"
+import type { Page } from "../http/Pagination.ts"
+import { makeId } from "../ids.ts"
+import { type Decimal, toSql, ZERO } from "../money.ts"
+import { Money, Timestamp } from "../schema.ts"
+import { WebhookOutbox, type WalletChangeSource } from "../webhooks/Outbox.ts"
+
+export const LedgerType = Schema.Literal(
+  "PURCHASE_GRANT",
+  "CYCLE_GRANT",
+  "RECURRING_GRANT",
+  "ADJUSTMENT",
+  "USAGE_LOG",
+  "INVOICE_PAYMENT"
+)
+export type LedgerType = typeof LedgerType.Type
+
+const sourceOf: Record<LedgerType, WalletChangeSource> = {
+  PURCHASE_GRANT: "PURCHASE",
+  CYCLE_GRANT: "PURCHASE",
+  RECURRING_GRANT: "RECURRING_GRANT",
+  ADJUSTMENT: "ADJUSTMENT",
+  USAGE_LOG: "USAGE",
+  INVOICE_PAYMENT: "PURCHASE"
+}
+
+export class WalletRow extends Schema.Class<WalletRow>("WalletRow")({
+  customerId: Schema.String,
+  balance: Money,
+  reservedBalance: Money,
+  lowBalanceAlertUsd: Schema.NullOr(Money),
+  recurringGrantUsd: Schema.NullOr(Money)
+}) {}
+
+export class LedgerEntry extends Schema.Class<LedgerEntry>("LedgerEntry")({
+  id: Schema.String,
+  customerId: Schema.String,
+  type: LedgerType,
+  delta: Money,
+  balanceAfter: Money,
+  usageLogId: Schema.NullOr(Schema.String),
+  purchaseId: Schema.NullOr(Schema.String),
+  invoiceId: Schema.NullOr(Schema.String),
+  notes: Schema.NullOr(Schema.String),
+  createdAt: Timestamp
+}) {}
+
+export interface WalletMove {
+  readonly type: LedgerType
+  readonly usageLogId?: string | null
+  readonly purchaseId?: string | null
+  readonly invoiceId?: string | null
+  readonly notes?: string | null
+  readonly at?: Date
+}
+
+export interface WalletMoved {
+  readonly previousBalance: Decimal
+  readonly balance: Decimal
+  readonly ledgerId: string
+}
+
+export class Wallets extends Effect.Service<Wallets>()("Wallets", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const outbox = yield* WebhookOutbox
+    const customers = yield* Customers
+
+    const emptyWallet = (customerId: string) =>
+      new WalletRow({
+        customerId,
+        balance: BigDecimal.fromBigInt(0n),
+        reservedBalance: BigDecimal.fromBigInt(0n),
+        lowBalanceAlertUsd: null,
+        recurringGrantUsd: null
+      })
+
+    /** The wallet as it stands (a customer who never had one has an empty one). */
+    const get = (organizationId: string, customerId: string) =>
+      Effect.map(
+        findOne(WalletRow, sql`SELECT * FROM wallets WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`),
+        Option.getOrElse(() => emptyWallet(customerId))
+      )
+
+    /** Locks the wallet row for the rest of the caller's transaction, creating it on first use. */
+    const lock = (organizationId: string, customerId: string) =>
+      Effect.gen(function*() {
+        yield* Effect.orDie(sql`INSERT INTO wallets (organization_id, customer_id) VALUES (${organizationId}, ${customerId})
+              ON CONFLICT DO NOTHING`)
+        const rows = yield* findAll(
+          WalletRow,
+          sql`SELECT * FROM wallets WHERE organization_id = ${organizationId} AND customer_id = ${customerId} FOR UPDATE`
+        )
+        return rows[0]!
+      })
+
+    /**
+     * Moves the balance by `delta` (negative debits; never refused), writes the
+     * ledger row and the webhook events. Must run inside the caller's transaction.
+     */
+    const move = (organizationId: string, customerId: string, delta: Decimal, entry: WalletMove) =>
+      Effect.gen(function*() {
+        const wallet = yield* lock(organizationId, customerId)
+        const balance = BigDecimal.normalize(BigDecimal.sum(wallet.balance, delta))
+        const at = entry.at ?? new Date()
+        yield* Effect.orDie(sql`UPDATE wallets SET balance = ${toSql(balance)}, updated_at = ${at}
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`)
+        const ledgerId = makeId("wle")
+        yield* Effect.orDie(sql`INSERT INTO wallet_ledger ${
+          sql.insert({
+            organizationId,
+            id: ledgerId,
+            customerId,
+            type: entry.type,
+            delta: toSql(delta),
+            balanceAfter: toSql(balance),
+            usageLogId: entry.usageLogId ?? null,
+            purchaseId: entry.purchaseId ?? null,
+            invoiceId: entry.invoiceId ?? null,
+            notes: entry.notes ?? null,
+            createdAt: at
+          })
+        }`)
+        const [customer] = yield* Effect.orDie(sql<{ externalId: string | null }>`
+          SELECT external_id FROM customers WHERE organization_id = ${organizationId} AND id = ${customerId}`)
+        yield* outbox.walletChanged({
+          organizationId,
+          customerId,
+          externalId: customer?.externalId ?? null,
+          previousBalance: wallet.balance,
+          currentBalance: balance,
+          delta,
+          source: sourceOf[entry.type],
+          usageLogId: entry.usageLogId ?? null,
+          alertLevel: wallet.lowBalanceAlertUsd,
+          at
+        })
+        return { previousBalance: wallet.balance, balance, ledgerId } satisfies WalletMoved
+      })
+
+    /**
+     * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row, no
+     * webhook event (the spec: Reserved Wallet changes trigger neither event).
+     * 422 where the workspace has not enabled it. Runs in the caller's transaction.
+     */
+    const moveReserved = (organizationId: string, customerId: string, delta: Decimal) =>
+      Effect.gen(function*() {
+        const [settings] = yield* Effect.orDie(sql<{ reservedWalletEnabled: boolean }>`
+          SELECT reserved_wallet_enabled FROM organizations WHERE id = ${organizationId}`)
+        if (!settings?.reservedWalletEnabled) {
+          return yield* new Unprocessable({ message: "The Reserved Wallet is not enabled in this workspace" })
+        }
+        const wallet = yield* lock(organizationId, customerId)
+        const reservedBalance = BigDecimal.normalize(BigDecimal.max(BigDecimal.sum(wallet.reservedBalance, delta), ZERO))
+        yield* Effect.orDie(sql`UPDATE wallets SET reserved_balance = ${toSql(reservedBalance)}, updated_at = now()
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`)
+        return {
+          reservedBalance,
+          applied: BigDecimal.normalize(BigDecimal.subtract(reservedBalance, wallet.reservedBalance))
+        }
+      })
+
+    const activeCustomer = (organizationId: string, customerId: string) =>
+      Effect.flatMap(customers.get(organizationId, customerId), (customer) =>
+        customer.archivedAt === null
+          ? Effect.succeed(customer)
+          : Effect.fail(new Conflict({ message: `Customer ${customerId} is archived` })))
+
+    /** The low-balance alert level in USD; null falls back to each webhook endpoint's threshold. */
+    const setAlert = (organizationId: string, customerId: string, threshold: Decimal | null) =>
+      Effect.gen(function*() {
+        yield* activeCustomer(organizationId, customerId)
+        yield* lock(organizationId, customerId)
+        const rows = yield* findAll(
+          WalletRow,
+          sql`UPDATE wallets SET low_balance_alert_usd = ${threshold === null ? null : toSql(threshold)}, updated_at = now()
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId} RETURNING *`
+        )
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    /** USD credited to the wallet at every cycle start; null stops it. */
+    const setRecurringGrant = (organizationId: string, customerId: string, quantity: Decimal | null) =>
+      Effect.gen(function*() {
+        yield* activeCustomer(organizationId, customerId)
+        yield* lock(organizationId, customerId)
+        const rows = yield* findAll(
+          WalletRow,
+          sql`UPDATE wallets SET recurring_grant_usd = ${quantity === null ? null : toSql(quantity)}, updated_at = now()
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId} RETURNING *`
+        )
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    /** The ledger, oldest first, one page at a time. */
+    const ledger = (organizationId: string, customerId: string, page: Page) =>
+      Effect.gen(function*() {
+        yield* customers.get(organizationId, customerId)
+        const wallet = yield* get(organizationId, customerId)
+        const entries = yield* findAll(
+          LedgerEntry,
+          sql`SELECT * FROM wallet_ledger
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
+                AND (${page.cursor ?? null}::text IS NULL OR id > ${page.cursor ?? null})
+              ORDER BY id LIMIT ${page.limit}`
+        )
+        return { wallet, entries }
+      })
+
+    return { get, lock, move, moveReserved, setAlert, setRecurringGrant, ledger, activeCustomer } as const
+  })
+}) {}

@@ -1,0 +1,140 @@
+/**
+ * Credits: create, list, read, change, archive and unarchive. Prices are
+ * computed here from the model bundle at the workspace's current rates and
+ * stored: tokensPerCredit and basePrice are the bundle's sums, pricePerCredit
+ * is basePrice with the margin. An agentKey is unique among the organisation's
+ * active credits (the partial unique index decides, so races answer 409 too).
+ *
+ * Lookups other features use (stable):
+ * - `get(organizationId, id)`: the credit, active or archived; 404 when missing
+ *   or another organisation's.
+ * - `findActiveByAgentKey(organizationId, agentKey)`: `Option<Credit>`, the
+ *   active credit holding the key.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { decodeRows, dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { Conflict, NotFound } from "../errors.ts"
+import { makeId } from "../ids.ts"
+import { bundleToJson, Models } from "../models/Models.ts"
+import { type Decimal, toSql } from "../money.ts"
+import { withMargin } from "../pricing/Pricing.ts"
+import type { CatalogueListQuery } from "../http/Pagination.ts"
+import { Credit, type CreditCreate, type CreditUpdate } from "./Credit.ts"
+
+const notFound = (id: string) => new NotFound({ message: `Credit ${id} not found` })
+
+const agentKeyTaken = (agentKey: string) =>
+  new Conflict({ message: `agentKey ${agentKey} is already used by another active credit` })
+
+export class Credits extends Effect.Service<Credits>()("Credits", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const models = yield* Models
+
+    const create = (organizationId: string, input: CreditCreate) =>
+      Effect.gen(function*() {
+        const [bundle] = yield* models.priceBundles(organizationId, [{ path: "modelBundle", items: input.modelBundle }])
+        const rows = yield* sql`INSERT INTO credits ${
+          sql.insert({
+            organizationId,
+            id: makeId("cred"),
+            name: input.name,
+            agentKey: input.agentKey,
+            description: input.description ?? null,
+            marginPercent: toSql(input.marginPercent),
+            modelBundle: bundleToJson(bundle!.items),
+            tokensPerCredit: toSql(bundle!.tokensPerCredit),
+            basePrice: toSql(bundle!.basePrice),
+            pricePerCredit: toSql(withMargin(bundle!.basePrice, input.marginPercent))
+          })
+        } RETURNING *`.pipe(uniqueOr(() => agentKeyTaken(input.agentKey)), Effect.flatMap(decodeRows(Credit)))
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    const list = (organizationId: string, query: CatalogueListQuery) =>
+      findAll(
+        Credit,
+        sql`SELECT * FROM credits
+            WHERE organization_id = ${organizationId}
+              AND (${query.active ?? null}::boolean IS NULL OR is_active = ${query.active ?? null})
+              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
+            ORDER BY id
+            LIMIT ${query.page.limit}`
+      )
+
+    const get = (organizationId: string, id: string) =>
+      Effect.flatMap(
+        findOne(Credit, sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND id = ${id}`),
+        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
+      )
+
+    const findActiveByAgentKey = (organizationId: string, agentKey: string) =>
+      findOne(
+        Credit,
+        sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND agent_key = ${agentKey} AND is_active`
+      )
+
+    /**
+     * Only the fields sent change. A new modelBundle is priced at the current
+     * rates; a new marginPercent alone re-prices pricePerCredit from the stored
+     * basePrice, so a margin change never depends on today's rates.
+     */
+    const update = (organizationId: string, id: string, patch: CreditUpdate) =>
+      Effect.gen(function*() {
+        const current = yield* findOne(
+          Credit,
+          sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
+        )
+        if (Option.isNone(current)) return yield* notFound(id)
+        const changes: Record<string, string | null> = {}
+        if (patch.name !== undefined) changes.name = patch.name
+        if (patch.agentKey !== undefined) changes.agentKey = patch.agentKey
+        if (patch.description !== undefined) changes.description = patch.description
+        let basePrice: Decimal = current.value.basePrice
+        if (patch.modelBundle !== undefined) {
+          const [bundle] = yield* models.priceBundles(organizationId, [{ path: "modelBundle", items: patch.modelBundle }])
+          basePrice = bundle!.basePrice
+          changes.modelBundle = bundleToJson(bundle!.items)
+          changes.tokensPerCredit = toSql(bundle!.tokensPerCredit)
+          changes.basePrice = toSql(basePrice)
+        }
+        if (patch.modelBundle !== undefined || patch.marginPercent !== undefined) {
+          const margin = patch.marginPercent ?? current.value.marginPercent
+          changes.marginPercent = toSql(margin)
+          changes.pricePerCredit = toSql(withMargin(basePrice, margin))
+        }
+        if (Object.keys(changes).length === 0) return current.value
+        const rows = yield* sql`UPDATE credits SET ${sql.update({ ...changes, updatedAt: new Date() })}
+              WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
+          uniqueOr(() => agentKeyTaken(patch.agentKey ?? current.value.agentKey)),
+          Effect.flatMap(decodeRows(Credit))
+        )
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    const setActive = (isActive: boolean) => (organizationId: string, id: string) =>
+      Effect.gen(function*() {
+        const current = yield* get(organizationId, id)
+        const rows = yield* sql`UPDATE credits SET is_active = ${isActive}, updated_at = now()
+              WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
+          uniqueOr(() => agentKeyTaken(current.agentKey)),
+          Effect.flatMap(decodeRows(Credit))
+        )
+        return rows[0]!
+      }).pipe(dieOnSqlError)
+
+    return {
+      create,
+      list,
+      get,
+      findActiveByAgentKey,
+      update,
+      /** Archives; nothing is deleted, and archiving twice answers the same credit. */
+      archive: setActive(false),
+      /** Makes the credit active again: 409 when another active credit took its agentKey meanwhile. */
+      unarchive: setActive(true)
+    } as const
+  }),
+  dependencies: [Models.Default]
+}) {}

@@ -1,0 +1,92 @@
+/** The customer: the billing identity of the organisation's own customer. */
+import { Schema } from "effect"
+import { CurrencyCode, ExternalId, Timestamp } from "../schema.ts"
+
+const text = (max: number) =>
+  Schema.String.pipe(Schema.maxLength(max, { message: () => `must be at most ${max} characters` }))
+
+export const CustomerName = Schema.String.pipe(
+  Schema.filter((s) => s.trim().length > 0 || "must not be empty"),
+  Schema.maxLength(200, { message: () => "must be at most 200 characters" })
+)
+
+export const Email = Schema.String.pipe(
+  Schema.maxLength(254, { message: () => "must be at most 254 characters" }),
+  Schema.pattern(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, { message: () => "must be a valid e-mail address" })
+)
+
+/** Optional profile fields and their length limits (the spec leaves these open; see docs/api.md). */
+export const profileFields = {
+  description: text(400),
+  website: text(255),
+  phone: text(40),
+  legalName: text(200),
+  addressLine1: text(255),
+  city: text(120),
+  state: text(120),
+  country: text(120),
+  pincode: text(20),
+  taxId: text(64)
+} as const
+
+export type ProfileField = keyof typeof profileFields
+
+const nullableProfile = {
+  description: Schema.NullOr(Schema.String),
+  website: Schema.NullOr(Schema.String),
+  phone: Schema.NullOr(Schema.String),
+  legalName: Schema.NullOr(Schema.String),
+  addressLine1: Schema.NullOr(Schema.String),
+  city: Schema.NullOr(Schema.String),
+  state: Schema.NullOr(Schema.String),
+  country: Schema.NullOr(Schema.String),
+  pincode: Schema.NullOr(Schema.String),
+  taxId: Schema.NullOr(Schema.String)
+}
+
+export class Customer extends Schema.Class<Customer>("Customer")({
+  id: Schema.String,
+  externalId: Schema.NullOr(Schema.String),
+  slug: Schema.String,
+  name: Schema.String,
+  email: Schema.String,
+  ...nullableProfile,
+  currencyCode: Schema.String,
+  archivedAt: Schema.NullOr(Timestamp),
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}) {}
+
+const optionalNullable = <S extends Schema.Schema.Any>(schema: S) => Schema.optional(Schema.NullOr(schema))
+
+export const CustomerCreate = Schema.Struct({
+  name: CustomerName,
+  email: Email,
+  externalId: optionalNullable(ExternalId),
+  description: optionalNullable(profileFields.description),
+  website: optionalNullable(profileFields.website),
+  phone: optionalNullable(profileFields.phone),
+  legalName: optionalNullable(profileFields.legalName),
+  addressLine1: optionalNullable(profileFields.addressLine1),
+  city: optionalNullable(profileFields.city),
+  state: optionalNullable(profileFields.state),
+  country: optionalNullable(profileFields.country),
+  pincode: optionalNullable(profileFields.pincode),
+  taxId: optionalNullable(profileFields.taxId),
+  currencyCode: Schema.optional(CurrencyCode)
+})
+export type CustomerCreate = typeof CustomerCreate.Type
+
+/** A PATCH: omitted fields are untouched; null clears an optional field (or the externalId). */
+export const CustomerUpdate = Schema.Struct({
+  ...CustomerCreate.fields,
+  name: Schema.optional(CustomerName),
+  email: Schema.optional(Email)
+})
+export type CustomerUpdate = typeof CustomerUpdate.Type
+
+/** How a request names its customer: `customerId` wins; otherwise `externalId`. */
+export interface CustomerRef {
+  readonly customerId?: string | undefined
+  readonly externalId?: string | undefined
+}

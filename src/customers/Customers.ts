@@ -1,0 +1,158 @@
+/**
+ * Customers: create, read, update, archive, and the resolution of a request's
+ * `customerId` / `externalId` (the spec's rules 1-6). Nothing is deleted: a
+ * DELETE archives, and an archived customer's externalId may be taken again.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { decodeRows, dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import type { Page } from "../http/Pagination.ts"
+import { makeId, randomToken } from "../ids.ts"
+import { requeuePendingSignals } from "../signals/Requeue.ts"
+import { Customer, type CustomerCreate, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
+
+const externalIdPattern = /^[A-Za-z0-9-]{1,32}$/
+
+const slugify = (name: string) =>
+  name.toLowerCase().normalize("NFKD").replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40) || "customer"
+
+const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
+
+const notFound = (what: string) => new NotFound({ message: `Customer ${what} not found` })
+
+const externalIdTaken = (externalId: string) =>
+  new Conflict({ message: `externalId ${externalId} is already held by another active customer` })
+
+
+export interface CustomerListQuery {
+  readonly page: Page
+  readonly q?: string | undefined
+  readonly includeArchived?: boolean | undefined
+}
+
+export class Customers extends Effect.Service<Customers>()("Customers", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const create = (organizationId: string, input: CustomerCreate) =>
+      Effect.gen(function*() {
+        const id = makeId("cus")
+        const [currency] = yield* sql<{ currencyCode: string }>`
+          SELECT currency_code FROM organizations WHERE id = ${organizationId}`
+        // The externalId index answers races that a read-then-write check would miss.
+        const rows = yield* sql`INSERT INTO customers ${
+            sql.insert({
+              organizationId,
+              id,
+              externalId: input.externalId ?? null,
+              slug: `${slugify(input.name)}-${randomToken(4)}`,
+              name: input.name.trim(),
+              email: input.email,
+              description: input.description ?? null,
+              website: input.website ?? null,
+              phone: input.phone ?? null,
+              legalName: input.legalName ?? null,
+              addressLine1: input.addressLine1 ?? null,
+              city: input.city ?? null,
+              state: input.state ?? null,
+              country: input.country ?? null,
+              pincode: input.pincode ?? null,
+              taxId: input.taxId ?? null,
+              currencyCode: input.currencyCode ?? currency?.currencyCode ?? "USD"
+            })
+          } RETURNING *`.pipe(uniqueOr(() => externalIdTaken(input.externalId ?? "")), Effect.flatMap(decodeRows(Customer)))
+        if (input.externalId) yield* requeuePendingSignals(sql, organizationId, input.externalId)
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    const list = (organizationId: string, query: CustomerListQuery) => {
+      const pattern = query.q ? `%${escapeLike(query.q)}%` : null
+      return findAll(
+        Customer,
+        sql`SELECT * FROM customers
+            WHERE organization_id = ${organizationId}
+              AND (${query.includeArchived ?? false} OR archived_at IS NULL)
+              AND (${pattern}::text IS NULL OR name ILIKE ${pattern} OR email ILIKE ${pattern})
+              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
+            ORDER BY id
+            LIMIT ${query.page.limit}`
+      )
+    }
+
+    /** A customer by the service's id, archived or not. */
+    const get = (organizationId: string, id: string) =>
+      Effect.flatMap(
+        findOne(Customer, sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${id}`),
+        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
+      )
+
+    /** An active customer by the caller's externalId; a malformed value is 400. */
+    const getByExternalId = (organizationId: string, externalId: string) =>
+      Effect.gen(function*() {
+        if (!externalIdPattern.test(externalId)) {
+          return yield* new BadRequest({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
+        }
+        const found = yield* findOne(
+          Customer,
+          sql`SELECT * FROM customers
+              WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND archived_at IS NULL`
+        )
+        return yield* Option.match(found, {
+          onNone: () => Effect.fail(notFound(`with externalId ${externalId}`)),
+          onSome: Effect.succeed
+        })
+      })
+
+    /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
+    const resolve = (organizationId: string, ref: CustomerRef) =>
+      ref.customerId !== undefined
+        ? get(organizationId, ref.customerId)
+        : ref.externalId !== undefined
+        ? getByExternalId(organizationId, ref.externalId)
+        : Effect.fail(new BadRequest({ message: "customerId or externalId must be provided" }))
+
+    const update = (organizationId: string, id: string, patch: CustomerUpdate) =>
+      Effect.gen(function*() {
+        const current = yield* findOne(
+          Customer,
+          sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
+        )
+        if (Option.isNone(current)) return yield* notFound(id)
+        if (current.value.archivedAt !== null) {
+          return yield* new Conflict({ message: `Customer ${id} is archived and cannot be changed` })
+        }
+        const changes: Record<string, unknown> = {}
+        for (const [field, value] of Object.entries(patch)) {
+          if (value === undefined) continue
+          changes[field] = typeof value === "string" && field === "name" ? value.trim() : value
+        }
+        if (Object.keys(changes).length === 0) return current.value
+        const rows = yield* sql`UPDATE customers SET ${sql.update({ ...changes, updatedAt: new Date() })}
+              WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
+          uniqueOr(() => externalIdTaken(patch.externalId ?? "")),
+          Effect.flatMap(decodeRows(Customer))
+        )
+        if (patch.externalId) yield* requeuePendingSignals(sql, organizationId, patch.externalId)
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    /** Archives (the spec's DELETE); archiving twice answers the same customer. */
+    const archive = (organizationId: string, id: string) =>
+      Effect.gen(function*() {
+        yield* get(organizationId, id)
+        const rows = yield* findAll(
+          Customer,
+          sql`UPDATE customers SET archived_at = coalesce(archived_at, now()), updated_at = now()
+              WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`
+        )
+        return rows[0]!
+      })
+
+    /** Customers are addressed by id or externalId alike by the `/customers/ext/...` twins. */
+    const idOfExternal = (organizationId: string, externalId: string) =>
+      Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id)
+
+    return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal } as const
+  })
+}) {}

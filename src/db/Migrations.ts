@@ -1,0 +1,32 @@
+/**
+ * Numbered plain-SQL migrations from `migrations/NNNN_name.sql`, applied by the
+ * `@effect/sql` Migrator: all pending ones in one transaction, behind a table
+ * lock, so concurrent starts are serialised and a second run is a no-op.
+ */
+import { Migrator, SqlClient } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import * as fs from "node:fs"
+import { fileURLToPath } from "node:url"
+
+const migrationsDir = fileURLToPath(new URL("../../migrations/", import.meta.url))
+
+const sqlFileLoader: Migrator.Loader = Effect.try({
+  try: () =>
+    fs.readdirSync(migrationsDir)
+      .flatMap((file): Array<Migrator.ResolvedMigration> => {
+        const match = /^(\d{4})_([a-z0-9_]+)\.sql$/.exec(file)
+        if (!match) return []
+        const text = fs.readFileSync(`${migrationsDir}${file}`, "utf8")
+        const run = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text))
+        return [[Number(match[1]), match[2]!, Effect.succeed(run)]]
+      })
+      .sort(([a], [b]) => a - b),
+  catch: (cause) => new Migrator.MigrationError({ reason: "failed", message: `cannot read ${migrationsDir}: ${cause}` })
+})
+
+const migrate = Migrator.make({})
+
+/** Applies pending migrations; returns the ones applied now. */
+export const runMigrations = migrate({ loader: sqlFileLoader, table: "schema_migrations" })
+
+export const MigrationsLive = Layer.effectDiscard(runMigrations)

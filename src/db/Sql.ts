@@ -1,0 +1,57 @@
+/**
+ * Small helpers every repository uses.
+ *
+ * Repositories decode rows with Schema; a row that fails to decode is a bug of
+ * ours, not of the client, so it must become a defect (a ParseError that
+ * escaped would be reported to the client as a 400). Unexpected SQL errors are
+ * defects too; the expected ones (unique violations) are caught by code.
+ */
+import type { SqlError } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+
+/** PostgreSQL's SQLSTATE of a failed statement, when there is one. */
+export const sqlState = (error: SqlError.SqlError): string | undefined => {
+  const cause = error.cause as { code?: unknown } | undefined
+  return typeof cause?.code === "string" ? cause.code : undefined
+}
+
+export const isUniqueViolation = (error: SqlError.SqlError) => sqlState(error) === "23505"
+
+/** Runs a repository effect, turning unexpected SQL and row-decoding failures into defects. */
+export const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
+
+/** Every row of `query`, decoded by `schema`. */
+export const findAll = <A, I, R>(
+  schema: Schema.Schema<A, I, R>,
+  query: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
+) => orDie(Effect.flatMap(query, Schema.decodeUnknown(Schema.Array(schema))))
+
+/** The first row of `query`, decoded by `schema`, if there is one. */
+export const findOne = <A, I, R>(
+  schema: Schema.Schema<A, I, R>,
+  query: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
+): Effect.Effect<Option.Option<A>, never, R> =>
+  orDie(
+    Effect.flatMap(query, (rows) =>
+      rows.length === 0 ? Effect.succeedNone : Effect.asSome(Schema.decodeUnknown(schema)(rows[0])))
+  )
+
+
+/** Decodes rows that a statement returned; a row that does not decode is a defect. */
+export const decodeRows = <A, I, R>(schema: Schema.Schema<A, I, R>) => (rows: ReadonlyArray<unknown>) =>
+  Effect.orDie(Schema.decodeUnknown(Schema.Array(schema))(rows))
+
+/**
+ * For statements guarded by a unique index: a unique violation becomes the
+ * typed failure `onViolation` gives, any other SQL error a defect.
+ */
+export const uniqueOr = <E>(onViolation: (error: SqlError.SqlError) => E) =>
+<A, R>(effect: Effect.Effect<A, SqlError.SqlError, R>): Effect.Effect<A, E, R> =>
+  Effect.catchAll(effect, (error) => isUniqueViolation(error) ? Effect.fail(onViolation(error)) : Effect.die(error))
+
+/** Keeps the typed failures of `effect` and turns its SQL errors into defects. */
+export const dieOnSqlError = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
+  Effect.catchIf(effect, (error): error is Extract<E, SqlError.SqlError> =>
+    typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "SqlError", Effect.die) as any

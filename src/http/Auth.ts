@@ -1,0 +1,42 @@
+/**
+ * Bearer-key authentication for every API route. The platform's bearer decoder
+ * neither checks the `Bearer ` prefix nor tells a missing header from an empty
+ * token, so the raw header is checked here before the key is looked up.
+ */
+import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { Unauthorized } from "../errors.ts"
+import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
+
+/** The organisation (and key) the current request acts for. */
+export class CurrentOrganization extends Context.Tag("CurrentOrganization")<CurrentOrganization, Caller>() {}
+
+export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
+  failure: Unauthorized,
+  provides: CurrentOrganization,
+  security: { bearer: HttpApiSecurity.bearer }
+}) {}
+
+const bearerPattern = /^Bearer +(\S+)\s*$/i
+
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.gen(function*() {
+    const keys = yield* ApiKeys
+    return {
+      bearer: (_token: Redacted.Redacted) =>
+        Effect.gen(function*() {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const match = bearerPattern.exec(request.headers["authorization"] ?? "")
+          if (!match) {
+            return yield* new Unauthorized({ message: "Missing or malformed Authorization header: expected Bearer <API_KEY>" })
+          }
+          return yield* keys.authenticate(match[1]!)
+        })
+    }
+  })
+)
+
+/** Runs `f` for the organisation of the current request. */
+export const forOrganization = <A, E, R>(f: (organizationId: string) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(CurrentOrganization, (caller) => f(caller.organizationId))

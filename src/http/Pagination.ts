@@ -1,0 +1,54 @@
+/**
+ * Cursor pagination as the spec's Pagination section: `limit` defaults to 50,
+ * values above 200 are clamped, `cursor` is the id of the previous page's last
+ * row, and a page shorter than `limit` is the last one. Ids are time-ordered
+ * (src/ids.ts), so "after the cursor" is "created after it".
+ */
+import { Schema } from "effect"
+
+export const DEFAULT_LIMIT = 50
+export const MAX_LIMIT = 200
+
+const Limit = Schema.NumberFromString.pipe(
+  Schema.int({ message: () => "must be a whole number" }),
+  Schema.greaterThanOrEqualTo(1, { message: () => "must be at least 1" })
+)
+
+export const PageParams = {
+  limit: Schema.optional(Limit),
+  cursor: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })))
+}
+
+/** `active=true|false` on catalogue lists. */
+export const ActiveParam = {
+  active: Schema.optional(
+    Schema.Literal("true", "false").annotations({ message: () => "must be true or false" })
+  )
+}
+
+export interface Page {
+  readonly limit: number
+  readonly cursor: string | undefined
+}
+
+export const toPage = (params: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Page => ({
+  limit: Math.min(params.limit ?? DEFAULT_LIMIT, MAX_LIMIT),
+  cursor: params.cursor
+})
+
+/**
+ * The list query of every catalogue route (credits, outcomes, units,
+ * composites, plans): cursor pagination plus `active`. `active=true` lists
+ * active records, `active=false` archived ones, and no `active` lists both.
+ */
+export const CatalogueListParams = Schema.Struct({ ...PageParams, ...ActiveParam })
+
+export interface CatalogueListQuery {
+  readonly page: Page
+  readonly active?: boolean | undefined
+}
+
+export const toCatalogueQuery = (params: typeof CatalogueListParams.Type): CatalogueListQuery => ({
+  page: toPage(params),
+  active: params.active === undefined ? undefined : params.active === "true"
+})

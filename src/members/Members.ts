@@ -1,0 +1,127 @@
+/**
+ * Members of a customer: the people whose usage signals are attributed to the
+ * customer (`member` on a signal is one of these e-mails). An e-mail is unique
+ * within its customer, compared case-insensitively; a removed member is deleted.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { Email } from "../customers/Customer.ts"
+import { Customers } from "../customers/Customers.ts"
+import { decodeRows, dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { Conflict, NotFound } from "../errors.ts"
+import type { Page } from "../http/Pagination.ts"
+import { makeId } from "../ids.ts"
+import { strict, Timestamp } from "../schema.ts"
+
+export const MemberRole = Schema.Literal("OWNER", "ADMIN", "MEMBER")
+
+export class Member extends Schema.Class<Member>("Member")({
+  id: Schema.String,
+  customerId: Schema.String,
+  email: Schema.String,
+  name: Schema.NullOr(Schema.String),
+  role: MemberRole,
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}) {}
+
+const MemberName = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(200, { message: () => "must be at most 200 characters" })
+)
+
+export const MemberCreate = Schema.Struct({
+  email: Email,
+  name: Schema.optional(Schema.NullOr(MemberName)),
+  role: Schema.optional(MemberRole)
+}).annotations(strict)
+export type MemberCreate = typeof MemberCreate.Type
+
+export const MemberUpdate = Schema.Struct({
+  email: Schema.optional(Email),
+  name: Schema.optional(Schema.NullOr(MemberName)),
+  role: Schema.optional(MemberRole)
+}).annotations(strict)
+export type MemberUpdate = typeof MemberUpdate.Type
+
+const duplicate = (email: string) => new Conflict({ message: `A member with e-mail ${email} already exists for this customer` })
+
+export class Members extends Effect.Service<Members>()("Members", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const customers = yield* Customers
+
+    const get = (organizationId: string, customerId: string, id: string) =>
+      Effect.flatMap(
+        findOne(
+          Member,
+          sql`SELECT * FROM customer_members
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
+        ),
+        Option.match({
+          onNone: () => Effect.fail(new NotFound({ message: `Member ${id} not found` })),
+          onSome: Effect.succeed
+        })
+      )
+
+    const list = (organizationId: string, customerId: string, page: Page) =>
+      Effect.zipRight(
+        customers.get(organizationId, customerId),
+        findAll(
+          Member,
+          sql`SELECT * FROM customer_members
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
+                AND (${page.cursor ?? null}::text IS NULL OR id > ${page.cursor ?? null})
+              ORDER BY id LIMIT ${page.limit}`
+        )
+      )
+
+    const create = (organizationId: string, customerId: string, input: MemberCreate) =>
+      Effect.gen(function*() {
+        yield* customers.get(organizationId, customerId)
+        const rows = yield* sql`INSERT INTO customer_members ${
+          sql.insert({
+            organizationId,
+            id: makeId("mem"),
+            customerId,
+            email: input.email,
+            name: input.name ?? null,
+            role: input.role ?? "MEMBER"
+          })
+        } RETURNING *`.pipe(uniqueOr(() => duplicate(input.email)), Effect.flatMap(decodeRows(Member)))
+        return rows[0]!
+      }).pipe(dieOnSqlError)
+
+    const update = (organizationId: string, customerId: string, id: string, patch: MemberUpdate) =>
+      Effect.gen(function*() {
+        yield* get(organizationId, customerId, id)
+        yield* sql`UPDATE customer_members SET
+              email = coalesce(${patch.email ?? null}, email),
+              name = CASE WHEN ${patch.name !== undefined} THEN ${patch.name ?? null} ELSE name END,
+              role = coalesce(${patch.role ?? null}, role),
+              updated_at = now()
+            WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`.pipe(
+          uniqueOr(() => duplicate(patch.email ?? ""))
+        )
+        return yield* get(organizationId, customerId, id)
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    const remove = (organizationId: string, customerId: string, id: string) =>
+      Effect.gen(function*() {
+        const member = yield* get(organizationId, customerId, id)
+        yield* sql`DELETE FROM customer_members
+            WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
+        return member
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    /** The member a signal names by e-mail, matched case-insensitively. */
+    const findByEmail = (organizationId: string, customerId: string, email: string) =>
+      findOne(
+        Member,
+        sql`SELECT * FROM customer_members WHERE organization_id = ${organizationId}
+              AND customer_id = ${customerId} AND lower(email) = lower(${email})`
+      )
+
+    return { list, get, create, update, remove, findByEmail } as const
+  })
+}) {}

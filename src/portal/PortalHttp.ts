@@ -1,0 +1,9 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Api } from "../http/Api.ts"
+import { forOrganization } from "../http/Auth.ts"
+import { Portal } from "./Portal.ts"
+
+export const PortalHttpLive = HttpApiBuilder.group(Api, "portal", (handlers) =>
+  Effect.map(Portal, (portal) =>
+    handlers.handle("token", ({ payload }) => forOrganization((org) => portal.mint(org, payload)))))

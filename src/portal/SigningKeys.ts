@@ -1,0 +1,25 @@
+/**
+ * Each organisation's signing secret for portal tokens and invoice pay links,
+ * made on first use and kept in the database so every API process and the CLI
+ * sign and verify alike.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { randomToken } from "../ids.ts"
+
+export class SigningKeys extends Effect.Service<SigningKeys>()("SigningKeys", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const secretOf = (organizationId: string) =>
+      Effect.gen(function*() {
+        yield* sql`INSERT INTO signing_keys (organization_id, secret) VALUES (${organizationId}, ${randomToken(32)})
+            ON CONFLICT DO NOTHING`
+        const rows = yield* sql<{ secret: string }>`
+          SELECT secret FROM signing_keys WHERE organization_id = ${organizationId}`
+        return rows[0]!.secret
+      }).pipe(Effect.orDie)
+
+    return { secretOf } as const
+  })
+}) {}

@@ -1,0 +1,97 @@
+/**
+ * Field schemas shared across the domain: the spec's patterns and limits in one
+ * place, plus the two representation-crossing types (timestamps and money) that
+ * decode from database rows and encode to the wire.
+ */
+import { BigDecimal, ParseResult, Schema } from "effect"
+
+/** A timestamp: a Date from the database (or an ISO string), an ISO 8601 string on the wire. */
+export const Timestamp = Schema.transformOrFail(
+  Schema.Union(Schema.DateFromSelf, Schema.String),
+  Schema.DateFromSelf,
+  {
+    strict: true,
+    decode: (value, _, ast) => {
+      const date = value instanceof Date ? value : new Date(value)
+      return Number.isNaN(date.getTime())
+        ? ParseResult.fail(new ParseResult.Type(ast, value, "not a valid timestamp"))
+        : ParseResult.succeed(date)
+    },
+    encode: (date) => ParseResult.succeed(date.toISOString())
+  }
+).annotations({ identifier: "Timestamp", jsonSchema: { type: "string", format: "date-time" } })
+
+/**
+ * An exact decimal: decoded from a NUMERIC column's string (or a number),
+ * encoded as a JSON number for the wire.
+ */
+export const Money = Schema.transformOrFail(
+  Schema.Union(Schema.String, Schema.Number),
+  Schema.BigDecimalFromSelf,
+  {
+    strict: true,
+    decode: (value, _, ast) => {
+      const parsed = typeof value === "number" ? BigDecimal.safeFromNumber(value) : BigDecimal.fromString(value)
+      return parsed._tag === "Some"
+        ? ParseResult.succeed(BigDecimal.normalize(parsed.value))
+        : ParseResult.fail(new ParseResult.Type(ast, value, "not a decimal number"))
+    },
+    encode: (value) => ParseResult.succeed(BigDecimal.unsafeToNumber(value))
+  }
+).annotations({ identifier: "Money", jsonSchema: { type: "number" } })
+
+/** A decimal sent by a client: a finite JSON number, kept exact from its shortest text. */
+export const MoneyInput = Schema.transformOrFail(
+  Schema.Number,
+  Schema.BigDecimalFromSelf,
+  {
+    strict: true,
+    decode: (value, _, ast) => {
+      const parsed = BigDecimal.safeFromNumber(value)
+      return parsed._tag === "Some"
+        ? ParseResult.succeed(BigDecimal.normalize(parsed.value))
+        : ParseResult.fail(new ParseResult.Type(ast, value, "must be a finite number"))
+    },
+    encode: (value) => ParseResult.succeed(BigDecimal.unsafeToNumber(value))
+  }
+).annotations({ identifier: "Decimal", jsonSchema: { type: "number" } })
+
+const slugPattern = /^[a-z0-9._-]+$/
+
+/** Catalogue names (composite, credit, outcome, step): 1 to 80 characters. */
+export const Name = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(80, { message: () => "must be at most 80 characters" })
+)
+
+/** agentKey and refId of catalogue records: 1 to 80 characters of `a-z 0-9 . _ -`. */
+export const AgentKey = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(80, { message: () => "must be at most 80 characters" }),
+  Schema.pattern(slugPattern, { message: () => "must match ^[a-z0-9._-]+$" })
+)
+
+export const RefId = AgentKey
+
+export const Description = Schema.String.pipe(
+  Schema.maxLength(400, { message: () => "must be at most 400 characters" })
+)
+
+/** The caller's own customer id: 1 to 32 characters from `A-Z a-z 0-9 -`, case-sensitive. */
+export const ExternalId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9-]{1,32}$/, {
+    message: () => "externalId must be 1 to 32 characters from letters, numbers and -"
+  })
+)
+
+export const IdempotencyKey = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(255, { message: () => "must be at most 255 characters" })
+)
+
+export const CurrencyCode = Schema.String.pipe(
+  Schema.pattern(/^[A-Z]{3}$/, { message: () => "must be a 3-letter ISO 4217 code such as USD" })
+)
+
+/** Rejects unknown fields: a client can never smuggle a price or a type past the schema. */
+export const strict = { parseOptions: { onExcessProperty: "error" } } as const

@@ -1,0 +1,188 @@
+/**
+ * Usage signals: the request of each `/signal/*` route, the inbox row, and the
+ * acknowledgements. Every request schema is strict: an unknown field (a price,
+ * a type, an agentKey where the route has none) is a 400, never ignored.
+ */
+import { BigDecimal, Schema } from "effect"
+import { Email } from "../customers/Customer.ts"
+import { ExternalId, IdempotencyKey, MoneyInput, strict, Timestamp } from "../schema.ts"
+
+/** The route of a signal: it decides the meter, and scopes idempotency keys. */
+export const SignalRoute = Schema.Literal("CREDIT", "OUTCOME", "OUTCOME_COMPLETE", "UNIT", "WALLET", "COMPOSITE_COMPLETE")
+export type SignalRoute = typeof SignalRoute.Type
+
+export const SignalStatus = Schema.Literal("QUEUED", "PROCESSED", "PENDING", "FAILED")
+export type SignalStatus = typeof SignalStatus.Type
+
+const TokenCount = Schema.Int.pipe(
+  Schema.nonNegative({ message: () => "must be a whole number of 0 or more" }),
+  Schema.lessThanOrEqualTo(1_000_000_000_000, { message: () => "must be at most 1e12" })
+)
+
+/** Tokens of one model call. `model` is required; token counts default to 0. */
+export const Usage = Schema.Struct({
+  model: Schema.String.pipe(
+    Schema.minLength(1, { message: () => "must not be empty" }),
+    Schema.maxLength(120, { message: () => "must be at most 120 characters" })
+  ),
+  inputTokens: Schema.optional(TokenCount),
+  outputTokens: Schema.optional(TokenCount),
+  cacheTokens: Schema.optional(TokenCount),
+  cacheWriteTokens: Schema.optional(TokenCount)
+}).annotations(strict)
+export type Usage = typeof Usage.Type
+
+const customMaxBytes = 8192
+
+/** Free-form metadata, stored as sent (at most 8 KB of JSON). */
+export const Custom = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
+  Schema.filter((custom) => JSON.stringify(custom).length <= customMaxBytes || `must be at most ${customMaxBytes} bytes of JSON`)
+)
+
+const TagValue = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(255, { message: () => "must be at most 255 characters" })
+)
+
+/** `{refId: value}`: exactly one property, named by a composite's refId, valued by the caller's correlation id. */
+export const CompositeTag = Schema.Record({ key: Schema.String, value: TagValue }).pipe(
+  Schema.filter((tag) => Object.keys(tag).length === 1 || "must hold exactly one property: {refId: value}")
+)
+export type CompositeTag = typeof CompositeTag.Type
+
+/** The single refId and value of a tag. */
+export const tagOf = (tag: CompositeTag): { readonly refId: string; readonly value: string } => {
+  const [refId, value] = Object.entries(tag)[0]!
+  return { refId, value }
+}
+
+const AgentKeyField = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(80, { message: () => "must be at most 80 characters" })
+)
+
+const RunId = Schema.String.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(255, { message: () => "must be at most 255 characters" })
+)
+
+const maxQuantity = BigDecimal.fromBigInt(10_000_000n)
+
+const Quantity = MoneyInput.pipe(
+  Schema.filter((q) => BigDecimal.isPositive(q) || "must be above 0"),
+  Schema.filter((q) => BigDecimal.lessThanOrEqualTo(q, maxQuantity) || "must be at most 10,000,000")
+)
+
+/** Who a signal is for and the optional fields every route shares. */
+const common = {
+  customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))),
+  externalId: Schema.optional(ExternalId),
+  member: Schema.optional(Email),
+  idempotencyKey: Schema.optional(IdempotencyKey),
+  custom: Schema.optional(Custom)
+}
+
+export const CreditSignal = Schema.Struct({
+  ...common,
+  agentKey: AgentKeyField,
+  usage: Usage,
+  composite: Schema.optional(CompositeTag)
+}).annotations(strict)
+
+export const OutcomeStepSignal = Schema.Struct({
+  ...common,
+  agentKey: AgentKeyField,
+  runId: RunId,
+  usage: Schema.optional(Usage),
+  composite: Schema.optional(CompositeTag)
+}).annotations(strict)
+
+export const OutcomeCompleteSignal = Schema.Struct({
+  ...common,
+  runId: RunId
+}).annotations(strict)
+
+export const UnitSignal = Schema.Struct({
+  ...common,
+  agentKey: AgentKeyField,
+  quantity: Schema.optional(Quantity),
+  composite: Schema.optional(CompositeTag)
+}).annotations(strict)
+
+export const WalletSignal = Schema.Struct({
+  ...common,
+  usage: Usage
+}).annotations(strict)
+
+export const CompositeCompleteSignal = Schema.Struct({
+  ...common,
+  composite: CompositeTag
+}).annotations(strict)
+
+/** Any accepted request, as the inbox keeps it. */
+export interface SignalInput {
+  readonly customerId?: string | undefined
+  readonly externalId?: string | undefined
+  readonly member?: string | undefined
+  readonly idempotencyKey?: string | undefined
+  readonly custom?: { readonly [key: string]: unknown } | undefined
+  readonly agentKey?: string | undefined
+  readonly runId?: string | undefined
+  readonly composite?: CompositeTag | undefined
+}
+
+/** The schema of each route's body, to re-decode what the inbox kept. */
+export const schemaOfRoute = {
+  CREDIT: CreditSignal,
+  OUTCOME: OutcomeStepSignal,
+  OUTCOME_COMPLETE: OutcomeCompleteSignal,
+  UNIT: UnitSignal,
+  WALLET: WalletSignal,
+  COMPOSITE_COMPLETE: CompositeCompleteSignal
+} as const
+
+export const Acknowledgement = Schema.Struct({
+  queued: Schema.Literal(true),
+  messageId: Schema.String,
+  rawId: Schema.String
+})
+export type Acknowledgement = typeof Acknowledgement.Type
+
+export const OutcomeCompleted = Schema.Struct({
+  status: Schema.Literal("COMPLETED"),
+  usageLog: Schema.Null,
+  rawId: Schema.String
+})
+export type OutcomeCompleted = typeof OutcomeCompleted.Type
+
+export const CompositeCompleted = Schema.Struct({
+  status: Schema.Literal("COMPLETED"),
+  composite: Schema.Struct({ id: Schema.String, name: Schema.String, refId: Schema.String }),
+  value: Schema.String,
+  rawId: Schema.String
+})
+export type CompositeCompleted = typeof CompositeCompleted.Type
+
+/** An inbox row, for operators (CLI) and the worker. */
+export class SignalRecord extends Schema.Class<SignalRecord>("SignalRecord")({
+  organizationId: Schema.String,
+  id: Schema.String,
+  messageId: Schema.String,
+  route: SignalRoute,
+  status: SignalStatus,
+  customerId: Schema.NullOr(Schema.String),
+  externalId: Schema.NullOr(Schema.String),
+  idempotencyKey: Schema.NullOr(Schema.String),
+  agentKey: Schema.NullOr(Schema.String),
+  runId: Schema.NullOr(Schema.String),
+  compositeRef: Schema.NullOr(Schema.String),
+  compositeValue: Schema.NullOr(Schema.String),
+  member: Schema.NullOr(Schema.String),
+  body: Schema.Unknown,
+  attempts: Schema.Int,
+  errorStatus: Schema.NullOr(Schema.Int),
+  errorMessage: Schema.NullOr(Schema.String),
+  usageLogId: Schema.NullOr(Schema.String),
+  receivedAt: Timestamp,
+  processedAt: Schema.NullOr(Timestamp)
+}) {}

@@ -1,0 +1,322 @@
+/**
+ * Signal intake and the operator's view of the inbox.
+ *
+ * Intake does only what is cheap and certain (schema, idempotency, an unknown
+ * or archived `customerId`), then commits the raw signal to the inbox and
+ * answers 202: from then on the signal is never lost. The worker
+ * (SignalProcessor.ts) prices it. Outcome and composite completions answer
+ * synchronously (404/409/422) and are billed by the worker like any signal.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option, Schema } from "effect"
+import { Customer } from "../customers/Customer.ts"
+import { Metering } from "../billing/Metering.ts"
+import { Customers } from "../customers/Customers.ts"
+import { Members } from "../members/Members.ts"
+import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
+import { BadRequest, Conflict, NotFound, Unprocessable } from "../errors.ts"
+import type { Page } from "../http/Pagination.ts"
+import { makeId } from "../ids.ts"
+import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
+import {
+  type Acknowledgement,
+  type CompositeCompleted,
+  CompositeCompleteSignal,
+  type OutcomeCompleted,
+  OutcomeCompleteSignal,
+  schemaOfRoute,
+  type SignalInput,
+  SignalRecord,
+  type SignalRoute,
+  type SignalStatus,
+  tagOf
+} from "./Signal.ts"
+
+/** The routes answered 202 and priced later. */
+export type QueuedRoute = Exclude<SignalRoute, "OUTCOME_COMPLETE" | "COMPOSITE_COMPLETE">
+
+export type SignalOf<R extends SignalRoute> = Schema.Schema.Type<(typeof schemaOfRoute)[R]>
+
+export interface SignalListQuery {
+  readonly page: Page
+  readonly customerId?: string | undefined
+  readonly status?: SignalStatus | undefined
+}
+
+const Sent = Schema.Struct({ id: Schema.String, messageId: Schema.String, response: Schema.NullOr(Schema.Unknown) })
+
+const acknowledgement = (row: { readonly id: string; readonly messageId: string }): Acknowledgement => ({
+  queued: true,
+  messageId: row.messageId,
+  rawId: row.id
+})
+
+const customerMissing = (id: string) => new NotFound({ message: `Customer ${id} not found` })
+const customerArchived = (id: string) => new Conflict({ message: `Customer ${id} is archived and cannot receive signals` })
+
+/** The inbox columns of a request: customerId wins over externalId (rule 1). */
+const columnsOf = (input: SignalInput) => {
+  const tag = input.composite ? tagOf(input.composite) : undefined
+  return {
+    customerId: input.customerId ?? null,
+    externalId: input.customerId === undefined ? input.externalId ?? null : null,
+    idempotencyKey: input.idempotencyKey ?? null,
+    agentKey: input.agentKey ?? null,
+    runId: input.runId ?? null,
+    compositeRef: tag?.refId ?? null,
+    compositeValue: tag?.value ?? null,
+    member: input.member ?? null
+  }
+}
+
+export class Signals extends Effect.Service<Signals>()("Signals", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const customers = yield* Customers
+    const members = yield* Members
+    const metering = yield* Metering
+
+    const sentWithKey = (organizationId: string, route: SignalRoute, key: string | undefined) =>
+      key === undefined
+        ? Effect.succeed(Option.none<typeof Sent.Type>())
+        : findOne(
+          Sent,
+          sql`SELECT id, message_id, response FROM signals
+              WHERE organization_id = ${organizationId} AND route = ${route} AND idempotency_key = ${key}`
+        )
+
+    const insertSignal = (organizationId: string, route: QueuedRoute, input: SignalInput, body: unknown) => {
+      const columns = columnsOf(input)
+      const id = makeId("sig")
+      const messageId = makeId("msg")
+      // One statement checks the customer and writes the row: the hot path is one round trip.
+      return findAll(
+        Sent,
+        sql`INSERT INTO signals (organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
+                                 agent_key, run_id, composite_ref, composite_value, member, body)
+            SELECT ${organizationId}, ${id}, ${messageId}, ${route}, ${columns.customerId}, ${columns.externalId},
+                   ${columns.idempotencyKey}, ${columns.agentKey}, ${columns.runId}, ${columns.compositeRef},
+                   ${columns.compositeValue}, ${columns.member}, ${JSON.stringify(body)}::jsonb
+            WHERE ${columns.customerId}::text IS NULL OR EXISTS (
+              SELECT 1 FROM customers
+              WHERE organization_id = ${organizationId} AND id = ${columns.customerId} AND archived_at IS NULL)
+            ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+            RETURNING id, message_id, response`
+      ).pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+    }
+
+    /** Why a customerId was refused: unknown (404) or archived (409). */
+    const refusedCustomer = (organizationId: string, customerId: string) =>
+      Effect.flatMap(
+        findOne(Customer, sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${customerId}`),
+        (found): Effect.Effect<never, NotFound | Conflict> =>
+          Option.isNone(found) ? Effect.fail(customerMissing(customerId)) : Effect.fail(customerArchived(customerId))
+      )
+
+    /** Intake of a credit, outcome step, unit or wallet signal: 202 once it is in the inbox. */
+    const accept = <R extends QueuedRoute>(organizationId: string, route: R, input: SignalOf<R>) =>
+      Effect.gen(function*() {
+        const signal = input as SignalInput
+        if (signal.customerId === undefined && signal.externalId === undefined) {
+          return yield* new BadRequest({ message: "customerId or externalId must be provided" })
+        }
+        const body = yield* Effect.orDie(Schema.encodeUnknown(schemaOfRoute[route] as Schema.Schema<unknown, unknown>)(input))
+        const inserted = yield* insertSignal(organizationId, route, signal, body)
+        if (Option.isSome(inserted)) return acknowledgement(inserted.value)
+        const earlier = yield* sentWithKey(organizationId, route, signal.idempotencyKey)
+        if (Option.isSome(earlier)) return acknowledgement(earlier.value)
+        return yield* refusedCustomer(organizationId, signal.customerId!)
+      })
+
+    /** The customer of a synchronous completion: unknown is 404, archived 409. */
+    const activeCustomer = (organizationId: string, input: SignalInput) =>
+      Effect.gen(function*() {
+        const customer = yield* customers.resolve(organizationId, input)
+        if (customer.archivedAt !== null) return yield* customerArchived(customer.id)
+        if (input.member !== undefined) {
+          const member = yield* members.findByEmail(organizationId, customer.id, input.member)
+          if (Option.isNone(member)) {
+            return yield* new Unprocessable({ message: `member ${input.member} does not belong to customer ${customer.id}` })
+          }
+        }
+        return customer
+      })
+
+    /** The original answer of a completion sent again with the same key. */
+    const replayed = <A>(organizationId: string, route: SignalRoute, key: string | undefined) =>
+      Effect.map(sentWithKey(organizationId, route, key), Option.map((row) => row.response as A))
+
+    /** Records a completion in the inbox (the worker bills it) with the answer a repeated key gets back. */
+    const recordCompletion = <A>(
+      organizationId: string,
+      route: "OUTCOME_COMPLETE" | "COMPOSITE_COMPLETE",
+      rawId: string,
+      input: SignalInput,
+      response: A
+    ) =>
+      Effect.gen(function*() {
+        const body = yield* Effect.orDie(Schema.encodeUnknown(schemaOfRoute[route] as Schema.Schema<unknown, unknown>)(input))
+        yield* sql`INSERT INTO signals ${
+          sql.insert({
+            organizationId,
+            id: rawId,
+            messageId: makeId("msg"),
+            route,
+            ...columnsOf(input),
+            body: JSON.stringify(body),
+            response: JSON.stringify(response)
+          })
+        }`
+        return response
+      })
+
+    /** Closes an outcome run: 200 once; 404 for a run with no step of this customer; 409 when already closed. */
+    const completeOutcome = (organizationId: string, input: typeof OutcomeCompleteSignal.Type) =>
+      Effect.gen(function*() {
+        const earlier = yield* replayed<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
+        if (Option.isSome(earlier)) return earlier.value
+        const customer = yield* activeCustomer(organizationId, input)
+        const steps = yield* sql`SELECT 1 FROM signals
+          WHERE organization_id = ${organizationId} AND run_id = ${input.runId} AND route = 'OUTCOME'
+            AND (customer_id = ${customer.id} OR (customer_id IS NULL AND external_id = ${customer.externalId}))
+          LIMIT 1`
+        if (steps.length === 0) return yield* new NotFound({ message: `Outcome run ${input.runId} not found` })
+        const rawId = makeId("sig")
+        const closed = yield* sql`INSERT INTO outcome_runs (organization_id, run_id, customer_id, signal_id)
+          VALUES (${organizationId}, ${input.runId}, ${customer.id}, ${rawId})
+          ON CONFLICT DO NOTHING RETURNING run_id`
+        if (closed.length === 0) {
+          // A twin with the same key may have closed it a moment ago: that is a replay, not a clash.
+          const twin = yield* replayed<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
+          if (Option.isSome(twin)) return twin.value
+          return yield* new Conflict({ message: `Outcome run ${input.runId} has already been completed` })
+        }
+        return yield* recordCompletion<OutcomeCompleted>(
+          organizationId,
+          "OUTCOME_COMPLETE",
+          rawId,
+          { ...input, customerId: customer.id },
+          { status: "COMPLETED", usageLog: null, rawId }
+        )
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    type CompositeAttempt =
+      | { readonly _tag: "Completed"; readonly answer: CompositeCompleted }
+      | { readonly _tag: "Parked"; readonly missing: ReadonlyArray<string> }
+
+    /**
+     * Closes a composite occurrence when every entitlement has reported under
+     * the tag (200, billed once however often it is completed); otherwise parks
+     * it (422) until the worker sees the last missing signal.
+     */
+    const completeComposite = (organizationId: string, input: typeof CompositeCompleteSignal.Type) =>
+      Effect.gen(function*() {
+        const attempt = yield* Effect.gen(function*() {
+          const earlier = yield* replayed<CompositeCompleted>(organizationId, "COMPOSITE_COMPLETE", input.idempotencyKey)
+          if (Option.isSome(earlier)) return { _tag: "Completed", answer: earlier.value } as CompositeAttempt
+          const customer = yield* activeCustomer(organizationId, input)
+          const { refId, value } = tagOf(input.composite)
+          const found = yield* liveComposite(sql, organizationId, refId)
+          if (Option.isNone(found)) return yield* new NotFound({ message: `No live composite has refId ${refId}` })
+          const composite = found.value
+          const purchase = yield* metering.currentPurchase(organizationId, customer.id)
+          if (Option.isNone(purchase)) return yield* new Unprocessable({ message: "Customer has no active plan" })
+          const sold = purchase.value.snapshot.components.some((c) =>
+            c.type === "PRICING_METRIC" && c.targetId === composite.id
+          )
+          if (!sold) {
+            return yield* new Unprocessable({ message: `Composite ${refId} is not sold on the customer's plan` })
+          }
+          const answer = (rawId: string): CompositeCompleted => ({
+            status: "COMPLETED",
+            composite: { id: composite.id, name: composite.name, refId: composite.refId },
+            value,
+            rawId
+          })
+          const occurrence = yield* lockOccurrence(sql, organizationId, composite.id, value)
+          if (occurrence.status === "COMPLETED") {
+            return { _tag: "Completed", answer: answer(occurrence.signalId ?? "") } as CompositeAttempt
+          }
+          const missing = yield* missingSignals(sql, organizationId, composite, value, customer)
+          const parked = missing.length > 0
+          const rawId = parked ? null : makeId("sig")
+          yield* sql`UPDATE composite_occurrences SET
+              status = ${parked ? "PARKED" : "COMPLETED"}, customer_id = ${customer.id}, signal_id = ${rawId},
+              member = ${input.member ?? null},
+              custom = ${input.custom === undefined ? null : JSON.stringify(input.custom)}::jsonb,
+              completed_at = ${parked ? null : new Date()}, updated_at = now()
+            WHERE organization_id = ${organizationId} AND composite_id = ${composite.id} AND value = ${value}`
+          if (rawId === null) return { _tag: "Parked", missing } as CompositeAttempt
+          const completed = yield* recordCompletion(
+            organizationId,
+            "COMPOSITE_COMPLETE",
+            rawId,
+            { ...input, customerId: customer.id },
+            answer(rawId)
+          )
+          return { _tag: "Completed", answer: completed } as CompositeAttempt
+        }).pipe(sql.withTransaction, dieOnSqlError)
+        if (attempt._tag === "Parked") {
+          return yield* new Unprocessable({
+            message: `Composite occurrence is not ready to complete: waiting for ${attempt.missing.join(", ")}; ` +
+              "it completes itself once they arrive"
+          })
+        }
+        return attempt.answer
+      })
+
+    const list = (organizationId: string, query: SignalListQuery) =>
+      findAll(
+        SignalRecord,
+        sql`SELECT * FROM signals
+            WHERE organization_id = ${organizationId}
+              AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
+              AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
+              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
+            ORDER BY id
+            LIMIT ${query.page.limit}`
+      )
+
+    const get = (organizationId: string, id: string) =>
+      Effect.flatMap(
+        findOne(SignalRecord, sql`SELECT * FROM signals WHERE organization_id = ${organizationId} AND id = ${id}`),
+        Option.match({
+          onNone: () => Effect.fail(new NotFound({ message: `Signal ${id} not found` })),
+          onSome: Effect.succeed
+        })
+      )
+
+    /**
+     * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
+     * was billed, and replaying it would bill it twice.
+     */
+    const replay = (organizationId: string, id: string) =>
+      Effect.gen(function*() {
+        const signal = yield* get(organizationId, id)
+        if (signal.status === "PROCESSED") {
+          return yield* new Conflict({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
+        }
+        const rows = yield* findAll(
+          SignalRecord,
+          sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_message = NULL
+              WHERE organization_id = ${organizationId} AND id = ${id} AND status IN ('PENDING', 'FAILED', 'QUEUED')
+              RETURNING *`
+        )
+        return rows[0] ?? (yield* get(organizationId, id))
+      })
+
+    /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
+    const replayable = (organizationId: string, customerId: string) =>
+      Effect.gen(function*() {
+        const customer = yield* customers.get(organizationId, customerId)
+        return yield* orDie(
+          sql<{ id: string }>`SELECT id FROM signals
+            WHERE organization_id = ${organizationId} AND status IN ('PENDING', 'FAILED')
+              AND (customer_id = ${customer.id} OR (customer_id IS NULL AND external_id = ${customer.externalId}))
+            ORDER BY id`
+        ).pipe(Effect.map((rows) => rows.map((row) => row.id)))
+      })
+
+    return { accept, completeOutcome, completeComposite, list, get, replay, replayable } as const
+  })
+}) {}

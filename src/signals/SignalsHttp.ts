@@ -1,0 +1,17 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Api } from "../http/Api.ts"
+import { forOrganization } from "../http/Auth.ts"
+import { Signals } from "./Signals.ts"
+
+export const SignalsHttpLive = HttpApiBuilder.group(Api, "signals", (handlers) =>
+  Effect.gen(function*() {
+    const signals = yield* Signals
+    return handlers
+      .handle("credit", ({ payload }) => forOrganization((org) => signals.accept(org, "CREDIT", payload)))
+      .handle("outcome", ({ payload }) => forOrganization((org) => signals.accept(org, "OUTCOME", payload)))
+      .handle("outcomeComplete", ({ payload }) => forOrganization((org) => signals.completeOutcome(org, payload)))
+      .handle("unit", ({ payload }) => forOrganization((org) => signals.accept(org, "UNIT", payload)))
+      .handle("wallet", ({ payload }) => forOrganization((org) => signals.accept(org, "WALLET", payload)))
+      .handle("compositeComplete", ({ payload }) => forOrganization((org) => signals.completeComposite(org, payload)))
+  }))

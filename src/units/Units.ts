@@ -1,0 +1,195 @@
+/**
+ * Units: create, list, read, change, archive and unarchive. A FLAT unit carries
+ * `flatPrice`; a SLAB or VOLUME unit carries ascending tiers whose last one is
+ * unbounded. Tier decimals are kept as strings in the jsonb column, so nothing
+ * passes through a float. An agentKey is unique among the organisation's
+ * active units (the partial unique index decides, so races answer 409 too).
+ */
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect, Option } from "effect"
+import { decodeRows, dieOnSqlError, findAll, findOne, orDie, uniqueOr } from "../db/Sql.ts"
+import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { makeId } from "../ids.ts"
+import { type Decimal, toSql, ZERO } from "../money.ts"
+import { tierProblem } from "../pricing/Pricing.ts"
+import type { CatalogueListQuery } from "../http/Pagination.ts"
+import { type PricingType, Unit, type UnitCreate, type UnitTier, type UnitUpdate } from "./Unit.ts"
+
+/** Who creates a unit: an API key (its name is recorded) or an operator at the CLI. */
+export type UnitAuthor = { readonly apiKeyId: string } | { readonly name: string }
+
+interface StoredTier {
+  readonly id: string
+  readonly upTo: string | null
+  readonly price: string
+  readonly order: number
+}
+
+interface ResolvedPricing {
+  readonly pricingType: PricingType
+  readonly flatPrice: Decimal | null
+  readonly tiers: ReadonlyArray<StoredTier>
+}
+
+const notFound = (id: string) => new NotFound({ message: `Unit ${id} not found` })
+
+const agentKeyTaken = (agentKey: string) =>
+  new Conflict({ message: `agentKey ${agentKey} is already used by another active unit` })
+
+const storedTiers = (tiers: ReadonlyArray<{ readonly upTo: Decimal | null; readonly price: Decimal }>) =>
+  tiers.map((tier, index): StoredTier => ({
+    id: makeId("tier"),
+    upTo: tier.upTo === null ? null : toSql(tier.upTo),
+    price: toSql(tier.price),
+    order: index + 1
+  }))
+
+const keptTiers = (tiers: ReadonlyArray<UnitTier>) =>
+  tiers.map((tier): StoredTier => ({
+    id: tier.id,
+    upTo: tier.upTo === null ? null : toSql(tier.upTo),
+    price: toSql(tier.price),
+    order: tier.order
+  }))
+
+/**
+ * The pricing a create or PATCH leaves the unit with. Fields of the other
+ * pricing type that are only stored (not sent) are dropped when the type
+ * changes; sending them with the wrong type is a 400.
+ */
+const resolvePricing = (
+  input: Pick<UnitUpdate, "pricingType" | "flatPrice" | "tiers">,
+  current: Unit | undefined
+): Effect.Effect<ResolvedPricing, BadRequest> => {
+  const fail = (message: string) => Effect.fail(new BadRequest({ message }))
+  const pricingType = input.pricingType ?? current?.pricingType
+  if (pricingType === undefined) return fail("pricingType is required")
+  if (pricingType === "FLAT") {
+    if (input.tiers !== undefined && input.tiers.length > 0) {
+      return fail("tiers apply to SLAB and VOLUME units only; a FLAT unit is priced by flatPrice")
+    }
+    const flatPrice = input.flatPrice !== undefined
+      ? input.flatPrice
+      : current?.pricingType === "FLAT"
+      ? current.flatPrice
+      : null
+    if (flatPrice === null) return fail("flatPrice is required for a FLAT unit")
+    if (BigDecimal.lessThan(flatPrice, ZERO)) return fail("flatPrice must be 0 or more")
+    return Effect.succeed({ pricingType, flatPrice, tiers: [] })
+  }
+  if (input.flatPrice !== undefined && input.flatPrice !== null) {
+    return fail(`flatPrice applies to FLAT units only; a ${pricingType} unit is priced by its tiers`)
+  }
+  if (input.tiers === undefined && current !== undefined && current.pricingType !== "FLAT") {
+    return Effect.succeed({ pricingType, flatPrice: null, tiers: keptTiers(current.tiers) })
+  }
+  const tiers = input.tiers ?? []
+  if (tiers.length === 0) return fail(`tiers are required for a ${pricingType} unit`)
+  const problem = tierProblem(tiers)
+  if (problem !== undefined) return fail(problem)
+  return Effect.succeed({ pricingType, flatPrice: null, tiers: storedTiers(tiers) })
+}
+
+const pricingColumns = (pricing: ResolvedPricing) => ({
+  pricingType: pricing.pricingType,
+  flatPrice: pricing.flatPrice === null ? null : toSql(pricing.flatPrice),
+  tiers: JSON.stringify(pricing.tiers)
+})
+
+export class Units extends Effect.Service<Units>()("Units", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const authorName = (organizationId: string, author: UnitAuthor) =>
+      "name" in author
+        ? Effect.succeed(author.name)
+        : Effect.map(
+          orDie(sql<{ name: string }>`
+            SELECT name FROM api_keys WHERE organization_id = ${organizationId} AND id = ${author.apiKeyId}`),
+          (rows) => rows[0]?.name ?? "api"
+        )
+
+    const create = (organizationId: string, input: UnitCreate, author: UnitAuthor) =>
+      Effect.gen(function*() {
+        const pricing = yield* resolvePricing(input, undefined)
+        const rows = yield* sql`INSERT INTO units ${
+          sql.insert({
+            organizationId,
+            id: makeId("unit"),
+            name: input.name,
+            agentKey: input.agentKey,
+            description: input.description ?? null,
+            ...pricingColumns(pricing),
+            createdByName: yield* authorName(organizationId, author)
+          })
+        } RETURNING *`.pipe(uniqueOr(() => agentKeyTaken(input.agentKey)), Effect.flatMap(decodeRows(Unit)))
+        return rows[0]!
+      }).pipe(dieOnSqlError)
+
+    const list = (organizationId: string, query: CatalogueListQuery) =>
+      findAll(
+        Unit,
+        sql`SELECT * FROM units
+            WHERE organization_id = ${organizationId}
+              AND (${query.active ?? null}::boolean IS NULL OR is_active = ${query.active ?? null})
+              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
+            ORDER BY id
+            LIMIT ${query.page.limit}`
+      )
+
+    const find = (organizationId: string, id: string, forUpdate: boolean) =>
+      Effect.flatMap(
+        findOne(
+          Unit,
+          forUpdate
+            ? sql`SELECT * FROM units WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
+            : sql`SELECT * FROM units WHERE organization_id = ${organizationId} AND id = ${id}`
+        ),
+        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
+      )
+
+    /** A unit by id, archived or not. */
+    const get = (organizationId: string, id: string) => find(organizationId, id, false)
+
+    const update = (organizationId: string, id: string, patch: UnitUpdate) =>
+      Effect.gen(function*() {
+        const current = yield* find(organizationId, id, true)
+        const pricing = yield* resolvePricing(patch, current)
+        const changes: Record<string, unknown> = { ...pricingColumns(pricing), updatedAt: new Date() }
+        if (patch.name !== undefined) changes.name = patch.name
+        if (patch.agentKey !== undefined) changes.agentKey = patch.agentKey
+        if (patch.description !== undefined) changes.description = patch.description
+        const rows = yield* sql`UPDATE units SET ${sql.update(changes)}
+            WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
+          uniqueOr(() => agentKeyTaken(patch.agentKey ?? current.agentKey)),
+          Effect.flatMap(decodeRows(Unit))
+        )
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    /**
+     * Archives or unarchives; doing it twice answers the same unit. Unarchiving
+     * a unit whose agentKey another active unit has taken since is a 409.
+     */
+    const setActive = (organizationId: string, id: string, active: boolean) =>
+      Effect.gen(function*() {
+        const current = yield* find(organizationId, id, true)
+        if (current.isActive === active) return current
+        const rows = yield* sql`UPDATE units SET is_active = ${active}, updated_at = now()
+            WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
+          uniqueOr(() => agentKeyTaken(current.agentKey)),
+          Effect.flatMap(decodeRows(Unit))
+        )
+        return rows[0]!
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    return {
+      create,
+      list,
+      get,
+      update,
+      archive: (organizationId: string, id: string) => setActive(organizationId, id, false),
+      unarchive: (organizationId: string, id: string) => setActive(organizationId, id, true)
+    } as const
+  })
+}) {}

@@ -1,0 +1,26 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { Api } from "../http/Api.ts"
+import { forOrganization } from "../http/Auth.ts"
+import { toPage } from "../http/Pagination.ts"
+import { UsageLog } from "./UsageLog.ts"
+import { toEntry, toLookupEntry } from "./UsageLogEntry.ts"
+
+export const UsageHttpLive = HttpApiBuilder.group(Api, "usage", (handlers) =>
+  Effect.gen(function*() {
+    const usage = yield* UsageLog
+    return handlers
+      .handle("list", ({ urlParams }) =>
+        forOrganization((org) =>
+          usage.forCustomer(org, urlParams.customerId, {
+            page: toPage(urlParams),
+            from: urlParams.from,
+            to: urlParams.to,
+            meter: urlParams.meter
+          })
+        ).pipe(Effect.map((rows) => ({ usageLogs: rows.map(toEntry) }))))
+      .handle("lookup", ({ payload }) =>
+        forOrganization((org) => usage.lookup(org, payload.ids)).pipe(
+          Effect.map(({ notFound, rows }) => ({ usageLogs: rows.map(toLookupEntry), notFound }))
+        ))
+  }))

@@ -1,0 +1,90 @@
+/**
+ * Reading the usage log: a customer's rows (cursor pagination, time range,
+ * meter), an organisation-wide lookup of up to 10 rows by id, and per-meter
+ * totals for operators.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { Customers } from "../customers/Customers.ts"
+import { findAll } from "../db/Sql.ts"
+import type { Page } from "../http/Pagination.ts"
+import { Money } from "../schema.ts"
+import { type Meter, UsageRecord } from "./UsageLogEntry.ts"
+
+export interface UsageQuery {
+  readonly page: Page
+  readonly from?: Date | undefined
+  readonly to?: Date | undefined
+  readonly meter?: Meter | undefined
+}
+
+export const MAX_LOOKUP_IDS = 10
+
+export class UsageTotal extends Schema.Class<UsageTotal>("UsageTotal")({
+  meter: Schema.String,
+  rows: Schema.NumberFromString,
+  quantity: Money,
+  providerCost: Money,
+  customerCost: Money
+}) {}
+
+export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const customers = yield* Customers
+
+    const selectRows = sql`SELECT u.*, c.external_id FROM usage_log u
+      JOIN customers c ON c.organization_id = u.organization_id AND c.id = u.customer_id`
+
+    /** The time range is [from, to): `to` is exclusive, so consecutive ranges never count a row twice. */
+    const filters = (query: Omit<UsageQuery, "page">) =>
+      sql`(${query.from ?? null}::timestamptz IS NULL OR u.created_at >= ${query.from ?? null})
+          AND (${query.to ?? null}::timestamptz IS NULL OR u.created_at < ${query.to ?? null})
+          AND (${query.meter ?? null}::text IS NULL OR u.meter = ${query.meter ?? null})`
+
+    /** A customer's rows, oldest first; another organisation's customer is 404. */
+    const forCustomer = (organizationId: string, customerId: string, query: UsageQuery) =>
+      Effect.gen(function*() {
+        yield* customers.get(organizationId, customerId)
+        return yield* findAll(
+          UsageRecord,
+          sql`${selectRows}
+              WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId} AND ${filters(query)}
+                AND (${query.page.cursor ?? null}::text IS NULL OR u.id > ${query.page.cursor ?? null})
+              ORDER BY u.id
+              LIMIT ${query.page.limit}`
+        )
+      })
+
+    /** Rows by id in the order asked, duplicates removed; ids matching nothing are `notFound`. */
+    const lookup = (organizationId: string, ids: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const wanted = [...new Set(ids)]
+        const rows = yield* findAll(
+          UsageRecord,
+          sql`${selectRows} WHERE u.organization_id = ${organizationId} AND ${sql.in("u.id", wanted)}`
+        )
+        const byId = new Map(rows.map((row) => [row.id, row] as const))
+        return {
+          rows: wanted.flatMap((id) => byId.get(id) ?? []),
+          notFound: wanted.filter((id) => !byId.has(id))
+        }
+      })
+
+    /** Per-meter totals of a customer's usage in the range. */
+    const totals = (organizationId: string, customerId: string, query: Omit<UsageQuery, "page">) =>
+      Effect.gen(function*() {
+        yield* customers.get(organizationId, customerId)
+        return yield* findAll(
+          UsageTotal,
+          sql`SELECT u.meter, count(*) AS rows, sum(u.quantity) AS quantity,
+                     sum(u.provider_cost) AS provider_cost, sum(u.customer_cost) AS customer_cost
+              FROM usage_log u
+              WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId} AND ${filters(query)}
+              GROUP BY u.meter ORDER BY u.meter`
+        )
+      })
+
+    return { forCustomer, lookup, totals } as const
+  })
+}) {}

@@ -1,0 +1,93 @@
+/**
+ * Webhook endpoints, managed from the CLI only (the spec has no API for them).
+ * A removed endpoint stays in the database with its deliveries, so history is
+ * never lost; its pending deliveries are cancelled.
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Option } from "effect"
+import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { NotFound } from "../errors.ts"
+import { makeId, randomToken } from "../ids.ts"
+import { toSql } from "../money.ts"
+import { EVENT_TYPES, Endpoint, type EndpointCreate } from "./Webhook.ts"
+
+const newSecret = () => `whsec_${randomToken(32)}`
+
+export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("WebhookEndpoints", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    const add = (organizationId: string, input: EndpointCreate) =>
+      Effect.map(
+        findAll(
+          Endpoint,
+          sql`INSERT INTO webhook_endpoints ${
+            sql.insert({
+              organizationId,
+              id: makeId("whe"),
+              url: input.url,
+              events: [...new Set(input.events ?? EVENT_TYPES)],
+              threshold: input.threshold == null ? null : toSql(input.threshold),
+              secret: newSecret()
+            })
+          } RETURNING *`
+        ),
+        (rows) => rows[0]!
+      )
+
+    const list = (organizationId: string, options: { readonly includeRemoved?: boolean | undefined } = {}) =>
+      findAll(
+        Endpoint,
+        sql`SELECT * FROM webhook_endpoints
+            WHERE organization_id = ${organizationId} AND (${options.includeRemoved ?? false} OR removed_at IS NULL)
+            ORDER BY id`
+      )
+
+    /** A live endpoint; a removed one is as gone as a missing one. */
+    const get = (organizationId: string, id: string) =>
+      Effect.flatMap(
+        findOne(
+          Endpoint,
+          sql`SELECT * FROM webhook_endpoints
+              WHERE organization_id = ${organizationId} AND id = ${id} AND removed_at IS NULL`
+        ),
+        Option.match({
+          onNone: () => Effect.fail(new NotFound({ message: `Webhook endpoint ${id} not found` })),
+          onSome: Effect.succeed
+        })
+      )
+
+    const change = (organizationId: string, id: string, changes: Record<string, unknown>) =>
+      Effect.flatMap(get(organizationId, id), () =>
+        Effect.map(
+          findAll(
+            Endpoint,
+            sql`UPDATE webhook_endpoints SET ${sql.update({ ...changes, updatedAt: new Date() })}
+                WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`
+          ),
+          (rows) => rows[0]!
+        ))
+
+    /** Takes effect at once: every later attempt, retries of earlier events included, is signed with the new secret. */
+    const rotateSecret = (organizationId: string, id: string) => change(organizationId, id, { secret: newSecret() })
+
+    const remove = (organizationId: string, id: string) =>
+      Effect.gen(function*() {
+        const removed = yield* change(organizationId, id, { enabled: false, removedAt: new Date() })
+        yield* sql`UPDATE webhook_deliveries
+                   SET status = 'CANCELLED', next_attempt_at = NULL, updated_at = now()
+                   WHERE organization_id = ${organizationId} AND endpoint_id = ${id} AND status = 'PENDING'`
+        return removed
+      }).pipe(sql.withTransaction, dieOnSqlError)
+
+    return {
+      add,
+      list,
+      get,
+      enable: (organizationId: string, id: string) => change(organizationId, id, { enabled: true }),
+      disable: (organizationId: string, id: string) => change(organizationId, id, { enabled: false }),
+      rotateSecret,
+      remove
+    } as const
+  })
+}) {}

@@ -1,0 +1,152 @@
+/**
+ * The webhook outbox: the one door through which a change of a customer's
+ * ordinary Wallet becomes webhook events. Whoever moves the wallet (purchases,
+ * adjustments, cycles, usage) calls `walletChanged` inside the transaction that
+ * moves it, so an event exists exactly when the change committed. The worker
+ * delivers what is written here (see src/webhooks/Delivery.ts).
+ *
+ * The Reserved Wallet never comes through here: it triggers no event.
+ */
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect, Schema } from "effect"
+import { findAll, orDie } from "../db/Sql.ts"
+import { makeId } from "../ids.ts"
+import type { Decimal } from "../money.ts"
+import { Money } from "../schema.ts"
+import type { EventType } from "./Webhook.ts"
+
+export type WalletChangeSource = "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT"
+
+export interface WalletChange {
+  readonly organizationId: string
+  readonly customerId: string
+  readonly externalId: string | null
+  readonly previousBalance: Decimal
+  readonly currentBalance: Decimal
+  readonly delta: Decimal
+  readonly source: WalletChangeSource
+  /** The usage-log row that caused the change, when one did. */
+  readonly usageLogId: string | null
+  /** The customer's low-balance alert level in USD; null means each endpoint's own threshold applies. */
+  readonly alertLevel: Decimal | null
+  readonly at: Date
+}
+
+const Subscriber = Schema.Struct({
+  id: Schema.String,
+  events: Schema.Array(Schema.String),
+  threshold: Schema.NullOr(Money)
+})
+type Subscriber = typeof Subscriber.Type
+
+/** Where the drop level came from: the customer's alert level or the endpoint's threshold. */
+type LevelSource = "CUSTOMER" | "ENDPOINT"
+
+/** Decimals go into the body as JSON number text straight from their exact digits, never via a float. */
+const decimalJson = (value: Decimal) => BigDecimal.format(value)
+
+/**
+ * The exact body text of an event. It is stored once and is what every attempt
+ * signs and sends, so retries and replays are byte-identical.
+ */
+const eventBody = (
+  id: string,
+  eventType: EventType,
+  change: WalletChange,
+  level: { readonly threshold: Decimal; readonly source: LevelSource } | undefined
+) => {
+  const data: Array<readonly [string, string]> = [
+    ["customer_id", JSON.stringify(change.customerId)],
+    ["external_id", JSON.stringify(change.externalId)],
+    ["previous_balance", decimalJson(change.previousBalance)],
+    ["current_balance", decimalJson(change.currentBalance)],
+    ["delta", decimalJson(change.delta)],
+    ["source", JSON.stringify(change.source)],
+    ["usage_log_id", JSON.stringify(change.usageLogId)]
+  ]
+  if (level) data.push(["threshold", decimalJson(level.threshold)], ["threshold_source", JSON.stringify(level.source)])
+  const dataJson = `{${data.map(([key, value]) => `${JSON.stringify(key)}:${value}`).join(",")}}`
+  return `{"id":${JSON.stringify(id)},"event_type":${JSON.stringify(eventType)},"triggered_at":${
+    JSON.stringify(change.at.toISOString())
+  },"data":${dataJson}}`
+}
+
+/** The balance went from above `level` to at or below it. */
+const crossedDown = (change: WalletChange, level: Decimal) =>
+  BigDecimal.greaterThan(change.previousBalance, level) && BigDecimal.lessThanOrEqualTo(change.currentBalance, level)
+
+export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbox", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+
+    /** One event and a delivery of it to each recipient; an event nobody receives is not stored. */
+    const record = (
+      change: WalletChange,
+      eventType: EventType,
+      recipients: ReadonlyArray<Subscriber>,
+      level?: { readonly threshold: Decimal; readonly source: LevelSource }
+    ) =>
+      Effect.gen(function*() {
+        if (recipients.length === 0) return
+        const eventId = makeId("evt")
+        yield* sql`INSERT INTO webhook_events ${
+          sql.insert({
+            organizationId: change.organizationId,
+            id: eventId,
+            eventType,
+            customerId: change.customerId,
+            triggeredAt: change.at,
+            body: eventBody(eventId, eventType, change, level)
+          })
+        }`
+        // Due now, or at the change's own instant when a worker runs on a simulated clock (`--now`).
+        const due = new Date(Math.min(change.at.getTime(), Date.now()))
+        yield* sql`INSERT INTO webhook_deliveries ${
+          sql.insert(recipients.map((endpoint) => ({
+            organizationId: change.organizationId,
+            id: makeId("whd"),
+            eventId,
+            endpointId: endpoint.id,
+            status: "PENDING",
+            nextAttemptAt: due
+          })))
+        }`
+      })
+
+    const walletChanged = (change: WalletChange): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        if (BigDecimal.equals(change.previousBalance, change.currentBalance)) return
+        // Read in the caller's transaction: whoever is enabled and subscribed now gets the event, nobody else ever.
+        const endpoints = yield* findAll(
+          Subscriber,
+          sql`SELECT id, events, threshold FROM webhook_endpoints
+              WHERE organization_id = ${change.organizationId} AND enabled AND removed_at IS NULL
+              ORDER BY id`
+        )
+        const subscribedTo = (eventType: EventType) => endpoints.filter((endpoint) => endpoint.events.includes(eventType))
+        yield* record(change, "wallet.balance.update", subscribedTo("wallet.balance.update"))
+
+        const dropSubscribers = subscribedTo("wallet.balance.drop")
+        if (change.alertLevel !== null) {
+          if (crossedDown(change, change.alertLevel)) {
+            yield* record(change, "wallet.balance.drop", dropSubscribers, { threshold: change.alertLevel, source: "CUSTOMER" })
+          }
+          return
+        }
+        // Without a customer level each endpoint's own threshold decides; one event per level crossed.
+        const byLevel = new Map<string, { threshold: Decimal; endpoints: Array<Subscriber> }>()
+        for (const endpoint of dropSubscribers) {
+          if (endpoint.threshold === null || !crossedDown(change, endpoint.threshold)) continue
+          const key = decimalJson(endpoint.threshold)
+          const group = byLevel.get(key) ?? { threshold: endpoint.threshold, endpoints: [] }
+          group.endpoints.push(endpoint)
+          byLevel.set(key, group)
+        }
+        for (const group of byLevel.values()) {
+          yield* record(change, "wallet.balance.drop", group.endpoints, { threshold: group.threshold, source: "ENDPOINT" })
+        }
+      }).pipe(orDie)
+
+    return { walletChanged } as const
+  })
+}) {}

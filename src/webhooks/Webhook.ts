@@ -1,0 +1,83 @@
+/** Webhook endpoints, events, deliveries and attempts (DESIGN.md §7). */
+import { BigDecimal, Schema } from "effect"
+import { Money, MoneyInput, Timestamp } from "../schema.ts"
+import { EVENT_TYPES } from "./EventBody.ts"
+
+export { EVENT_TYPES }
+export const EventType = Schema.Literal(...EVENT_TYPES).annotations({
+  message: () => `must be one of ${EVENT_TYPES.join(", ")}`
+})
+export type EventType = typeof EventType.Type
+
+export const WebhookUrl = Schema.String.pipe(
+  Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),
+  Schema.filter((text) => {
+    try {
+      const url = new URL(text)
+      return url.protocol === "http:" || url.protocol === "https:" || "must be an http or https URL"
+    } catch {
+      return "must be an absolute http or https URL"
+    }
+  })
+)
+
+/** An endpoint as stored; `secret` is shown only by add and rotate-secret. */
+export class Endpoint extends Schema.Class<Endpoint>("Endpoint")({
+  id: Schema.String,
+  url: Schema.String,
+  events: Schema.Array(EventType),
+  threshold: Schema.NullOr(Money),
+  enabled: Schema.Boolean,
+  secret: Schema.String,
+  removedAt: Schema.NullOr(Timestamp),
+  createdAt: Timestamp,
+  updatedAt: Timestamp
+}) {}
+
+export const EndpointCreate = Schema.Struct({
+  url: WebhookUrl,
+  events: Schema.optional(
+    Schema.Array(EventType).pipe(Schema.minItems(1, { message: () => "must name at least one event" }))
+  ),
+  threshold: Schema.optional(Schema.NullOr(
+    MoneyInput.pipe(Schema.filter((value) => !BigDecimal.isNegative(value) || "must be 0 or more"))
+  ))
+})
+export type EndpointCreate = typeof EndpointCreate.Type
+
+export const DeliveryStatus = Schema.Literal("PENDING", "DELIVERED", "FAILED", "CANCELLED")
+export type DeliveryStatus = typeof DeliveryStatus.Type
+
+export class Attempt extends Schema.Class<Attempt>("Attempt")({
+  attempt: Schema.Number,
+  startedAt: Timestamp,
+  durationMs: Schema.Number,
+  statusCode: Schema.NullOr(Schema.Number),
+  error: Schema.NullOr(Schema.String)
+}) {}
+
+export class Delivery extends Schema.Class<Delivery>("Delivery")({
+  id: Schema.String,
+  eventId: Schema.String,
+  eventType: EventType,
+  triggeredAt: Timestamp,
+  endpointId: Schema.String,
+  url: Schema.String,
+  status: DeliveryStatus,
+  attempts: Schema.Number,
+  nextAttemptAt: Schema.NullOr(Timestamp),
+  lastStatusCode: Schema.NullOr(Schema.Number),
+  lastError: Schema.NullOr(Schema.String),
+  deliveredAt: Schema.NullOr(Timestamp),
+  replayOf: Schema.NullOr(Schema.String),
+  createdAt: Timestamp,
+  attemptLog: Schema.Array(Attempt)
+}) {}
+
+export class WebhookEvent extends Schema.Class<WebhookEvent>("WebhookEvent")({
+  id: Schema.String,
+  eventType: EventType,
+  customerId: Schema.String,
+  triggeredAt: Timestamp,
+  body: Schema.String
+}) {}

@@ -1,0 +1,73 @@
+/**
+ * The worker runs the registered jobs (pricing queued signals, delivering
+ * webhooks, renewing billing cycles). Each job does one batch of due work and
+ * says how much it did; `--once` repeats until every job is idle, for cron;
+ * otherwise each job loops until interrupted, sleeping while idle.
+ * Jobs claim work with `FOR UPDATE SKIP LOCKED`, so any number of workers may
+ * run side by side.
+ */
+import { Duration, Effect, type Layer, Schedule } from "effect"
+import type { AppServicesLive } from "../Services.ts"
+
+export type WorkerServices = Layer.Layer.Success<typeof AppServicesLive>
+
+export interface WorkerJob {
+  readonly name: string
+  /** One batch of work due at `now`; the number of items handled (0 when idle). */
+  readonly runOnce: (now: Date) => Effect.Effect<number, never, WorkerServices>
+}
+
+export interface WorkerOptions {
+  /** Drain and stop instead of looping. */
+  readonly once: boolean
+  /** The instant the cycle job treats as now (tests and `--now`); default: the clock. */
+  readonly now?: Date | undefined
+  /** How long to sleep when every job is idle. */
+  readonly idle: Duration.DurationInput
+}
+
+const clock = (options: WorkerOptions) => options.now ?? new Date()
+
+/**
+ * One batch of a job. A failed batch (a transient database error, say) is
+ * retried a few times as a warning, so `--once` does not stop with work left;
+ * only then is it logged as an error and counted as idle, so one job never
+ * stops another. Every batch is one transaction: a failed one wrote nothing.
+ */
+const batch = (job: WorkerJob, options: WorkerOptions) =>
+  Effect.suspend(() => job.runOnce(clock(options))).pipe(
+    Effect.sandbox,
+    Effect.tapError((cause) => Effect.logWarning(`worker job ${job.name} failed; retrying`, cause)),
+    Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }),
+    Effect.catchAll((cause) => Effect.as(Effect.logError(`worker job ${job.name} failed`, cause), 0))
+  )
+
+/** Repeats a job's batches until one handles nothing; the total handled. */
+const drain = (job: WorkerJob, options: WorkerOptions) =>
+  Effect.iterate({ total: 0, last: -1 }, {
+    while: (state) => state.last !== 0,
+    body: (state) => Effect.map(batch(job, options), (handled) => ({ total: state.total + handled, last: handled }))
+  }).pipe(Effect.map((state) => state.total))
+
+/**
+ * Runs every job in its own loop, side by side, so a slow one (a webhook
+ * receiver timing out) never holds up another (pricing signals). With `once`,
+ * returns the total handled when every job is idle.
+ */
+export const runWorker = (jobs: ReadonlyArray<WorkerJob>, options: WorkerOptions) =>
+  options.once
+    ? Effect.map(
+      Effect.forEach(jobs, (job) => drain(job, options), { concurrency: "unbounded" }),
+      (totals) => totals.reduce((a, b) => a + b, 0)
+    )
+    : Effect.as(
+      Effect.forEach(
+        jobs,
+        (job) => Effect.forever(Effect.flatMap(drain(job, options), () => Effect.sleep(options.idle))),
+        { concurrency: "unbounded", discard: true }
+      ),
+      0
+    )
+
+export const pollInterval = (): Duration.Duration =>
+  Duration.millis(Number(process.env.BILLING_WORKER_POLL_MS ?? 250))

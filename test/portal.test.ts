@@ -1,0 +1,64 @@
+import { Effect } from "effect"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Portal } from "../src/portal/Portal.ts"
+import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import { type Client, clientOf, expectError, makeCustomer, ok } from "./billing-support.ts"
+
+let app: TestApp
+let acme: Tenant
+let other: Tenant
+let api: Client
+let otherApi: Client
+
+beforeAll(async () => {
+  app = await startTestApp()
+  acme = await app.tenant("Acme")
+  other = await app.tenant("Other")
+  api = clientOf(app, acme)
+  otherApi = clientOf(app, other)
+})
+afterAll(() => app.close())
+
+const verify = (organizationId: string, token: string, now?: Date) =>
+  app.run(Effect.flatMap(Portal, (portal) => portal.verify(organizationId, token, now)))
+
+describe("POST /portal/token", () => {
+  it("mints a short-lived signed token for a customer", async () => {
+    const customer = await makeCustomer(api)
+    const before = Date.now()
+    const result = ok(await api.post("/portal/token", { customerId: customer.id, organizationId: acme.organizationId }))
+    expect(result).toEqual({
+      token: expect.stringMatching(/^pt_[A-Za-z0-9_-]+\.[0-9a-f]{64}$/),
+      expiresAt: expect.any(String),
+      customerId: customer.id,
+      organizationId: acme.organizationId
+    })
+    const lifetime = new Date(result.expiresAt).getTime() - before
+    expect(lifetime).toBeGreaterThan(14 * 60_000)
+    expect(lifetime).toBeLessThanOrEqual(15 * 60_000 + 5_000)
+
+    const claims = await verify(acme.organizationId, result.token)
+    expect(claims._tag === "Some" && claims.value.customerId).toBe(customer.id)
+    expect((await verify(acme.organizationId, `${result.token.slice(0, -1)}0`))._tag).toBe("None")
+    expect((await verify(other.organizationId, result.token))._tag).toBe("None")
+    expect((await verify(acme.organizationId, result.token, new Date(Date.now() + 16 * 60_000)))._tag).toBe("None")
+  })
+
+  it("answers 403 for another organisation's id, 404 for another organisation's customer", async () => {
+    const customer = await makeCustomer(api)
+    expectError(await api.post("/portal/token", { customerId: customer.id, organizationId: other.organizationId }), 403)
+    expectError(await otherApi.post("/portal/token", { customerId: customer.id }), 404)
+    expectError(await api.post("/portal/token", { customerId: "cus_nope" }), 404)
+  })
+
+  it.each([[{}], [{ customerId: "" }], [{ customerId: 5 }], [{ customerId: "c", scope: "all" }]])(
+    "refuses %j with 400",
+    async (body) => {
+      expectError(await api.post("/portal/token", body), 400)
+    }
+  )
+
+  it("needs a key", async () => {
+    expectError(await app.request("POST", "/portal/token", { body: { customerId: "x" } }), 401)
+  })
+})

@@ -1,0 +1,237 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import { buy, type Client, clientOf, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
+
+let app: TestApp
+let acme: Tenant
+let other: Tenant
+let api: Client
+let otherApi: Client
+
+beforeAll(async () => {
+  app = await startTestApp()
+  acme = await app.tenant("Acme")
+  other = await app.tenant("Other")
+  api = clientOf(app, acme)
+  otherApi = clientOf(app, other)
+})
+afterAll(() => app.close())
+
+describe("POST /purchases", () => {
+  it("starts an ACTIVE purchase: grants ADVANCE components, credits the wallet and issues the plan invoice", async () => {
+    const credit = await makeCredit(api)
+    const unit = await makeUnit(api, { flatPrice: 2 })
+    const plan = await makePlan(app, acme, [
+      { type: "CREDIT", billingMode: "ADVANCE", creditId: credit.id, quantity: 1000 },
+      { type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 5 },
+      { type: "WALLET", billingMode: "ADVANCE", amount: 20 }
+    ], { priceAdjustment: 1.5 })
+    const customer = await makeCustomer(api, { externalId: "buyer-1" })
+
+    const response = await api.post("/purchases", { externalId: "buyer-1", planId: plan.id })
+    const { created, purchase } = ok(response, 201)
+    expect(created).toBe(true)
+    expect(purchase).toMatchObject({
+      customerId: customer.id,
+      planId: plan.id,
+      planName: plan.name,
+      status: "ACTIVE",
+      billingCycle: "MONTHLY",
+      autoPayment: false,
+      // 1000 * 0.0125 + 5 * 2 + 20 + 1.5
+      cost: 44
+    })
+    expect(purchase).not.toHaveProperty("externalId")
+    expect(purchase.components.map((c: any) => [c.type, c.charge])).toEqual([["CREDIT", 12.5], ["UNIT", 10], ["WALLET", 20]])
+
+    const balances = ok(await api.get(`/customers/${customer.id}/balances`))
+    expect(balances.hasPlan).toBe(true)
+    expect(balances.wallet).toEqual({ balance: 20 })
+    expect(balances.credits).toEqual([{
+      creditId: credit.id,
+      agentKey: credit.agentKey,
+      creditName: credit.name,
+      granted: 1000,
+      used: 0,
+      remaining: 1000
+    }])
+    expect(balances.units).toEqual([{ unitId: unit.id, agentKey: unit.agentKey, unitName: unit.name, granted: 5, remaining: 5 }])
+
+    const invoices = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
+    expect(invoices).toHaveLength(1)
+    expect(invoices[0]).toMatchObject({ kind: "PLAN", status: "OPEN", purchaseId: purchase.id, subtotal: 44, total: 44, totalCents: 4400 })
+    expect(invoices[0].lines.map((l: any) => l.amount)).toEqual([12.5, 10, 20, 1.5])
+  })
+
+  it("freezes the plan: a later price change does not touch the purchase", async () => {
+    const unit = await makeUnit(api, { flatPrice: 3 })
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 2 }])
+    const customer = await makeCustomer(api)
+    const purchase = await buy(api, customer.id, plan.id)
+    ok(await api.patch(`/units/${unit.id}`, { flatPrice: 100 }))
+    const again = ok(await api.get(`/purchases/${purchase.id}`)).purchase
+    expect(again.cost).toBe(6)
+    expect(again.components[0].charge).toBe(6)
+  })
+
+  it("freezes the plan: a later plan edit changes new purchases only", async () => {
+    const unit = await makeUnit(api, { flatPrice: 1 })
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 2 }])
+    const before = await buy(api, (await makeCustomer(api)).id, plan.id)
+    ok(await api.patch(`/plans/${plan.id}`, { entitlements: [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 9 }] }))
+    const after = await buy(api, (await makeCustomer(api)).id, plan.id)
+    expect(ok(await api.get(`/purchases/${before.id}`)).purchase.cost).toBe(2)
+    expect(after.cost).toBe(9)
+    expect(ok(await api.get(`/customers/${before.customerId}/balances`)).units[0].granted).toBe(2)
+  })
+
+  it("schedules a purchase with a future billingDate", async () => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    const customer = await makeCustomer(api)
+    const billingDate = new Date(Date.now() + 10 * 86_400_000).toISOString()
+    const purchase = await buy(api, customer.id, plan.id, { billingDate })
+    expect(purchase.status).toBe("SCHEDULED")
+    expect(purchase.billingDate).toBe(billingDate)
+    expect(purchase.currentPeriodStart).toBeNull()
+    const current = ok(await api.get(`/customers/${customer.id}/plan`))
+    expect(current.plan).toMatchObject({ purchaseId: purchase.id, status: "SCHEDULED", billingDate })
+    expect(ok(await api.get(`/customers/${customer.id}/balances`)).hasPlan).toBe(false)
+    expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices).toEqual([])
+  })
+
+  it("refuses a second purchase while one is ACTIVE, and allows one after cancelling", async () => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    const customer = await makeCustomer(api)
+    const first = await buy(api, customer.id, plan.id)
+    expectError(await api.post("/purchases", { customerId: customer.id, planId: plan.id }), 409)
+    const { cancelled, purchase } = ok(await api.post(`/purchases/${first.id}/cancel`))
+    expect(cancelled).toBe(true)
+    expect(purchase.status).toBe("CANCELLED")
+    expectError(await api.post(`/purchases/${first.id}/cancel`), 409)
+    const invoices = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
+    expect(invoices.map((i: any) => i.status)).toEqual(["VOID"])
+    await buy(api, customer.id, plan.id)
+  })
+
+  it.each([
+    ["neither customerId nor externalId", (planId: string) => ({ planId }), 400],
+    ["a malformed externalId", (planId: string) => ({ externalId: "bad_id", planId }), 400],
+    ["an unknown externalId", (planId: string) => ({ externalId: "nobody", planId }), 404],
+    ["an unknown customerId", (planId: string) => ({ customerId: "cus_nope", planId }), 404],
+    ["an unknown plan", (_: string, customerId: string) => ({ customerId, planId: "plan_nope" }), 400],
+    ["a past billingDate", (planId: string, customerId: string) => ({ customerId, planId, billingDate: "2020-01-01T00:00:00Z" }), 400],
+    ["a billingDate that is not a date", (planId: string, customerId: string) => ({ customerId, planId, billingDate: "soon" }), 400],
+    ["an unknown field", (planId: string, customerId: string) => ({ customerId, planId, price: 0 }), 400],
+    ["no planId", (_: string, customerId: string) => ({ customerId }), 400]
+  ])("answers %s with the right error and writes nothing", async (_, body, status) => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    const customer = await makeCustomer(api)
+    expectError(await api.post("/purchases", body(plan.id, customer.id)), status)
+    expect(ok(await api.get(`/purchases?customerId=${customer.id}`)).purchases).toEqual([])
+    expect(ok(await api.get(`/customers/${customer.id}/balances`)).hasPlan).toBe(false)
+  })
+
+  it("refuses an archived plan (400) and an archived customer (409)", async () => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    const customer = await makeCustomer(api)
+    ok(await api.post(`/plans/${plan.id}/archive`))
+    expectError(await api.post("/purchases", { customerId: customer.id, planId: plan.id }), 400)
+    const live = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    ok(await api.del(`/customers/${customer.id}`))
+    expectError(await api.post("/purchases", { customerId: customer.id, planId: live.id }), 409)
+  })
+})
+
+describe("purchase list, get, update", () => {
+  it("lists by customer with pagination and updates auto-payment", async () => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    const customers = [await makeCustomer(api), await makeCustomer(api), await makeCustomer(api)]
+    const purchases = []
+    for (const customer of customers) purchases.push(await buy(api, customer.id, plan.id))
+
+    const firstPage = ok(await api.get("/purchases?limit=2")).purchases
+    expect(firstPage).toHaveLength(2)
+    const rest = ok(await api.get(`/purchases?limit=200&cursor=${firstPage[1].id}`)).purchases
+    expect(rest.map((p: any) => p.id)).not.toContain(firstPage[0].id)
+    expect(ok(await api.get(`/purchases?customerId=${customers[1]!.id}`)).purchases.map((p: any) => p.id)).toEqual([
+      purchases[1].id
+    ])
+
+    const updated = ok(await api.patch(`/purchases/${purchases[0].id}`, { autoPayment: true }))
+    expect(updated).toMatchObject({ updated: true, purchase: { autoPayment: true } })
+    expectError(await api.patch(`/purchases/${purchases[0].id}`, { autoPayment: "yes" }), 400)
+    expectError(await api.patch(`/purchases/${purchases[0].id}`, {}), 400)
+  })
+
+  it("hides another organisation's purchases behind 404", async () => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    const customer = await makeCustomer(api)
+    const purchase = await buy(api, customer.id, plan.id)
+    expectError(await otherApi.get(`/purchases/${purchase.id}`), 404)
+    expectError(await otherApi.patch(`/purchases/${purchase.id}`, { autoPayment: true }), 404)
+    expectError(await otherApi.post(`/purchases/${purchase.id}/cancel`), 404)
+    expect(ok(await otherApi.get("/purchases")).purchases).toEqual([])
+    expectError(await otherApi.post("/purchases", { customerId: customer.id, planId: plan.id }), 404)
+    expectError(await api.get("/purchases/pur_missing"), 404)
+    expectError(await app.request("GET", "/purchases"), 401)
+  })
+})
+
+describe("the purchase CLI", () => {
+  it("creates, updates and cancels a purchase", async () => {
+    const unit = await makeUnit(api, { flatPrice: 2 })
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 3 }])
+    const customer = await makeCustomer(api, { externalId: "cli-buyer" })
+    const org = ["--json", "--org", acme.organizationId]
+    const created = await app.cli(["purchase", "create", "--external-id", "cli-buyer", "--plan", plan.id, ...org])
+    expect(created.code, created.stderr).toBe(0)
+    expect(created.json.purchase).toMatchObject({ customerId: customer.id, planId: plan.id, status: "ACTIVE", cost: 6 })
+    const id = created.json.purchase.id
+    const updated = await app.cli(["purchase", "update", id, "--auto-payment", "on", ...org])
+    expect(updated.json.purchase.autoPayment).toBe(true)
+    const cancelled = await app.cli(["purchase", "cancel", id, ...org])
+    expect(cancelled.json.purchase.status).toBe("CANCELLED")
+    expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.map((i: any) => i.status)).toEqual(["VOID"])
+  }, 120_000)
+})
+
+describe("authentication on every billing route", () => {
+  it.each([
+    ["POST", "/purchases"],
+    ["GET", "/purchases"],
+    ["GET", "/purchases/pur_x"],
+    ["PATCH", "/purchases/pur_x"],
+    ["POST", "/purchases/pur_x/cancel"],
+    ["GET", "/customers/cus_x/balances"],
+    ["GET", "/customers/ext/x/plan"],
+    ["PUT", "/customers/cus_x/wallet/alert"],
+    ["GET", "/customers/cus_x/wallet/ledger"],
+    ["PUT", "/customers/cus_x/recurring-grant"],
+    ["POST", "/customers/cus_x/units/adjust"],
+    ["POST", "/customers/ext/x/composites/adjust"],
+    ["GET", "/invoices"],
+    ["GET", "/invoices/inv_x"],
+    ["POST", "/invoices/inv_x/pay-link"],
+    ["GET", "/payments"],
+    ["GET", "/payments/pay_x"],
+    ["GET", "/taxes"],
+    ["POST", "/taxes"],
+    ["GET", "/taxes/tax_x"],
+    ["PATCH", "/taxes/tax_x"],
+    ["GET", "/customers/cus_x/members"],
+    ["POST", "/customers/cus_x/members"],
+    ["PATCH", "/customers/cus_x/members/mem_x"],
+    ["DELETE", "/customers/cus_x/members/mem_x"],
+    ["POST", "/portal/token"]
+  ])("%s %s without a key is 401 in the envelope", async (method, path) => {
+    const body = method === "GET" ? {} : { body: {} }
+    expectError(await app.request(method, path, body), 401)
+    expectError(await app.request(method, path, { key: "sk_wrong", ...body }), 401)
+  })
+})

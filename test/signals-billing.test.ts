@@ -1,0 +1,345 @@
+/**
+ * End to end for every meter: a catalogue and a plan made over HTTP, a purchase,
+ * signals sent, the worker run, then balances, usage-log rows and costs checked
+ * to the exact decimal. Also outcome runs and composite occurrences (parking and
+ * self-completion), and the refusals the worker records.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { client, drain as drainIn, gpt4oBundle, query } from "./signals-fixtures.ts"
+import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
+
+let app: TestApp
+let acme: Tenant
+let customerId: string
+const ids: Record<string, string> = {}
+
+const post = (path: string, body?: unknown) => client(app, acme).post(path, body)
+const get = (path: string) => client(app, acme).get(path)
+const created = (path: string, body: unknown, field: string) => client(app, acme).created(path, body, field)
+const drain = () => drainIn(app)
+
+const signal = async (path: string, body: Record<string, unknown>) => {
+  const response = await post(path, { customerId, ...body })
+  expect(response.status).toBe(202)
+  return response.body.result.rawId as string
+}
+
+const signalStatus = async (rawId: string) =>
+  (await query<{ status: string; errorStatus: number | null; errorMessage: string | null }>(
+    app,
+    "SELECT status, error_status, error_message FROM signals WHERE organization_id = $1 AND id = $2",
+    [acme.organizationId, rawId]
+  ))[0]!
+
+const usageRows = async (query = "") => {
+  const response = await get(`/signal/usage-log?customerId=${customerId}&limit=200${query}`)
+  expect(response.status).toBe(200)
+  return response.body.result.usageLogs as Array<any>
+}
+
+const rowOf = async (rawId: string) => (await usageRows()).find((row) => row.rawId === rawId)
+
+const balances = async () => (await get(`/customers/${customerId}/balances`)).body.result
+
+beforeAll(async () => {
+  app = await startTestApp()
+  acme = await app.tenant("Acme")
+  // basePrice 0.00625; pricePerCredit = 0.0075 (margin 20)
+  const bundle = gpt4oBundle
+  ids.chat = await created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: bundle }, "credit")
+  ids.summarize = await created(
+    "/credits",
+    { name: "Summarize", agentKey: "summarize", marginPercent: 0, modelBundle: bundle },
+    "credit"
+  )
+  ids.unsold = await created("/credits", { name: "Unsold", agentKey: "unsold", marginPercent: 0, modelBundle: bundle }, "credit")
+  // Steps 0.00625 + 2000 * 100 * 0.15 / 100 / 1e6 = 0.0003 -> basePrice 0.00655; pricePerOutcome 0.009825 (margin 50)
+  ids.report = await created("/outcomes", {
+    name: "Report",
+    agentKey: "report",
+    marginPercent: 50,
+    steps: [
+      { name: "Draft", agentKey: "draft", modelBundle: bundle },
+      {
+        name: "Review",
+        agentKey: "review",
+        modelBundle: [{ modelId: "gpt-4o-mini", averageTokensPerLLMCall: 2000, input: 100, output: 0, cache: 0, cacheWrite: 0 }]
+      }
+    ]
+  }, "outcome")
+  ids.pages = await created("/units", { name: "Pages", agentKey: "pages", pricingType: "FLAT", flatPrice: 0.5 }, "unit")
+  ids.exports = await created("/units", { name: "Exports", agentKey: "exports", pricingType: "FLAT", flatPrice: 1 }, "unit")
+  ids.bundle = await created("/composites", {
+    name: "Bundle",
+    refId: "bundle",
+    price: 2,
+    entitlements: { creditIds: [ids.summarize], unitIds: [ids.exports] }
+  }, "composite")
+  ids.plan = await created("/plans", {
+    name: "Everything",
+    billingCycle: "MONTHLY",
+    entitlements: [
+      { type: "CREDIT", billingMode: "ADVANCE", creditId: ids.chat, quantity: 10 },
+      { type: "OUTCOME", billingMode: "ADVANCE", outcomeId: ids.report, quantity: 5 },
+      { type: "UNIT", billingMode: "ARREAR", unitId: ids.pages },
+      { type: "WALLET", billingMode: "ADVANCE", amount: 10 },
+      { type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: ids.bundle, quantity: 2 }
+    ]
+  }, "plan")
+  customerId = await created("/customers", { name: "Jo", email: "jo@example.com", externalId: "jo-1" }, "customer")
+  const purchase = await post("/purchases", { customerId, planId: ids.plan })
+  if (purchase.status !== 201) throw new Error(`purchase: ${purchase.status} ${JSON.stringify(purchase.body)}`)
+})
+afterAll(() => app.close())
+
+describe("credit signals", () => {
+  it("draw the ADVANCE balance by providerCost / basePrice and cost it with the margin", async () => {
+    // providerCost = (1000 * 2.5 + 500 * 10) / 1e6 = 0.0075; credits = 0.0075 / 0.00625 = 1.2; cost = 0.009
+    const first = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 } })
+    const second = await signal("/signal/credit", {
+      externalId: "jo-1",
+      customerId: undefined,
+      agentKey: "chat",
+      usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 },
+      custom: { ticket: "T-1" }
+    })
+    await drain()
+    expect((await signalStatus(first)).status).toBe("PROCESSED")
+    const row = await rowOf(first)
+    expect(row).toMatchObject({
+      customerId,
+      meter: "CREDIT",
+      agentKey: "chat",
+      model: "gpt-4o",
+      tokens: { input: 1000, output: 500, cache: 0, cacheWrite: 0, total: 1500 },
+      quantity: 1.2,
+      providerCost: 0.0075,
+      customerCost: 0.009,
+      billingMode: "ADVANCE",
+      balance: { remaining: 8.8 },
+      rawId: first,
+      messageId: expect.stringMatching(/^msg_/),
+      composite: null
+    })
+    expect((await rowOf(second)).balance.remaining).toBe(7.6)
+    const credit = (await balances()).credits.find((c: any) => c.creditId === ids.chat)
+    expect(credit).toMatchObject({ granted: 10, used: 2.4, remaining: 7.6 })
+  })
+
+  it("fail with 422 for an agentKey not sold on the plan, an unknown key and a model not enabled", async () => {
+    const unsold = await signal("/signal/credit", { agentKey: "unsold", usage: { model: "gpt-4o", inputTokens: 10 } })
+    const unknown = await signal("/signal/credit", { agentKey: "nobody", usage: { model: "gpt-4o", inputTokens: 10 } })
+    const model = await signal("/signal/credit", { agentKey: "chat", usage: { model: "no-such-model", inputTokens: 10 } })
+    await drain()
+    for (const rawId of [unsold, unknown, model]) {
+      expect(await signalStatus(rawId)).toMatchObject({ status: "FAILED", errorStatus: 422 })
+      expect(await rowOf(rawId)).toBeUndefined()
+    }
+    expect((await signalStatus(model)).errorMessage).toContain("no-such-model")
+    expect((await balances()).credits.find((c: any) => c.creditId === ids.chat).remaining).toBe(7.6)
+  })
+
+  it("refuse usage beyond the ADVANCE allowance with 422 out of allowance, charging nothing", async () => {
+    // 7.6 credits left; 10,000 input tokens of gpt-4o is 0.025 USD = 4 credits, twice is 8.
+    const fits = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 10000 } })
+    const over = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 10000 } })
+    await drain()
+    expect((await rowOf(fits)).balance.remaining).toBe(3.6)
+    expect(await signalStatus(over)).toMatchObject({ status: "FAILED", errorStatus: 422 })
+    expect((await signalStatus(over)).errorMessage).toContain("allowance")
+    expect((await balances()).credits.find((c: any) => c.creditId === ids.chat).remaining).toBe(3.6)
+  })
+})
+
+describe("wallet signals", () => {
+  it("debit exactly the provider cost from the wallet, with no margin", async () => {
+    // (2000 * 2.5 + 1000 * 10) / 1e6 = 0.015
+    const rawId = await signal("/signal/wallet", { usage: { model: "gpt-4o", inputTokens: 2000, outputTokens: 1000 } })
+    await drain()
+    expect(await rowOf(rawId)).toMatchObject({
+      meter: "WALLET",
+      agentKey: null,
+      providerCost: 0.015,
+      customerCost: 0.015,
+      balance: { remaining: 9.985 }
+    })
+    expect((await balances()).wallet.balance).toBe(9.985)
+  })
+})
+
+describe("unit signals", () => {
+  it("bill ARREAR units at the unit's price, quantity 1 by default", async () => {
+    const three = await signal("/signal/unit", { agentKey: "pages", quantity: 3 })
+    const one = await signal("/signal/unit", { agentKey: "pages" })
+    await drain()
+    expect(await rowOf(three)).toMatchObject({ meter: "UNIT", quantity: 3, customerCost: 1.5, billingMode: "ARREAR" })
+    expect(await rowOf(one)).toMatchObject({ quantity: 1, customerCost: 0.5 })
+  })
+})
+
+describe("members", () => {
+  it("attribute a signal to a member of the customer, matched case-insensitively; a stranger is 422", async () => {
+    const added = await post(`/customers/${customerId}/members`, { email: "Ana@Example.com" })
+    expect(added.status).toBe(201)
+    const member = await signal("/signal/unit", { agentKey: "pages", member: "ana@example.com" })
+    const stranger = await signal("/signal/unit", { agentKey: "pages", member: "eve@example.com" })
+    await drain()
+    expect(await rowOf(member)).toMatchObject({ member: "ana@example.com", customerCost: 0.5 })
+    expect(await signalStatus(stranger)).toMatchObject({ status: "FAILED", errorStatus: 422 })
+    expect(await rowOf(stranger)).toBeUndefined()
+  })
+})
+
+describe("outcome runs", () => {
+  it("record steps with their provider cost, bill nothing, and bill one outcome on complete", async () => {
+    const draft = await signal("/signal/outcome", {
+      agentKey: "draft",
+      runId: "run-1",
+      usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
+    })
+    const review = await signal("/signal/outcome", { agentKey: "review", runId: "run-1" })
+    const again = await signal("/signal/outcome", { agentKey: "draft", runId: "run-1" })
+    await drain()
+    expect(await rowOf(draft)).toMatchObject({ meter: "OUTCOME_STEP", runId: "run-1", providerCost: 0.0075, customerCost: 0 })
+    expect(await rowOf(review)).toMatchObject({ meter: "OUTCOME_STEP", providerCost: 0, customerCost: 0 })
+    expect(await rowOf(again)).toBeDefined()
+    expect((await balances()).outcomes.find((o: any) => o.outcomeId === ids.report).remaining).toBe(5)
+
+    const complete = await post("/signal/outcome/complete", { customerId, runId: "run-1" })
+    expect(complete.status).toBe(200)
+    expect(complete.body.result).toEqual({ status: "COMPLETED", usageLog: null, rawId: expect.any(String) })
+    await drain()
+    expect(await rowOf(complete.body.result.rawId)).toMatchObject({
+      meter: "OUTCOME",
+      agentKey: "report",
+      runId: "run-1",
+      quantity: 1,
+      providerCost: 0.0075,
+      customerCost: 0.009825,
+      billingMode: "ADVANCE",
+      balance: { remaining: 4 }
+    })
+    const conflict = await post("/signal/outcome/complete", { customerId, runId: "run-1" })
+    expect(conflict.status).toBe(409)
+    await drain()
+    expect((await balances()).outcomes.find((o: any) => o.outcomeId === ids.report).remaining).toBe(4)
+  })
+})
+
+describe("composite occurrences", () => {
+  it("park until the last signal arrives, then complete themselves and bill once", async () => {
+    const summarize = await signal("/signal/credit", {
+      agentKey: "summarize",
+      usage: { model: "gpt-4o", inputTokens: 1000 },
+      composite: { bundle: "job-1" }
+    })
+    const parked = await post("/signal/composite/complete", {
+      customerId,
+      composite: { bundle: "job-1" },
+      custom: { order: 42 }
+    })
+    expect(parked.status).toBe(422)
+    expect(parked.body.statusDetail.message).toContain("Exports")
+    await drain()
+    // Covered only by the composite: recorded with its provider cost, billed by the occurrence.
+    expect(await rowOf(summarize)).toMatchObject({
+      meter: "CREDIT",
+      providerCost: 0.0025,
+      customerCost: 0,
+      billingMode: "COMPOSITE",
+      composite: { id: ids.bundle, refId: "bundle", value: "job-1" }
+    })
+    expect((await balances()).composites.find((c: any) => c.compositeId === ids.bundle).remaining).toBe(2)
+
+    await signal("/signal/unit", { agentKey: "exports", composite: { bundle: "job-1" } })
+    await drain()
+    const compositeRows = await usageRows("&meter=COMPOSITE")
+    expect(compositeRows).toHaveLength(1)
+    expect(compositeRows[0]).toMatchObject({
+      meter: "COMPOSITE",
+      agentKey: "bundle",
+      quantity: 1,
+      customerCost: 2,
+      composite: { id: ids.bundle, refId: "bundle", value: "job-1" },
+      custom: { order: 42 },
+      balance: { remaining: 1 }
+    })
+
+    const completed = await post("/signal/composite/complete", { customerId, composite: { bundle: "job-1" } })
+    expect(completed.status).toBe(200)
+    expect(completed.body.result).toEqual({
+      status: "COMPLETED",
+      composite: { id: ids.bundle, name: "Bundle", refId: "bundle" },
+      value: "job-1",
+      rawId: compositeRows[0].rawId
+    })
+    await drain()
+    expect(await usageRows("&meter=COMPOSITE")).toHaveLength(1)
+    expect((await balances()).composites.find((c: any) => c.compositeId === ids.bundle).remaining).toBe(1)
+  })
+
+  it("complete at once when every signal is in the inbox, even unprocessed", async () => {
+    await signal("/signal/credit", { agentKey: "summarize", usage: { model: "gpt-4o", inputTokens: 1 }, composite: { bundle: "job-2" } })
+    await signal("/signal/unit", { agentKey: "exports", composite: { bundle: "job-2" } })
+    const done = await post("/signal/composite/complete", { externalId: "jo-1", composite: { bundle: "job-2" } })
+    expect(done.status).toBe(200)
+    expect(done.body.result.value).toBe("job-2")
+    await drain()
+    expect(await usageRows("&meter=COMPOSITE")).toHaveLength(2)
+    expect((await balances()).composites.find((c: any) => c.compositeId === ids.bundle).remaining).toBe(0)
+  })
+
+  it("ignore a tag naming no live composite", async () => {
+    const rawId = await signal("/signal/unit", { agentKey: "pages", composite: { "no-such-thing": "x" } })
+    await drain()
+    expect(await rowOf(rawId)).toMatchObject({ composite: null, customerCost: 0.5 })
+  })
+})
+
+describe("the usage log", () => {
+  it("pages by cursor, filters by meter and time, and the lookup returns rows in the order asked", async () => {
+    const all = await usageRows()
+    expect(all.length).toBeGreaterThan(5)
+    const firstPage = await get(`/signal/usage-log?customerId=${customerId}&limit=2`)
+    expect(firstPage.body.result.usageLogs.map((r: any) => r.id)).toEqual(all.slice(0, 2).map((r) => r.id))
+    const next = await get(`/signal/usage-log?customerId=${customerId}&limit=2&cursor=${all[1].id}`)
+    expect(next.body.result.usageLogs.map((r: any) => r.id)).toEqual(all.slice(2, 4).map((r) => r.id))
+    expect((await usageRows("&meter=WALLET")).map((r) => r.meter)).toEqual(["WALLET"])
+    expect(await usageRows(`&from=${new Date(Date.now() + 60_000).toISOString()}`)).toEqual([])
+
+    const wanted = [all[3].id, "usg_missing", all[0].id, all[3].id]
+    const lookup = await post("/signal/usage-log/lookup", { ids: wanted })
+    expect(lookup.status).toBe(200)
+    expect(lookup.body.result.usageLogs.map((r: any) => r.id)).toEqual([all[3].id, all[0].id])
+    expect(lookup.body.result.notFound).toEqual(["usg_missing"])
+    expect(lookup.body.result.usageLogs[0]).toMatchObject({ customerId, externalId: "jo-1", rawId: all[3].rawId })
+
+    const stranger = await app.tenant("Stranger")
+    const hidden = await app.request("POST", "/signal/usage-log/lookup", { key: stranger.apiKey, body: { ids: [all[0].id] } })
+    expect(hidden.body.result).toEqual({ usageLogs: [], notFound: [all[0].id] })
+  })
+
+  it("keeps rows in the partition of their month, never the default one", async () => {
+    const partitions = await query<{ partition: string; rows: string }>(
+      app,
+      "SELECT tableoid::regclass::text AS partition, count(*) AS rows FROM usage_log GROUP BY 1"
+    )
+    const month = new Date().toISOString().slice(0, 7).replace("-", "_")
+    expect(partitions.map((p) => p.partition)).toEqual([`usage_log_${month}`])
+  })
+
+  it("billing usage prints the rows and totals per meter", async () => {
+    const result = await app.cli(["usage", "--customer", customerId, "--org", acme.organizationId, "--json", "--meter", "unit"])
+    expect(result.code).toBe(0)
+    const unitTotal = result.json.totals.find((t: any) => t.meter === "UNIT")
+    expect(unitTotal.customerCost).toBe(3)
+    expect(result.json.usageLogs.every((r: any) => r.meter === "UNIT")).toBe(true)
+  })
+
+  it("billing worker --once drains the queue in its own process", async () => {
+    const rawId = await signal("/signal/unit", { agentKey: "pages" })
+    const worker = await app.cli(["worker", "--once", "--json"])
+    expect(worker.code).toBe(0)
+    expect((await signalStatus(rawId)).status).toBe("PROCESSED")
+  })
+})

@@ -1,0 +1,56 @@
+/** Shared set-up of the signal tests: requests as a tenant, the worker in-process, and a small priced catalogue. */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { expect } from "vitest"
+import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
+import type { Tenant, TestApp } from "./support/TestApp.ts"
+
+export const client = (app: TestApp, tenant: Tenant) => ({
+  get: (path: string) => app.request("GET", path, { key: tenant.apiKey }),
+  post: (path: string, body?: unknown) => app.request("POST", path, { key: tenant.apiKey, body }),
+  patch: (path: string, body: unknown) => app.request("PATCH", path, { key: tenant.apiKey, body }),
+  del: (path: string) => app.request("DELETE", path, { key: tenant.apiKey }),
+  /** The id of what a create call made; anything but 201 stops the test with the answer. */
+  created: async (path: string, body: unknown, field: string): Promise<string> => {
+    const response = await app.request("POST", path, { key: tenant.apiKey, body })
+    if (response.status !== 201) throw new Error(`${path}: ${response.status} ${JSON.stringify(response.body)}`)
+    return response.body.result[field].id
+  }
+})
+
+export const expectError = (response: { status: number; body: any }, status: number, text?: string) => {
+  expect(response.status).toBe(status)
+  expect(response.body).toEqual({
+    statusCode: status,
+    statusDetail: { status: "ERROR", message: expect.any(String) },
+    result: {}
+  })
+  if (text) expect(response.body.statusDetail.message).toContain(text)
+}
+
+/** Runs the pricing job in the test's process until the queue is empty. */
+export const drain = (app: TestApp) =>
+  app.run(Effect.flatMap(SignalProcessor, (processor) =>
+    Effect.iterate(-1, { while: (handled) => handled !== 0, body: () => processor.runOnce })))
+
+/** Rows of a query on the test database. */
+export const query = <A extends object>(app: TestApp, text: string, params: ReadonlyArray<unknown> = []) =>
+  app.run(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe<A>(text, params)))
+
+/** A gpt-4o bundle: basePrice = 1000 * (50*2.5 + 50*10) / 100 / 1e6 = 0.00625. */
+export const gpt4oBundle = [
+  { modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }
+]
+
+/** Sends `count` requests, `concurrency` at a time; the answers in order. */
+export const sendMany = async <A>(count: number, concurrency: number, send: (index: number) => Promise<A>) => {
+  const answers = new Array<A>(count)
+  let next = 0
+  await Promise.all(Array.from({ length: concurrency }, async () => {
+    while (next < count) {
+      const index = next++
+      answers[index] = await send(index)
+    }
+  }))
+  return answers
+}

@@ -1,0 +1,119 @@
+/**
+ * The whole service for a test file: a fresh database, migrations, every
+ * service, and the real HTTP server on a random loopback port. Tests talk to it
+ * the way users do: over HTTP (`request`) and through the CLI (`cli`).
+ */
+import { HttpServer } from "@effect/platform"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { execFile } from "node:child_process"
+import { fileURLToPath } from "node:url"
+import { MigrationsLive } from "../../src/db/Migrations.ts"
+import { makeHttpServer } from "../../src/http/Server.ts"
+import { Organizations } from "../../src/organizations/Organizations.ts"
+import { ServicesLive } from "../../src/Services.ts"
+import { TestDatabaseLive, TestDatabaseUrl } from "./TestDatabase.ts"
+
+const cliPath = fileURLToPath(new URL("../../bin/billing.mjs", import.meta.url))
+
+const makeLayer = () => {
+  const database = Layer.provideMerge(MigrationsLive, TestDatabaseLive)
+  const services = ServicesLive.pipe(Layer.provideMerge(database))
+  return makeHttpServer({ port: 0, host: "127.0.0.1" }).pipe(
+    Layer.provideMerge(services),
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
+  )
+}
+
+type AppContext = Layer.Layer.Success<ReturnType<typeof makeLayer>>
+
+export interface Response {
+  readonly status: number
+  // Test bodies are inspected field by field; `any` keeps assertions readable.
+  readonly body: any
+  readonly headers: Headers
+}
+
+export interface RequestOptions {
+  readonly key?: string | null
+  readonly body?: unknown
+  /** Sent as-is instead of JSON-encoding `body`. */
+  readonly rawBody?: string
+  readonly headers?: Record<string, string>
+}
+
+export interface CliResult {
+  readonly code: number
+  readonly stdout: string
+  readonly stderr: string
+  /** stdout parsed as JSON, when it is. */
+  readonly json: any
+}
+
+export interface Tenant {
+  readonly organizationId: string
+  readonly apiKey: string
+}
+
+export interface TestApp {
+  readonly baseUrl: string
+  readonly databaseUrl: string
+  readonly run: <A, E>(effect: Effect.Effect<A, E, AppContext>) => Promise<A>
+  readonly request: (method: string, path: string, options?: RequestOptions) => Promise<Response>
+  /** A fresh organisation with its API key; also the default key of `request`. */
+  readonly tenant: (name?: string) => Promise<Tenant>
+  readonly cli: (args: ReadonlyArray<string>, env?: Record<string, string>) => Promise<CliResult>
+  readonly close: () => Promise<void>
+}
+
+export const startTestApp = async (): Promise<TestApp> => {
+  const runtime = ManagedRuntime.make(makeLayer())
+  const run = <A, E>(effect: Effect.Effect<A, E, AppContext>) => runtime.runPromise(effect)
+  const address = await run(Effect.map(HttpServer.HttpServer, (server) => server.address))
+  if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")
+  const baseUrl = `http://127.0.0.1:${address.port}/api/v1`
+  const databaseUrl = await run(TestDatabaseUrl)
+
+  const request = async (method: string, path: string, options: RequestOptions = {}): Promise<Response> => {
+    const headers: Record<string, string> = { ...options.headers }
+    if (options.key !== null && options.key !== undefined) headers.authorization = `Bearer ${options.key}`
+    let body: string | undefined
+    if (options.rawBody !== undefined) body = options.rawBody
+    else if (options.body !== undefined) body = JSON.stringify(options.body)
+    if (body !== undefined && headers["content-type"] === undefined) headers["content-type"] = "application/json"
+    const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) })
+    const text = await response.text()
+    let parsed: unknown = text
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      // not JSON: keep the text
+    }
+    return { status: response.status, body: parsed, headers: response.headers }
+  }
+
+  const tenant = async (name = "Test Org"): Promise<Tenant> => {
+    const { organization, apiKey } = await run(Effect.flatMap(Organizations, (orgs) => orgs.create({ name })))
+    return { organizationId: organization.id, apiKey }
+  }
+
+  const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+    new Promise<CliResult>((resolve) => {
+      execFile(
+        process.execPath,
+        [cliPath, ...args],
+        { env: { ...process.env, DATABASE_URL: databaseUrl, ...env }, timeout: 60_000 },
+        (error, stdout, stderr) => {
+          let json: unknown
+          try {
+            json = JSON.parse(stdout)
+          } catch {
+            json = undefined
+          }
+          const code = error ? (typeof error.code === "number" ? error.code : 1) : 0
+          resolve({ code, stdout, stderr, json })
+        }
+      )
+    })
+
+  return { baseUrl, databaseUrl, run, request, tenant, cli, close: () => runtime.dispose() }
+}

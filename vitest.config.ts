@@ -1,0 +1,12 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    testTimeout: 60_000,
+    hookTimeout: 120_000,
+    // Every test file gets its own database, so files may run side by side.
+    pool: "forks",
+    poolOptions: { forks: { maxForks: 2 } }
+  }
+})
