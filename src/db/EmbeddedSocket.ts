@@ -1,0 +1,174 @@
+/**
+ * The socket in front of the embedded database: many PostgreSQL clients, one
+ * PGlite session behind them.
+ *
+ * pglite-socket's own server (0.2.17) hands the session to another client
+ * between any two protocol messages unless a transaction block is open. An
+ * extended-protocol exchange (Parse, Bind, Describe, Execute, Sync) is not a
+ * transaction block, so under load one client's Parse replaced another's
+ * unnamed statement and its Bind failed with "unnamed prepared statement does
+ * not exist" (electric-sql/pglite#1046). One failed message also left that
+ * queue stuck for good. This queue keeps the session with one client until it
+ * reaches a point where PostgreSQL itself would be idle (a Sync or simple
+ * Query outside a transaction block) and keeps going after a failure.
+ * pglite-socket still does the wire framing, through its public handler.
+ */
+import type { PGlite } from "@electric-sql/pglite"
+import { PGLiteSocketHandler, type PGLiteSocketHandlerOptions } from "@electric-sql/pglite-socket"
+import * as net from "node:net"
+
+interface QueuedMessage {
+  readonly handlerId: number
+  readonly message: Uint8Array
+  readonly onData: (data: Uint8Array) => void
+  readonly resolve: (bytes: number) => void
+  readonly reject: (error: unknown) => void
+}
+
+const SYNC = 0x53 // "S"
+const QUERY = 0x51 // "Q"
+const TERMINATE = 0x58 // "X"
+const SYNC_MESSAGE = new Uint8Array([SYNC, 0, 0, 0, 4])
+
+const simpleQuery = (sql: string): Uint8Array => {
+  const text = Buffer.from(`${sql}\0`)
+  const message = Buffer.alloc(5 + text.length)
+  message[0] = QUERY
+  message.writeInt32BE(4 + text.length, 1)
+  text.copy(message, 5)
+  return message
+}
+const ROLLBACK_MESSAGE = simpleQuery("ROLLBACK")
+
+/**
+ * A message after which the session waits for any client: the end of an
+ * extended-protocol exchange, a simple query, a goodbye, or the startup
+ * packet (the only message without a type byte; its length starts with 0).
+ */
+const endsExchange = (message: Uint8Array): boolean => {
+  const type = message[0]
+  return type === SYNC || type === QUERY || type === TERMINATE || type === 0
+}
+
+const ignore = () => {}
+
+export class SessionQueue {
+  private queue: Array<QueuedMessage> = []
+  private processing = false
+  /** The client whose exchange or transaction holds the session, if any. */
+  private owner: number | undefined = undefined
+
+  constructor(private readonly db: PGlite) {}
+
+  enqueue(handlerId: number, message: Uint8Array, onData: (data: Uint8Array) => void): Promise<number> {
+    return new Promise((resolve, reject) => {
+      this.queue.push({ handlerId, message, onData, resolve, reject })
+      void this.process()
+    })
+  }
+
+  getQueueLength(): number {
+    return this.queue.length
+  }
+
+  clearQueueForHandler(handlerId: number): void {
+    this.queue = this.queue.filter((item) => {
+      if (item.handlerId !== handlerId) return true
+      item.reject(new Error("Handler disconnected"))
+      return false
+    })
+  }
+
+  /** A client left: close whatever it had open so the others can go on. */
+  async clearTransactionIfNeeded(handlerId: number): Promise<void> {
+    if (this.owner !== handlerId) return
+    try {
+      // Not db.exec: it waits for the very lock runExclusive holds.
+      await this.db.runExclusive(async () => {
+        await this.db.execProtocolRawStream(SYNC_MESSAGE, { onRawData: ignore })
+        if (this.db.isInTransaction()) await this.db.execProtocolRawStream(ROLLBACK_MESSAGE, { onRawData: ignore })
+      })
+    } catch {
+      // The session answers the next client's messages either way.
+    }
+    this.owner = undefined
+    void this.process()
+  }
+
+  private next(): QueuedMessage | undefined {
+    if (this.owner === undefined) return this.queue.shift()
+    const index = this.queue.findIndex((item) => item.handlerId === this.owner)
+    return index === -1 ? undefined : this.queue.splice(index, 1)[0]
+  }
+
+  private async process(): Promise<void> {
+    if (this.processing) return
+    this.processing = true
+    try {
+      for (let item = this.next(); item !== undefined; item = this.next()) {
+        const current = item
+        let bytes = 0
+        try {
+          await this.db.runExclusive(() =>
+            this.db.execProtocolRawStream(current.message, {
+              onRawData: (data) => {
+                bytes += data.length
+                current.onData(data)
+              }
+            })
+          )
+          current.resolve(bytes)
+        } catch (error) {
+          current.reject(error)
+        }
+        this.owner = endsExchange(current.message) && !this.db.isInTransaction() ? undefined : current.handlerId
+      }
+    } finally {
+      this.processing = false
+    }
+  }
+}
+
+export interface SocketServer {
+  readonly host: string
+  readonly port: number
+  readonly stop: () => Promise<void>
+}
+
+/** Serves `db` on host:port (0 picks a free port) to at most `maxConnections` clients. */
+export const serveSocket = (
+  db: PGlite,
+  options: { readonly host: string; readonly port: number; readonly maxConnections: number }
+): Promise<SocketServer> => {
+  // The handler is typed against pglite-socket's own queue class; ours has the same methods.
+  const queryQueue = new SessionQueue(db) as unknown as PGLiteSocketHandlerOptions["queryQueue"]
+  const handlers = new Set<PGLiteSocketHandler>()
+  const server = net.createServer((socket) => {
+    if (handlers.size >= options.maxConnections) {
+      socket.end("Too many connections\n")
+      return
+    }
+    const handler = new PGLiteSocketHandler({ queryQueue, closeOnDetach: true })
+    const forget = () => handlers.delete(handler)
+    handler.addEventListener("close", forget)
+    handler.addEventListener("error", forget)
+    handlers.add(handler)
+    handler.attach(socket).catch(() => {
+      forget()
+      socket.destroy()
+    })
+  })
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      for (const handler of handlers) void handler.detach(true)
+      handlers.clear()
+      server.close(() => resolve())
+    })
+  return new Promise((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(options.port, options.host, () => {
+      const address = server.address() as net.AddressInfo
+      resolve({ host: options.host, port: address.port, stop })
+    })
+  })
+}

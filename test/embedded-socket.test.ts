@@ -1,0 +1,168 @@
+/**
+ * The embedded database's socket: several clients share one PGlite session, so
+ * the socket must never let one client's messages land in the middle of
+ * another's exchange or transaction (electric-sql/pglite#1046). A raw protocol
+ * client holds an exchange half done while the service's own SQL client asks
+ * for the session.
+ */
+import { PGlite } from "@electric-sql/pglite"
+import { SqlClient } from "@effect/sql"
+import { afterEach, beforeEach, describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Exit, Layer, Scope } from "effect"
+import * as net from "node:net"
+import { fromEmbedded } from "../src/db/Database.ts"
+import { serveSocket, type SocketServer } from "../src/db/EmbeddedSocket.ts"
+
+const frame = (type: string, ...parts: Array<Buffer>): Buffer => {
+  const body = Buffer.concat(parts)
+  const length = Buffer.alloc(4)
+  length.writeInt32BE(body.length + 4)
+  return Buffer.concat([Buffer.from(type), length, body])
+}
+const cstring = (text: string) => Buffer.from(`${text}\0`)
+const int16 = (value: number) => Buffer.from([value >> 8, value & 0xff])
+const int32 = (value: number) => {
+  const buffer = Buffer.alloc(4)
+  buffer.writeInt32BE(value)
+  return buffer
+}
+
+const parse = (sql: string) => frame("P", cstring(""), cstring(sql), int16(0))
+const bind = (...params: Array<string>) =>
+  frame(
+    "B",
+    cstring(""),
+    cstring(""),
+    int16(0),
+    int16(params.length),
+    ...params.flatMap((param) => [int32(Buffer.byteLength(param)), Buffer.from(param)]),
+    int16(0)
+  )
+const execute = frame("E", cstring(""), int32(0))
+const flush = frame("H")
+const sync = frame("S")
+const query = (sql: string) => frame("Q", cstring(sql))
+
+interface BackendMessage {
+  readonly type: string
+  readonly body: Buffer
+}
+
+/** A PostgreSQL frontend at the level of single protocol messages. */
+const rawClient = async (server: SocketServer) => {
+  const socket = net.connect(server.port, server.host)
+  await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject))
+  const received: Array<BackendMessage> = []
+  let pending = Buffer.alloc(0)
+  let waiter: (() => void) | undefined
+  socket.on("data", (chunk) => {
+    pending = Buffer.concat([pending, chunk])
+    while (pending.length >= 5 && pending.length >= 1 + pending.readInt32BE(1)) {
+      const end = 1 + pending.readInt32BE(1)
+      received.push({ type: String.fromCharCode(pending[0]!), body: pending.subarray(5, end) })
+      pending = pending.subarray(end)
+    }
+    waiter?.()
+  })
+  /** Waits for a message of `type` and returns every message up to it. */
+  const until = async (type: string): Promise<Array<BackendMessage>> => {
+    for (;;) {
+      const index = received.findIndex((message) => message.type === type)
+      if (index !== -1) return received.splice(0, index + 1)
+      await new Promise<void>((resolve) => (waiter = resolve))
+    }
+  }
+  const startup = Buffer.concat([int32(196608), cstring("user"), cstring("postgres"), cstring("database"), cstring("postgres"), Buffer.from([0])])
+  socket.write(Buffer.concat([int32(startup.length + 4), startup]))
+  await until("Z")
+  return { send: (...messages: Array<Buffer>) => socket.write(Buffer.concat(messages)), until, socket }
+}
+
+/** The first column of every DataRow, as text. */
+const firstColumns = (messages: ReadonlyArray<BackendMessage>) =>
+  messages.filter((message) => message.type === "D").map(({ body }) => body.subarray(6, 6 + body.readInt32BE(2)).toString())
+
+let db: PGlite
+let server: SocketServer
+let scope: Scope.CloseableScope
+let sql: SqlClient.SqlClient
+
+const startServer = async (database: PGlite) => {
+  db = database
+  await db.waitReady
+  server = await serveSocket(db, { host: "127.0.0.1", port: 0, maxConnections: 16 })
+  scope = Effect.runSync(Scope.make())
+  const context = await Effect.runPromise(Layer.buildWithScope(fromEmbedded(server), scope))
+  sql = Context.get(context, SqlClient.SqlClient)
+}
+
+const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(effect)
+const runExit = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromiseExit(effect)
+
+afterEach(async () => {
+  await Effect.runPromise(Scope.close(scope, Exit.void))
+  await server.stop()
+  await db.close()
+})
+
+describe("one session, many clients", () => {
+  beforeEach(() => startServer(new PGlite()))
+
+  it("keeps a client's extended-protocol exchange whole while another client queries", async () => {
+    const raw = await rawClient(server)
+    raw.send(parse("SELECT $1::int * 2 AS doubled"), flush)
+    await raw.until("1")
+    // Another client's Parse now would replace the unnamed statement the raw client is about to bind.
+    const other = run(sql<{ echoed: string }>`SELECT ${"other"}::text AS echoed`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    raw.send(bind("21"), execute, sync)
+    expect(firstColumns(await raw.until("Z"))).toEqual(["42"])
+    expect(await other).toEqual([{ echoed: "other" }])
+    raw.socket.destroy()
+  })
+
+  it("keeps a client's transaction whole, and rolls it back when the client goes away", async () => {
+    await run(sql`CREATE TABLE notes (body text)`)
+    const raw = await rawClient(server)
+    raw.send(query("BEGIN"))
+    await raw.until("Z")
+    raw.send(query("INSERT INTO notes VALUES ('uncommitted')"))
+    await raw.until("Z")
+    const counted = run(sql<{ notes: string }>`SELECT count(*)::text AS notes FROM notes`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+    raw.socket.destroy()
+    expect(await counted).toEqual([{ notes: "0" }])
+    await run(sql`INSERT INTO notes VALUES (${"kept"})`)
+    expect(await run(sql`SELECT body FROM notes`)).toEqual([{ body: "kept" }])
+  })
+
+  it("serves the others when a client leaves in the middle of an exchange", async () => {
+    const raw = await rawClient(server)
+    raw.send(parse("SELECT $1::int AS half_done"), flush)
+    await raw.until("1")
+    raw.socket.destroy()
+    expect(await run(sql<{ answer: number }>`SELECT ${7}::int AS answer`)).toEqual([{ answer: 7 }])
+  })
+})
+
+describe("a failure inside the database", () => {
+  beforeEach(async () => {
+    const database = new PGlite()
+    const execute = database.execProtocolRawStream.bind(database)
+    let failed = false
+    database.execProtocolRawStream = (message, options) => {
+      if (!failed && message[0] === "P".charCodeAt(0)) {
+        failed = true
+        return Promise.reject(new Error("injected failure"))
+      }
+      return execute(message, options)
+    }
+    await startServer(database)
+  })
+
+  it("fails that client's statement and answers the next one", async () => {
+    const failed = await runExit(sql`SELECT ${1}::int AS answer`)
+    expect(Exit.isFailure(failed)).toBe(true)
+    expect(await run(sql<{ answer: number }>`SELECT ${2}::int AS answer`)).toEqual([{ answer: 2 }])
+  })
+})
