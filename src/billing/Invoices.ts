@@ -11,7 +11,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { createHmac } from "node:crypto"
-import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, findOne } from "../db/Sql.ts"
 import { Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../http/Pagination.ts"
 import { makeId, randomToken } from "../ids.ts"
@@ -162,16 +162,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         return rows.map((row) => assemble(row, lines.filter((line) => line.invoiceId === row.id)))
       })
 
-    const findRow = (organizationId: string, id: string, lock = false) =>
-      Effect.flatMap(
-        findOne(
-          InvoiceRow,
-          lock
-            ? sql`SELECT * FROM invoices WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-            : sql`SELECT * FROM invoices WHERE organization_id = ${organizationId} AND id = ${id}`
-        ),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
-      )
+    const findRow = findByIdOr(sql, InvoiceRow, "invoices", notFound)
 
     const get = (organizationId: string, id: string) =>
       Effect.map(Effect.flatMap(findRow(organizationId, id), (row) => withLines(organizationId, [row])), (list) => list[0]!)

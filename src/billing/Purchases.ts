@@ -12,9 +12,9 @@
  * nothing due.
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Option, Schema } from "effect"
+import { BigDecimal, Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../http/Pagination.ts"
 import { makeId } from "../ids.ts"
@@ -42,16 +42,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
     const invoices = yield* Invoices
     const plans = yield* Plans
 
-    const findRow = (organizationId: string, id: string, lock = false) =>
-      Effect.flatMap(
-        findOne(
-          PurchaseRow,
-          lock
-            ? sql`SELECT * FROM purchases WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-            : sql`SELECT * FROM purchases WHERE organization_id = ${organizationId} AND id = ${id}`
-        ),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
-      )
+    const findRow = findByIdOr(sql, PurchaseRow, "purchases", notFound)
 
     const balancesOf = (organizationId: string, purchaseId: string) =>
       findAll(

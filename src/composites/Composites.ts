@@ -6,8 +6,8 @@
  * composites (the partial unique index decides, so races answer 409 too).
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { Effect, Schema } from "effect"
+import { dieOnSqlError, findAll, findByIdOr, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { toSql } from "../money.ts"
@@ -122,16 +122,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
         })
       })
 
-    const findRow = (organizationId: string, id: string, forUpdate: boolean) =>
-      Effect.flatMap(
-        findOne(
-          CompositeRow,
-          forUpdate
-            ? sql`SELECT * FROM composites WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-            : sql`SELECT * FROM composites WHERE organization_id = ${organizationId} AND id = ${id}`
-        ),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
-      )
+    const findRow = findByIdOr(sql, CompositeRow, "composites", notFound)
 
     /** A composite by id, archived or not, with its members. */
     const get = (organizationId: string, id: string) =>

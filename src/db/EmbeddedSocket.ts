@@ -158,12 +158,13 @@ export const serveSocket = (
       socket.destroy()
     })
   })
-  const stop = () =>
-    new Promise<void>((resolve) => {
-      for (const handler of handlers) void handler.detach(true)
-      handlers.clear()
-      server.close(() => resolve())
-    })
+  const stop = async () => {
+    const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+    // Detaching rolls back what a client left open, before the database itself closes.
+    await Promise.allSettled([...handlers].map((handler) => handler.detach(true)))
+    handlers.clear()
+    await closed
+  }
   return new Promise((resolve, reject) => {
     server.once("error", reject)
     server.listen(options.port, options.host, () => {

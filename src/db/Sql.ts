@@ -6,7 +6,7 @@
  * escaped would be reported to the client as a 400). Unexpected SQL errors are
  * defects too; the expected ones (unique violations) are caught by code.
  */
-import type { SqlError } from "@effect/sql"
+import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 
 /** PostgreSQL's SQLSTATE of a failed statement, when there is one. */
@@ -36,6 +36,27 @@ export const findOne = <A, I, R>(
       rows.length === 0 ? Effect.succeedNone : Effect.asSome(Schema.decodeUnknown(schema)(rows[0])))
   )
 
+/**
+ * Looks rows of `table` up by id within an organisation; a missing row (or one
+ * of another organisation) is the failure `notFound` gives. `lock` takes the
+ * row FOR UPDATE, for a change later in the same transaction.
+ */
+export const findByIdOr = <A, I, R, E>(
+  sql: SqlClient.SqlClient,
+  schema: Schema.Schema<A, I, R>,
+  table: string,
+  notFound: (id: string) => E
+) =>
+(organizationId: string, id: string, lock = false): Effect.Effect<A, E, R> =>
+  Effect.flatMap(
+    findOne(
+      schema,
+      sql`SELECT * FROM ${sql(table)} WHERE organization_id = ${organizationId} AND id = ${id} ${
+        sql.literal(lock ? "FOR UPDATE" : "")
+      }`
+    ),
+    Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
+  )
 
 /** Decodes rows that a statement returned; a row that does not decode is a defect. */
 export const decodeRows = <A, I, R>(schema: Schema.Schema<A, I, R>) => (rows: ReadonlyArray<unknown>) =>

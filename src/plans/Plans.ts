@@ -23,8 +23,8 @@
  * the components (purchases keep their own snapshot).
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { BigDecimal, Effect, Schema } from "effect"
+import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
 import { BadRequest, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, sum, toSql, ZERO } from "../money.ts"
@@ -328,16 +328,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         ).pipe(Effect.orDie)
       })
 
-    const findRow = (organizationId: string, id: string, forUpdate: boolean) =>
-      Effect.flatMap(
-        findOne(
-          PlanRow,
-          forUpdate
-            ? sql`SELECT * FROM plans WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-            : sql`SELECT * FROM plans WHERE organization_id = ${organizationId} AND id = ${id}`
-        ),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
-      )
+    const findRow = findByIdOr(sql, PlanRow, "plans", notFound)
 
     const getPriced = (organizationId: string, id: string) =>
       Effect.flatMap(findRow(organizationId, id, false), (row) =>

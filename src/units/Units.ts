@@ -6,8 +6,8 @@
  * active units (the partial unique index decides, so races answer 409 too).
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Option } from "effect"
-import { decodeRows, dieOnSqlError, findAll, findOne, orDie, uniqueOr } from "../db/Sql.ts"
+import { BigDecimal, Effect } from "effect"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, orDie, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
@@ -137,16 +137,7 @@ export class Units extends Effect.Service<Units>()("Units", {
             LIMIT ${query.page.limit}`
       )
 
-    const find = (organizationId: string, id: string, forUpdate: boolean) =>
-      Effect.flatMap(
-        findOne(
-          Unit,
-          forUpdate
-            ? sql`SELECT * FROM units WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-            : sql`SELECT * FROM units WHERE organization_id = ${organizationId} AND id = ${id}`
-        ),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
-      )
+    const find = findByIdOr(sql, Unit, "units", notFound)
 
     /** A unit by id, archived or not. */
     const get = (organizationId: string, id: string) => find(organizationId, id, false)
