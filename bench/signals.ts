@@ -60,8 +60,10 @@ const sqlRun = <A>(f: (sql: SqlClient.SqlClient) => Effect.Effect<A, unknown>) =
 const env = { ...process.env, DATABASE_URL: databaseUrl, BILLING_WORKER_POLL_MS: "50" }
 
 /** A child under /usr/bin/time, which reports its peak resident memory (KB) on exit. */
+// BENCH_NODE_ARGS passes flags to the measured processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
+const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
 const spawnMeasured = (args: ReadonlyArray<string>) =>
-  spawn("/usr/bin/time", ["-f", "PEAK_RSS_KB=%M", process.execPath, cliPath, ...args], {
+  spawn("/usr/bin/time", ["-f", "PEAK_RSS_KB=%M", process.execPath, ...nodeArgs, cliPath, ...args], {
     cwd: root,
     env,
     stdio: ["ignore", "pipe", "pipe"]
@@ -142,7 +144,7 @@ const main = async () => {
     progress(`yardstick: ${yardstick.rate} inserts/s`)
     const port = 20000 + Math.floor(Math.random() * 20000)
     // Not under /usr/bin/time: the signal must reach the server itself; its peak memory comes from /proc.
-    const server = spawn(process.execPath, [cliPath, "serve", "--no-worker", "--port", String(port)], {
+    const server = spawn(process.execPath, [...nodeArgs, cliPath, "serve", "--no-worker", "--port", String(port)], {
       cwd: root,
       env,
       stdio: ["ignore", "ignore", "inherit"]
