@@ -619,7 +619,6 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       return signals.length
     }).pipe(sql.withTransaction)
 
-    /** One batch, retried from scratch when the database rolled it back for a deadlock. */
     /**
      * The usage log's partitions of this month and the next exist before a row
      * is written (migrations/0007): checked once per process and month, outside
@@ -636,6 +635,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       )
     })
 
+    /** One batch, retried from scratch when the database rolled it back for a deadlock. */
     const oneBatch = Effect.zipRight(ensurePartitions, batch).pipe(
       Effect.catchAllCause((cause) =>
         isRetryable(cause) || [...Cause.failures(cause)].some((e) => e instanceof RetryableBatch)
