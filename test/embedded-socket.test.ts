@@ -145,24 +145,50 @@ describe("one session, many clients", () => {
   })
 })
 
+/** A PGlite whose protocol calls go through `wrap` first: failures and delays on cue. */
+const pgliteWith = (
+  wrap: (message: Uint8Array, execute: () => Promise<void>) => Promise<void>
+): PGlite => {
+  const database = new PGlite()
+  const execute = database.execProtocolRawStream.bind(database)
+  database.execProtocolRawStream = (message, options) => wrap(message, () => execute(message, options))
+  return database
+}
+
+const isParse = (message: Uint8Array) => message[0] === "P".charCodeAt(0)
+
 describe("a failure inside the database", () => {
-  beforeEach(async () => {
-    const database = new PGlite()
-    const execute = database.execProtocolRawStream.bind(database)
+  beforeEach(() => {
     let failed = false
-    database.execProtocolRawStream = (message, options) => {
-      if (!failed && message[0] === "P".charCodeAt(0)) {
-        failed = true
-        return Promise.reject(new Error("injected failure"))
-      }
-      return execute(message, options)
-    }
-    await startServer(database)
+    return startServer(pgliteWith((message, execute) => {
+      if (failed || !isParse(message)) return execute()
+      failed = true
+      return Promise.reject(new Error("injected failure"))
+    }))
   })
 
   it("fails that client's statement and answers the next one", async () => {
     const failed = await runExit(sql`SELECT ${1}::int AS answer`)
     expect(Exit.isFailure(failed)).toBe(true)
     expect(await run(sql<{ answer: number }>`SELECT ${2}::int AS answer`)).toEqual([{ answer: 2 }])
+  })
+})
+
+describe("a client that leaves while its message runs", () => {
+  beforeEach(() =>
+    startServer(pgliteWith(async (message, execute) => {
+      if (isParse(message) && Buffer.from(message).includes("slow_parse")) {
+        await new Promise((resolve) => setTimeout(resolve, 300))
+      }
+      return execute()
+    }))
+  )
+
+  it("still gives the session back to the others", async () => {
+    const raw = await rawClient(server)
+    raw.send(parse("SELECT $1::int AS slow_parse"), flush)
+    await new Promise((resolve) => setTimeout(resolve, 50))
+    raw.socket.destroy()
+    expect(await run(sql<{ answer: number }>`SELECT ${3}::int AS answer`)).toEqual([{ answer: 3 }])
   })
 })

@@ -57,6 +57,10 @@ export class SessionQueue {
   private processing = false
   /** The client whose exchange or transaction holds the session, if any. */
   private owner: number | undefined = undefined
+  /** The client whose message the session is running right now. */
+  private running: number | undefined = undefined
+  /** Clients that left while holding the session or running a message. */
+  private readonly departed = new Set<number>()
 
   constructor(private readonly db: PGlite) {}
 
@@ -79,9 +83,18 @@ export class SessionQueue {
     })
   }
 
-  /** A client left: close whatever it had open so the others can go on. */
+  /**
+   * A client left. If it holds the session, or will once its running message
+   * ends, the queue closes what it left open before serving anyone else.
+   */
   async clearTransactionIfNeeded(handlerId: number): Promise<void> {
-    if (this.owner !== handlerId) return
+    if (this.owner !== handlerId && this.running !== handlerId) return
+    this.departed.add(handlerId)
+    await this.process()
+  }
+
+  /** Ends the exchange and rolls back the transaction a departed client left open. */
+  private async abandon(handlerId: number): Promise<void> {
     try {
       // Not db.exec: it waits for the very lock runExclusive holds.
       await this.db.runExclusive(async () => {
@@ -91,8 +104,8 @@ export class SessionQueue {
     } catch {
       // The session answers the next client's messages either way.
     }
+    this.departed.delete(handlerId)
     this.owner = undefined
-    void this.process()
   }
 
   private next(): QueuedMessage | undefined {
@@ -105,23 +118,31 @@ export class SessionQueue {
     if (this.processing) return
     this.processing = true
     try {
-      for (let item = this.next(); item !== undefined; item = this.next()) {
-        const current = item
+      for (;;) {
+        if (this.owner !== undefined && this.departed.has(this.owner)) {
+          await this.abandon(this.owner)
+          continue
+        }
+        const item = this.next()
+        if (item === undefined) break
+        this.running = item.handlerId
         let bytes = 0
         try {
           await this.db.runExclusive(() =>
-            this.db.execProtocolRawStream(current.message, {
+            this.db.execProtocolRawStream(item.message, {
               onRawData: (data) => {
                 bytes += data.length
-                current.onData(data)
+                item.onData(data)
               }
             })
           )
-          current.resolve(bytes)
+          item.resolve(bytes)
         } catch (error) {
-          current.reject(error)
+          item.reject(error)
         }
-        this.owner = endsExchange(current.message) && !this.db.isInTransaction() ? undefined : current.handlerId
+        this.running = undefined
+        this.owner = endsExchange(item.message) && !this.db.isInTransaction() ? undefined : item.handlerId
+        if (this.owner === undefined) this.departed.delete(item.handlerId)
       }
     } finally {
       this.processing = false
