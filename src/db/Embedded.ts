@@ -8,7 +8,7 @@
  * socket instead of opening the folder itself.
  */
 import { PGlite } from "@electric-sql/pglite"
-import { Effect, Data } from "effect"
+import { Data, Effect, type Scope } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
@@ -97,16 +97,17 @@ const releaseFiles = (dataDir: string) => {
   }
 }
 
-const startServer = (db: PGlite, port: number) =>
-  Effect.acquireRelease(
-    Effect.tryPromise({
-      try: async () => {
-        const server = await serveSocket(db, { host: "127.0.0.1", port, maxConnections: 64 })
-        return { server, address: { host: server.host, port: server.port } }
-      },
-      catch: (cause) => new EmbeddedDatabaseError({ message: "cannot start the embedded database socket", cause })
-    }),
-    ({ server }) => Effect.promise(() => server.stop())
+/** The socket's address, served for as long as the scope lives. */
+const startServer = (db: PGlite, port: number): Effect.Effect<EmbeddedAddress, EmbeddedDatabaseError, Scope.Scope> =>
+  Effect.map(
+    Effect.acquireRelease(
+      Effect.tryPromise({
+        try: () => serveSocket(db, { host: "127.0.0.1", port, maxConnections: 64 }),
+        catch: (cause) => new EmbeddedDatabaseError({ message: "cannot start the embedded database socket", cause })
+      }),
+      (server) => Effect.promise(() => server.stop())
+    ),
+    (server) => ({ host: server.host, port: server.port })
   )
 
 const openPGlite = (dataDir: string | undefined) =>
@@ -146,7 +147,7 @@ export const serveDataDir = (dataDir: string, port = 0) =>
     }
     yield* Effect.addFinalizer(() => Effect.sync(() => releaseFiles(dataDir)))
     const db = yield* openPGlite(dataDir)
-    const { address } = yield* startServer(db, port)
+    const address = yield* startServer(db, port)
     const file: ServerFile = { ...address, pid: process.pid }
     fs.writeFileSync(serverFilePath(dataDir), JSON.stringify(file))
     return address
@@ -155,6 +156,5 @@ export const serveDataDir = (dataDir: string, port = 0) =>
 /** A throw-away in-memory embedded database, for tests. */
 export const serveInMemory = Effect.gen(function*() {
   const db = yield* openPGlite(undefined)
-  const { address } = yield* startServer(db, 0)
-  return address
+  return yield* startServer(db, 0)
 })
