@@ -65,13 +65,13 @@ const failureStatus = async (...args: Parameters<typeof meterExit>) => {
 const balances = async (customerId: string) => ok(await api.get(`/customers/${customerId}/balances`))
 
 describe("Metering.meter", () => {
-  it("refuses a customer with no active plan and a target not on the plan (422)", async () => {
+  it("refuses a customer with no active plan (NoActivePlan) and a target not on the plan (NotOnPlan)", async () => {
     const credit = await makeCredit(api)
     const customer = await makeCustomer(api)
-    expect(await failureStatus(customer.id, "CREDIT", credit.id, "1", { customerCost: "1" })).toBe("Unprocessable")
+    expect(await failureStatus(customer.id, "CREDIT", credit.id, "1", { customerCost: "1" })).toBe("NoActivePlan")
     const unit = await makeUnit(api)
     await buy(api, customer.id, (await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])).id)
-    expect(await failureStatus(customer.id, "CREDIT", credit.id, "1", { customerCost: "1" })).toBe("Unprocessable")
+    expect(await failureStatus(customer.id, "CREDIT", credit.id, "1", { customerCost: "1" })).toBe("NotOnPlan")
   })
 
   it("consumes ADVANCE, then refuses what it cannot cover and writes nothing", async () => {
@@ -84,7 +84,7 @@ describe("Metering.meter", () => {
     expect(text(first.remaining)).toBe("2.5")
     expect(text(first.customerCost)).toBe("0.09375")
     expect(text(first.arrearCharge)).toBe("0")
-    expect(await failureStatus(customer.id, "CREDIT", credit.id, "3", { customerCost: "0.0375" })).toBe("Unprocessable")
+    expect(await failureStatus(customer.id, "CREDIT", credit.id, "3", { customerCost: "0.0375" })).toBe("OutOfAllowance")
     expect((await balances(customer.id)).credits[0]).toMatchObject({ granted: 10, used: 7.5, remaining: 2.5 })
   })
 

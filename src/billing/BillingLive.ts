@@ -10,6 +10,7 @@ import { Portal } from "../portal/Portal.ts"
 import { SigningKeys } from "../portal/SigningKeys.ts"
 import { Adjustments } from "./Adjustments.ts"
 import { Balances } from "./Balances.ts"
+import { Ledger } from "../ledger/Ledger.ts"
 import { Invoices } from "./Invoices.ts"
 import { Metering } from "./Metering.ts"
 import { Purchases } from "./Purchases.ts"
@@ -26,5 +27,6 @@ export const BillingLive = Layer.mergeAll(
 ).pipe(
   Layer.provideMerge(Invoices.Default),
   Layer.provideMerge(Layer.mergeAll(Wallets.Default, Taxes.Default, SigningKeys.Default)),
+  Layer.provideMerge(Ledger.Default),
   Layer.provide(Customers.Default)
 )

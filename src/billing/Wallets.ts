@@ -10,29 +10,12 @@ import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
 import { Conflict, Unprocessable } from "../errors.ts"
 import type { Page } from "../http/Pagination.ts"
-import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import { WebhookOutbox, type WalletChangeSource } from "../webhooks/Outbox.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { LedgerType } from "../ledger/LedgerType.ts"
 
-export const LedgerType = Schema.Literal(
-  "PURCHASE_GRANT",
-  "CYCLE_GRANT",
-  "RECURRING_GRANT",
-  "ADJUSTMENT",
-  "USAGE_LOG",
-  "INVOICE_PAYMENT"
-)
-export type LedgerType = typeof LedgerType.Type
-
-const sourceOf: Record<LedgerType, WalletChangeSource> = {
-  PURCHASE_GRANT: "PURCHASE",
-  CYCLE_GRANT: "PURCHASE",
-  RECURRING_GRANT: "RECURRING_GRANT",
-  ADJUSTMENT: "ADJUSTMENT",
-  USAGE_LOG: "USAGE",
-  INVOICE_PAYMENT: "PURCHASE"
-}
+export { LedgerType }
 
 export class WalletRow extends Schema.Class<WalletRow>("WalletRow")({
   customerId: Schema.String,
@@ -73,7 +56,7 @@ export interface WalletMoved {
 export class Wallets extends Effect.Service<Wallets>()("Wallets", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const outbox = yield* WebhookOutbox
+    const moneyLedger = yield* Ledger
     const customers = yield* Customers
 
     const emptyWallet = (customerId: string) =>
@@ -94,59 +77,24 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
 
     /** Locks the wallet row for the rest of the caller's transaction, creating it on first use. */
     const lock = (organizationId: string, customerId: string) =>
-      Effect.gen(function*() {
-        yield* Effect.orDie(sql`INSERT INTO wallets (organization_id, customer_id) VALUES (${organizationId}, ${customerId})
-              ON CONFLICT DO NOTHING`)
-        const rows = yield* findAll(
-          WalletRow,
-          sql`SELECT * FROM wallets WHERE organization_id = ${organizationId} AND customer_id = ${customerId} FOR UPDATE`
-        )
-        return rows[0]!
+      Effect.map(moneyLedger.lockWallets([{ organizationId, customerId }]), (locked) => {
+        const row = locked.get(`${organizationId}/${customerId}`)!
+        return new WalletRow({
+          customerId,
+          balance: row.balance,
+          reservedBalance: row.reservedBalance,
+          lowBalanceAlertUsd: row.lowBalanceAlertUsd,
+          recurringGrantUsd: row.recurringGrantUsd
+        })
       })
 
     /**
      * Moves the balance by `delta` (negative debits; never refused), writes the
-     * ledger row and the webhook events. Must run inside the caller's transaction.
+     * ledger row and the webhook events, through the ledger. Must run inside
+     * the caller's transaction.
      */
-    const move = (organizationId: string, customerId: string, delta: Decimal, entry: WalletMove) =>
-      Effect.gen(function*() {
-        const wallet = yield* lock(organizationId, customerId)
-        const balance = BigDecimal.normalize(BigDecimal.sum(wallet.balance, delta))
-        const at = entry.at ?? new Date()
-        yield* Effect.orDie(sql`UPDATE wallets SET balance = ${toSql(balance)}, updated_at = ${at}
-              WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`)
-        const ledgerId = makeId("wle")
-        yield* Effect.orDie(sql`INSERT INTO wallet_ledger ${
-          sql.insert({
-            organizationId,
-            id: ledgerId,
-            customerId,
-            type: entry.type,
-            delta: toSql(delta),
-            balanceAfter: toSql(balance),
-            usageLogId: entry.usageLogId ?? null,
-            purchaseId: entry.purchaseId ?? null,
-            invoiceId: entry.invoiceId ?? null,
-            notes: entry.notes ?? null,
-            createdAt: at
-          })
-        }`)
-        const [customer] = yield* Effect.orDie(sql<{ externalId: string | null }>`
-          SELECT external_id FROM customers WHERE organization_id = ${organizationId} AND id = ${customerId}`)
-        yield* outbox.walletChanged({
-          organizationId,
-          customerId,
-          externalId: customer?.externalId ?? null,
-          previousBalance: wallet.balance,
-          currentBalance: balance,
-          delta,
-          source: sourceOf[entry.type],
-          usageLogId: entry.usageLogId ?? null,
-          alertLevel: wallet.lowBalanceAlertUsd,
-          at
-        })
-        return { previousBalance: wallet.balance, balance, ledgerId } satisfies WalletMoved
-      })
+    const move = (organizationId: string, customerId: string, delta: Decimal, entry: WalletMove): Effect.Effect<WalletMoved> =>
+      moneyLedger.moveWallet({ organizationId, customerId, delta, ...entry })
 
     /**
      * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row, no

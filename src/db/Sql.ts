@@ -76,3 +76,27 @@ export const dieOnSqlError = <A, E, R>(
 ): Effect.Effect<A, Exclude<E, SqlError.SqlError>, R> =>
   Effect.catchIf(effect, (error): error is Extract<E, SqlError.SqlError> =>
     typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "SqlError", Effect.die) as any
+
+const snakeCase = (name: string) => name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)
+
+/**
+ * One multi-row INSERT of `rows` (camelCase keys, the same in every row) sent
+ * as a single JSON parameter: the statement and its parameter count do not
+ * grow with the batch, and PostgreSQL casts each field to its column's type.
+ * Columns no row names take their defaults. Values must be JSON as the column
+ * reads it: decimals as strings, timestamps as ISO strings, jsonb as the value.
+ */
+export const insertRows = (
+  sql: SqlClient.SqlClient,
+  table: string,
+  rows: ReadonlyArray<Record<string, unknown>>
+): Effect.Effect<void> => {
+  if (rows.length === 0) return Effect.void
+  const keys = Object.keys(rows[0]!)
+  const columns = keys.map(snakeCase)
+  const payload = JSON.stringify(rows.map((row) => Object.fromEntries(keys.map((key, i) => [columns[i], row[key] ?? null]))))
+  const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
+  return Effect.asVoid(orDie(
+    sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${payload}::json)`
+  ))
+}

@@ -1,98 +1,65 @@
 /**
- * The worker job that prices queued signals (DESIGN §4-§6).
+ * The worker job that prices queued signals, as sets (DESIGN §6).
  *
- * A batch is one transaction: claim the oldest QUEUED rows with
- * `FOR UPDATE SKIP LOCKED` (so workers never share a row), price each signal in
- * a savepoint of its own, write its usage-log row, move the balances through
- * Metering, and mark it PROCESSED, PENDING or FAILED. A crash before the commit
- * leaves every claimed row QUEUED with nothing billed; the commit makes billing
- * and the status change visible together, so no signal is billed twice.
+ * A batch is one transaction:
+ * 1. claim: the oldest queued signals of customers no other worker holds
+ *    (a transaction-scoped advisory lock per customer, then the customer's
+ *    signals `FOR UPDATE SKIP LOCKED`), so workers take disjoint customers and
+ *    never wait on each other's balances;
+ * 2. load each customer's context once (BatchContext: purchase, balances and
+ *    wallets locked, the catalogue the signals name);
+ * 3. price every signal in order with the pure meters, applying each one's
+ *    moves in memory before the next, so allowance refusals are exact and
+ *    ordered; a refusal or an unexpected error fails only that signal;
+ * 4. write: balance moves aggregated per row, wallet postings, usage rows in
+ *    one statement, every signal's end state in one statement.
+ * A crash before the commit leaves every claimed signal QUEUED with nothing
+ * billed; the commit makes billing and the status change visible together.
  *
- * Workers claim disjoint sets of customers (see `claim`), so they rarely meet
- * on a balance row; a deadlock with anything else rolls the batch back and it
- * is retried.
+ * Statements per batch do not grow with its size (tagged signals aside, which
+ * join their composite occurrence one by one), so a batch of BATCH_SIZE costs
+ * a few hundredths of a statement per signal.
  */
 import { SqlClient, type SqlError } from "@effect/sql"
-import { BigDecimal, Cause, Data, Effect, Option, Schedule, Schema } from "effect"
-import { type CurrentPurchase, Metering, planCoverage } from "../billing/Metering.ts"
-import { Customer } from "../customers/Customer.ts"
-import { findAll, findOne, orDie, sqlState } from "../db/Sql.ts"
-import { type ApiError, Conflict, errorStatus, isApiError, NotFound, Unprocessable } from "../errors.ts"
+import { BigDecimal, Cause, Data, Effect, Either, Schedule, Schema } from "effect"
+import { findAll, insertRows, orDie, sqlState } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
-import { type Decimal, ONE, toSql, ZERO } from "../money.ts"
-import type { Model } from "../models/Model.ts"
-import { Members } from "../members/Members.ts"
-import { Models } from "../models/Models.ts"
-import { chargeCredit, providerCost, type TokenUsage } from "../pricing/Pricing.ts"
-import { Money } from "../schema.ts"
+import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
+import { type Decimal, toSql, ZERO } from "../money.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
-import { liveComposite, type LiveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
-import { schemaOfRoute, SignalRecord, type Usage } from "./Signal.ts"
+import { faultPoint } from "../worker/Fault.ts"
+import { type BatchContext, type Customer, decodeSignal, type DecodedSignal, loadBatchContext } from "./BatchContext.ts"
+import { applyMoves, type BalanceMove, type CustomerContext } from "./meters/Context.ts"
+import {
+  meterCompositeOccurrence,
+  meterCredit,
+  type Metered,
+  meterOutcomeCompletion,
+  meterOutcomeStep,
+  meterUnit,
+  meterWallet,
+  type Priced,
+  type ResolvedTag
+} from "./meters/Meters.ts"
+import { CustomerArchived, CustomerNotFound, isRefusal, refusalStatus, UnknownMember, UnknownTarget } from "./meters/Refusal.ts"
+import { lockOccurrence, missingSignals } from "./Occurrences.ts"
+import { SignalRecord } from "./Signal.ts"
 
-/** Signals claimed per transaction. */
-const BATCH_SIZE = 100
+/**
+ * Signals claimed per transaction. Large enough that the batch's fixed
+ * statements cost ~0.02 a signal, small enough that a batch commits in tens
+ * of milliseconds (an adjustment of a customer in the batch waits that long)
+ * and holds a few MB in memory. `BILLING_SIGNAL_BATCH` overrides it.
+ */
+const BATCH_SIZE = Math.max(1, Number(process.env.BILLING_SIGNAL_BATCH ?? 1000))
 
-class CreditRow extends Schema.Class<CreditRow>("CreditRow")({
-  id: Schema.String,
-  name: Schema.String,
-  basePrice: Money,
-  tokensPerCredit: Money,
-  marginPercent: Money
-}) {}
+/** Customers tried per claim: enough to fill a batch from many small customers. */
+const CLAIM_CANDIDATES = 64
 
-class StepRow extends Schema.Class<StepRow>("StepRow")({
-  outcomeId: Schema.String,
-  outcomeName: Schema.String,
-  stepName: Schema.String
-}) {}
-
-class UnitRow extends Schema.Class<UnitRow>("UnitRow")({ id: Schema.String, name: Schema.String }) {}
-
-class OccurrenceBilling extends Schema.Class<OccurrenceBilling>("OccurrenceBilling")({
-  compositeId: Schema.String,
-  compositeName: Schema.String,
-  refId: Schema.String,
-  value: Schema.String,
-  custom: Schema.NullOr(Schema.Unknown)
-}) {}
-
-/** What a processed signal writes to the usage log. */
-interface UsageRow {
-  readonly meter: "CREDIT" | "OUTCOME_STEP" | "OUTCOME" | "UNIT" | "WALLET" | "COMPOSITE"
-  readonly entitlementId: string | null
-  readonly entitlementName: string | null
-  readonly agentKey: string | null
-  readonly usage: Usage | null
-  readonly quantity: Decimal
-  readonly providerCost: Decimal
-  readonly customerCost: Decimal
-  readonly billingMode: string | null
-  readonly balanceRemaining: Decimal | null
-  readonly purchaseId: string | null
-  readonly runId: string | null
-  readonly composite: { readonly id: string; readonly refId: string; readonly value: string } | null
-  readonly custom: unknown
-}
-
-type Processed =
+type Ended =
   | { readonly _tag: "Processed"; readonly customerId: string; readonly usageLogId: string }
   | { readonly _tag: "Pending"; readonly message: string }
-
-/** A refused signal keeps the status its refusal would have had as a synchronous answer. */
-interface Failed {
-  readonly _tag: "Failed"
-  readonly status: number
-  readonly message: string
-}
-
-type Ended = Processed | Failed
-
-const tokensOf = (usage: Usage): TokenUsage => ({
-  inputTokens: BigDecimal.fromBigInt(BigInt(usage.inputTokens ?? 0)),
-  outputTokens: BigDecimal.fromBigInt(BigInt(usage.outputTokens ?? 0)),
-  cacheTokens: BigDecimal.fromBigInt(BigInt(usage.cacheTokens ?? 0)),
-  cacheWriteTokens: BigDecimal.fromBigInt(BigInt(usage.cacheWriteTokens ?? 0))
-})
+  | { readonly _tag: "Failed"; readonly status: number; readonly message: string }
 
 /** Deadlocks and serialisation failures: the batch is rolled back and tried again. */
 const retryableStates = new Set(["40P01", "40001"])
@@ -103,460 +70,260 @@ const isRetryable = (cause: Cause.Cause<unknown>) =>
     retryableStates.has(sqlState(error as SqlError.SqlError) ?? "")
   )
 
-/** A batch the database rolled back (deadlock, serialisation failure): run it again. */
 class RetryableBatch extends Data.TaggedError("RetryableBatch") {}
 
-/** Per-batch memo of lookups that cannot change meaningfully within one transaction. */
-const memo = <A, E, R>(cache: Map<string, A>, key: string, lookup: Effect.Effect<A, E, R>) => {
-  const hit = cache.get(key)
-  return hit !== undefined ? Effect.succeed(hit) : Effect.tap(lookup, (value) => Effect.sync(() => cache.set(key, value)))
+const Candidate = Schema.Struct({ organizationId: Schema.String, customerKey: Schema.String })
+
+const internalError = { _tag: "Failed", status: 500, message: "Internal error while pricing this signal; replay it once fixed" } as const
+
+/** What a priced signal writes, gathered over the batch. */
+interface Writes {
+  readonly usageRows: Array<Record<string, unknown>>
+  readonly moves: Array<BalanceMove>
+  readonly spent: Array<SpentMove>
+  readonly postings: Array<WalletPosting>
+}
+
+const usageRow = (signal: SignalRecord, customer: Customer, id: string, priced: Priced): Record<string, unknown> => {
+  const { entry } = priced
+  return {
+    organizationId: signal.organizationId,
+    id,
+    customerId: customer.id,
+    meter: entry.meter,
+    entitlementId: entry.entitlementId,
+    entitlementName: entry.entitlementName,
+    agentKey: entry.agentKey,
+    model: entry.usage?.model ?? null,
+    inputTokens: entry.usage ? entry.usage.inputTokens ?? 0 : null,
+    outputTokens: entry.usage ? entry.usage.outputTokens ?? 0 : null,
+    cacheTokens: entry.usage ? entry.usage.cacheTokens ?? 0 : null,
+    cacheWriteTokens: entry.usage ? entry.usage.cacheWriteTokens ?? 0 : null,
+    quantity: toSql(entry.quantity),
+    providerCost: toSql(entry.providerCost),
+    customerCost: toSql(entry.customerCost),
+    billingMode: entry.billingMode,
+    balanceRemaining: entry.balanceRemaining === null ? null : toSql(entry.balanceRemaining),
+    purchaseId: entry.purchaseId,
+    signalId: signal.id,
+    messageId: signal.messageId,
+    runId: signal.runId,
+    compositeId: entry.composite?.id ?? null,
+    compositeRef: entry.composite?.refId ?? null,
+    compositeValue: entry.composite?.value ?? null,
+    member: signal.member,
+    custom: entry.custom ?? null
+  }
 }
 
 export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalProcessor", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const metering = yield* Metering
-    const models = yield* Models
-    const members = yield* Members
-
-    const batchCaches = () => ({
-      models: new Map<string, Model>(),
-      credits: new Map<string, Option.Option<CreditRow>>(),
-      steps: new Map<string, Option.Option<StepRow>>(),
-      units: new Map<string, Option.Option<UnitRow>>(),
-      composites: new Map<string, Option.Option<LiveComposite>>(),
-      purchases: new Map<string, Option.Option<CurrentPurchase>>()
-    })
-    type Caches = ReturnType<typeof batchCaches>
-
-    const activeCustomerByExternalId = (organizationId: string, externalId: string) =>
-      findOne(
-        Customer,
-        sql`SELECT * FROM customers
-            WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND archived_at IS NULL`
-      )
+    const ledger = yield* Ledger
 
     /**
-     * The signal's customer. An externalId nobody holds makes the signal
-     * PENDING; the advisory lock pairs with `requeuePendingSignals`, so a
-     * customer taking that externalId right now either is seen here or requeues it.
+     * Claims up to `limit` of the oldest queued signals, whole customers at a
+     * time: it looks at the customers at the head of the queue, takes the
+     * advisory lock of the first one no other worker holds, and that
+     * customer's oldest signals, until the batch is full. Another worker
+     * skips the locked customers and takes the next ones.
      */
-    const customerOf = (signal: SignalRecord) =>
+    const claim = (limit: number) =>
       Effect.gen(function*() {
-        if (signal.customerId !== null) {
-          const found = yield* findOne(
-            Customer,
-            sql`SELECT * FROM customers WHERE organization_id = ${signal.organizationId} AND id = ${signal.customerId}`
-          )
-          if (Option.isNone(found)) return yield* new NotFound({ message: `Customer ${signal.customerId} not found` })
-          return Option.some(found.value)
-        }
-        const externalId = signal.externalId ?? ""
-        const found = yield* activeCustomerByExternalId(signal.organizationId, externalId)
-        if (Option.isSome(found)) return found
-        yield* orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${signal.organizationId}), hashtext(${externalId}))`)
-        return yield* activeCustomerByExternalId(signal.organizationId, externalId)
-      })
-
-    const rates = (caches: Caches, org: string, modelId: string) =>
-      memo(caches.models, `${org}/${modelId}`, Effect.map(models.ratesFor(org, [modelId]), (found) => found.get(modelId)!))
-
-    const purchaseOf = (caches: Caches, org: string, customerId: string) =>
-      Effect.flatMap(
-        memo(caches.purchases, `${org}/${customerId}`, metering.currentPurchase(org, customerId)),
-        Option.match({
-          onNone: () => Effect.fail(new Unprocessable({ message: "Customer has no active plan" })),
-          onSome: Effect.succeed
-        })
-      )
-
-    const notInWorkspace = (kind: string, agentKey: string) =>
-      new Unprocessable({ message: `agentKey ${agentKey} is not a live ${kind} of this workspace` })
-
-    const notSold = (agentKey: string) =>
-      new Unprocessable({
-        message: `agentKey ${agentKey} is not sold on the customer's plan nor covered by a composite that is`
-      })
-
-    const credit = (caches: Caches, org: string, agentKey: string) =>
-      Effect.flatMap(
-        memo(
-          caches.credits,
-          `${org}/${agentKey}`,
-          findOne(
-            CreditRow,
-            sql`SELECT id, name, base_price, tokens_per_credit, margin_percent FROM credits
-                WHERE organization_id = ${org} AND agent_key = ${agentKey} AND is_active`
-          )
-        ),
-        Option.match({ onNone: () => Effect.fail(notInWorkspace("credit", agentKey)), onSome: Effect.succeed })
-      )
-
-    const step = (caches: Caches, org: string, agentKey: string) =>
-      Effect.flatMap(
-        memo(
-          caches.steps,
-          `${org}/${agentKey}`,
-          findOne(
-            StepRow,
-            sql`SELECT o.id AS outcome_id, o.name AS outcome_name, s.name AS step_name
-                FROM outcome_steps s
-                JOIN outcomes o ON o.organization_id = s.organization_id AND o.id = s.outcome_id
-                WHERE s.organization_id = ${org} AND s.agent_key = ${agentKey} AND s.removed_at IS NULL AND o.is_active
-                ORDER BY o.id LIMIT 1`
-          )
-        ),
-        Option.match({ onNone: () => Effect.fail(notInWorkspace("outcome step", agentKey)), onSome: Effect.succeed })
-      )
-
-    const unit = (caches: Caches, org: string, agentKey: string) =>
-      Effect.flatMap(
-        memo(
-          caches.units,
-          `${org}/${agentKey}`,
-          findOne(
-            UnitRow,
-            sql`SELECT id, name FROM units WHERE organization_id = ${org} AND agent_key = ${agentKey} AND is_active`
-          )
-        ),
-        Option.match({ onNone: () => Effect.fail(notInWorkspace("unit", agentKey)), onSome: Effect.succeed })
-      )
-
-    const compositeOfTag = (caches: Caches, org: string, signal: SignalRecord) =>
-      signal.compositeRef === null || signal.compositeValue === null
-        ? Effect.succeedNone
-        : memo(caches.composites, `${org}/${signal.compositeRef}`, liveComposite(sql, org, signal.compositeRef))
-
-    /** The coverage of a target, and whether this signal is billed by its (sold, covering) composite tag. */
-    const coverage = (
-      purchase: CurrentPurchase,
-      kind: "CREDIT" | "OUTCOME" | "UNIT",
-      targetId: string,
-      agentKey: string,
-      tag: Option.Option<LiveComposite>
-    ) =>
-      Effect.gen(function*() {
-        const covered = planCoverage(purchase.snapshot, kind, targetId)
-        if (covered === "NONE") return yield* notSold(agentKey)
-        const billedByTag = Option.isSome(tag) && purchase.snapshot.components.some((c) =>
-          c.type === "PRICING_METRIC" && c.targetId === tag.value.id &&
-          (kind === "CREDIT" ? c.covers.credits : kind === "OUTCOME" ? c.covers.outcomes : c.covers.units)
-            .includes(targetId)
+        const candidates = yield* findAll(
+          Candidate,
+          sql`SELECT organization_id, customer_key FROM (
+                SELECT organization_id, coalesce(customer_id, 'ext:' || external_id) AS customer_key, min(id) AS first
+                FROM (SELECT organization_id, customer_id, external_id, id FROM signals
+                      WHERE status = 'QUEUED' ORDER BY id LIMIT ${limit * 4}) head
+                GROUP BY 1, 2) c
+              ORDER BY first LIMIT ${CLAIM_CANDIDATES}`
         )
-        return covered === "COMPOSITE" || billedByTag ? "COMPOSITE" as const : "DIRECT" as const
+        const claimed: Array<SignalRecord> = []
+        for (const candidate of candidates) {
+          if (claimed.length >= limit) break
+          const [lock] = yield* orDie(sql<{ locked: boolean }>`
+            SELECT pg_try_advisory_xact_lock(hashtext(${candidate.organizationId}), hashtext(${candidate.customerKey})) AS locked`)
+          if (!lock?.locked) continue
+          const rows = yield* findAll(
+            SignalRecord,
+            sql`SELECT * FROM signals
+                WHERE status = 'QUEUED' AND organization_id = ${candidate.organizationId}
+                  AND coalesce(customer_id, 'ext:' || external_id) = ${candidate.customerKey}
+                ORDER BY id LIMIT ${limit - claimed.length}
+                FOR UPDATE SKIP LOCKED`
+          )
+          claimed.push(...rows)
+        }
+        return claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
       })
 
-    const decodeBody = <R extends keyof typeof schemaOfRoute>(route: R, body: unknown) =>
-      Effect.orDie(Schema.decodeUnknown(schemaOfRoute[route] as unknown as Schema.Schema<Schema.Schema.Type<(typeof schemaOfRoute)[R]>, unknown>)(body))
-
-    const tagColumns = (signal: SignalRecord, tag: Option.Option<LiveComposite>) =>
-      Option.isSome(tag) ? { id: tag.value.id, refId: tag.value.refId, value: signal.compositeValue! } : null
-
-    /** Prices one signal and moves the balances; the usage-log row it writes, or why it waits. */
-    const price = (caches: Caches, signal: SignalRecord, customer: Customer, usageLogId: string) =>
-      Effect.gen(function*() {
-        const org = signal.organizationId
-        const tag = yield* compositeOfTag(caches, org, signal)
-        const base = {
-          agentKey: signal.agentKey,
-          usage: null,
-          runId: signal.runId,
-          composite: tagColumns(signal, tag),
-          custom: null
+    /** The signal's customer: missing (404), archived (409), or None when its externalId is not held yet. */
+    const customerOf = (signal: SignalRecord, context: BatchContext): Either.Either<Customer | null, CustomerNotFound | CustomerArchived> => {
+      if (signal.customerId !== null) {
+        const customer = context.customerById(signal.organizationId, signal.customerId)
+        if (customer === undefined) return Either.left(new CustomerNotFound({ message: `Customer ${signal.customerId} not found` }))
+        if (customer.archivedAt !== null) {
+          return Either.left(new CustomerArchived({ message: `Customer ${customer.id} is archived and cannot receive signals` }))
         }
-        switch (signal.route) {
-          case "CREDIT": {
-            const body = yield* decodeBody("CREDIT", signal.body)
-            const target = yield* credit(caches, org, body.agentKey)
-            const purchase = yield* purchaseOf(caches, org, customer.id)
-            const billedBy = yield* coverage(purchase, "CREDIT", target.id, body.agentKey, tag)
-            const model = yield* rates(caches, org, body.usage.model)
-            const charge = chargeCredit(tokensOf(body.usage), model, target)
-            const metered = billedBy === "DIRECT" && BigDecimal.isPositive(charge.creditsUsed)
-              ? yield* metering.meter({
-                organizationId: org,
-                customerId: customer.id,
-                kind: "CREDIT",
-                targetId: target.id,
-                quantity: charge.creditsUsed,
-                customerCost: charge.customerCost,
-                usageLogId
-              })
-              : null
-            return {
-              ...base,
-              meter: "CREDIT",
-              entitlementId: target.id,
-              entitlementName: target.name,
-              usage: body.usage,
-              quantity: charge.creditsUsed,
-              providerCost: charge.providerCost,
-              customerCost: metered?.customerCost ?? ZERO,
-              billingMode: metered?.billingMode ?? (billedBy === "COMPOSITE" ? "COMPOSITE" : null),
-              balanceRemaining: metered?.remaining ?? null,
-              purchaseId: purchase.id
-            } satisfies UsageRow
-          }
-          case "OUTCOME": {
-            const body = yield* decodeBody("OUTCOME", signal.body)
-            const target = yield* step(caches, org, body.agentKey)
-            const purchase = yield* purchaseOf(caches, org, customer.id)
-            yield* coverage(purchase, "OUTCOME", target.outcomeId, body.agentKey, tag)
-            const cost = body.usage
-              ? providerCost(tokensOf(body.usage), yield* rates(caches, org, body.usage.model))
-              : ZERO
-            return {
-              ...base,
-              meter: "OUTCOME_STEP",
-              entitlementId: target.outcomeId,
-              entitlementName: `${target.outcomeName} / ${target.stepName}`,
-              usage: body.usage ?? null,
-              quantity: ONE,
-              providerCost: cost,
-              customerCost: ZERO,
-              billingMode: null,
-              balanceRemaining: null,
-              purchaseId: purchase.id
-            } satisfies UsageRow
-          }
-          case "OUTCOME_COMPLETE": {
-            const target = yield* outcomeOfRun(org, signal.runId ?? "")
-            const purchase = yield* purchaseOf(caches, org, customer.id)
-            const billedBy = yield* coverage(purchase, "OUTCOME", target.outcomeId, target.agentKey, Option.none())
-            const metered = billedBy === "DIRECT"
-              ? yield* metering.meter({
-                organizationId: org,
-                customerId: customer.id,
-                kind: "OUTCOME",
-                targetId: target.outcomeId,
-                quantity: ONE,
-                usageLogId
-              })
-              : null
-            const steps = yield* findAll(
-              Schema.Struct({ cost: Schema.NullOr(Money) }),
-              sql`SELECT sum(provider_cost) AS cost FROM usage_log
-                  WHERE organization_id = ${org} AND customer_id = ${customer.id} AND run_id = ${signal.runId}
-                    AND meter = 'OUTCOME_STEP'`
-            )
-            return {
-              ...base,
-              meter: "OUTCOME",
-              entitlementId: target.outcomeId,
-              entitlementName: target.outcomeName,
-              agentKey: target.agentKey,
-              quantity: ONE,
-              providerCost: steps[0]?.cost ?? ZERO,
-              customerCost: metered?.customerCost ?? ZERO,
-              billingMode: metered?.billingMode ?? "COMPOSITE",
-              balanceRemaining: metered?.remaining ?? null,
-              purchaseId: purchase.id
-            } satisfies UsageRow
-          }
-          case "UNIT": {
-            const body = yield* decodeBody("UNIT", signal.body)
-            const target = yield* unit(caches, org, body.agentKey)
-            const purchase = yield* purchaseOf(caches, org, customer.id)
-            const billedBy = yield* coverage(purchase, "UNIT", target.id, body.agentKey, tag)
-            const quantity = body.quantity ?? ONE
-            const metered = billedBy === "DIRECT"
-              ? yield* metering.meter({
-                organizationId: org,
-                customerId: customer.id,
-                kind: "UNIT",
-                targetId: target.id,
-                quantity,
-                usageLogId
-              })
-              : null
-            return {
-              ...base,
-              meter: "UNIT",
-              entitlementId: target.id,
-              entitlementName: target.name,
-              quantity,
-              providerCost: ZERO,
-              customerCost: metered?.customerCost ?? ZERO,
-              billingMode: metered?.billingMode ?? "COMPOSITE",
-              balanceRemaining: metered?.remaining ?? null,
-              purchaseId: purchase.id
-            } satisfies UsageRow
-          }
-          case "WALLET": {
-            const body = yield* decodeBody("WALLET", signal.body)
-            const purchase = yield* purchaseOf(caches, org, customer.id)
-            const cost = providerCost(tokensOf(body.usage), yield* rates(caches, org, body.usage.model))
-            const debited = yield* metering.debitWallet(org, customer.id, cost, { usageLogId })
-            return {
-              ...base,
-              meter: "WALLET",
-              entitlementId: null,
-              entitlementName: "Wallet",
-              usage: body.usage,
-              quantity: cost,
-              providerCost: cost,
-              customerCost: cost,
-              billingMode: "WALLET",
-              balanceRemaining: debited.balance,
-              purchaseId: purchase.id
-            } satisfies UsageRow
-          }
-          case "COMPOSITE_COMPLETE": {
-            const occurrence = yield* findOne(
-              OccurrenceBilling,
-              sql`SELECT o.composite_id, c.name AS composite_name, c.ref_id, o.value, o.custom
-                  FROM composite_occurrences o
-                  JOIN composites c ON c.organization_id = o.organization_id AND c.id = o.composite_id
-                  WHERE o.organization_id = ${org} AND o.signal_id = ${signal.id}`
-            ).pipe(Effect.flatMap(Effect.orDie))
-            const metered = yield* metering.meter({
-              organizationId: org,
-              customerId: customer.id,
-              kind: "COMPOSITE",
-              targetId: occurrence.compositeId,
-              quantity: ONE,
-              usageLogId
-            })
-            return {
-              ...base,
-              meter: "COMPOSITE",
-              entitlementId: occurrence.compositeId,
-              entitlementName: occurrence.compositeName,
-              agentKey: occurrence.refId,
-              quantity: ONE,
-              providerCost: ZERO,
-              customerCost: metered.customerCost,
-              billingMode: metered.billingMode,
-              balanceRemaining: metered.remaining,
-              purchaseId: metered.purchaseId,
-              composite: { id: occurrence.compositeId, refId: occurrence.refId, value: occurrence.value },
-              custom: occurrence.custom
-            } satisfies UsageRow
-          }
+        return Either.right(customer)
+      }
+      return Either.right(context.customerByExternalId(signal.organizationId, signal.externalId ?? "") ?? null)
+    }
+
+    const tagOf = (signal: SignalRecord, context: BatchContext): ResolvedTag | undefined => {
+      if (signal.compositeRef === null || signal.compositeValue === null) return undefined
+      const composite = context.catalogue(signal.organizationId).composite(signal.compositeRef)
+      return composite === undefined ? undefined : { composite, value: signal.compositeValue }
+    }
+
+    /** Step costs priced earlier in this batch, by run, for the completions that follow them. */
+    type RunCosts = Map<string, Decimal>
+
+    const meter = (
+      { body, record: signal }: DecodedSignal,
+      customer: CustomerContext,
+      context: BatchContext,
+      runCosts: RunCosts
+    ): Metered => {
+      const catalogue = context.catalogue(signal.organizationId)
+      const tag = tagOf(signal, context)
+      switch (signal.route) {
+        case "CREDIT":
+          return meterCredit({ agentKey: body.agentKey!, usage: body.usage!, runId: signal.runId, tag }, customer, catalogue)
+        case "OUTCOME":
+          return meterOutcomeStep({ agentKey: body.agentKey!, usage: body.usage ?? null, tag }, customer, catalogue)
+        case "OUTCOME_COMPLETE": {
+          const runId = signal.runId ?? ""
+          const earlier = runCosts.get(`${customer.organizationId}/${customer.customerId}/${runId}`) ?? ZERO
+          return meterOutcomeCompletion({
+            runId,
+            outcome: context.run(signal.organizationId, runId),
+            stepsCost: BigDecimal.sum(context.runCost(signal.organizationId, customer.customerId, runId), earlier)
+          }, customer)
         }
-      })
+        case "UNIT":
+          return meterUnit({ agentKey: body.agentKey!, quantity: body.quantity, tag }, customer, catalogue)
+        case "WALLET":
+          return meterWallet({ usage: body.usage!, tag }, customer, catalogue)
+        case "COMPOSITE_COMPLETE": {
+          const occurrence = context.occurrence(signal.organizationId, signal.id)
+          if (occurrence === undefined) {
+            return Either.left(new UnknownTarget({ message: `Composite occurrence of signal ${signal.id} not found` }))
+          }
+          return meterCompositeOccurrence({
+            composite: { id: occurrence.compositeId, name: occurrence.compositeName, refId: occurrence.refId },
+            value: occurrence.value,
+            custom: occurrence.custom
+          }, customer)
+        }
+      }
+    }
 
-    /** The outcome a run's steps belong to: its first step signal names it. */
-    const outcomeOfRun = (org: string, runId: string) =>
-      Effect.flatMap(
-        findOne(
-          Schema.Struct({ outcomeId: Schema.String, outcomeName: Schema.String, agentKey: Schema.String }),
-          sql`SELECT o.id AS outcome_id, o.name AS outcome_name, o.agent_key
-              FROM signals s
-              JOIN outcome_steps st ON st.organization_id = s.organization_id AND st.agent_key = s.agent_key
-              JOIN outcomes o ON o.organization_id = st.organization_id AND o.id = st.outcome_id
-              WHERE s.organization_id = ${org} AND s.run_id = ${runId} AND s.route = 'OUTCOME'
-              ORDER BY s.id LIMIT 1`
-        ),
-        Option.match({
-          onNone: () => Effect.fail(new Unprocessable({ message: `Outcome run ${runId} has no step of a live outcome` })),
-          onSome: Effect.succeed
-        })
-      )
-
-    const writeUsage = (org: string, id: string, signal: SignalRecord, customer: Customer, row: UsageRow) =>
-      orDie(sql`INSERT INTO usage_log ${
-        sql.insert({
-          organizationId: org,
-          id,
+    /**
+     * Prices one signal against the in-memory state and records what it
+     * writes; the state moves only when the signal is billed.
+     */
+    const priceOne = (
+      signal: DecodedSignal,
+      context: BatchContext,
+      customers: Map<string, CustomerContext>,
+      runCosts: RunCosts,
+      writes: Writes
+    ): Ended => {
+      const record = signal.record
+      const resolved = customerOf(record, context)
+      if (Either.isLeft(resolved)) {
+        return { _tag: "Failed", status: refusalStatus[resolved.left._tag], message: resolved.left.message }
+      }
+      const customer = resolved.right
+      if (customer === null) return { _tag: "Pending", message: `No active customer has externalId ${record.externalId}` }
+      if (record.member !== null && !context.isMember(record.organizationId, customer.id, record.member)) {
+        const refusal = new UnknownMember({ message: `member ${record.member} does not belong to customer ${customer.id}` })
+        return { _tag: "Failed", status: refusalStatus[refusal._tag], message: refusal.message }
+      }
+      const key = customerKey({ organizationId: customer.organizationId, customerId: customer.id })
+      let state = customers.get(key)
+      if (state === undefined) {
+        state = context.customerContext(customer)
+        customers.set(key, state)
+      }
+      const metered = meter(signal, state, context, runCosts)
+      if (Either.isLeft(metered)) {
+        return { _tag: "Failed", status: refusalStatus[metered.left._tag], message: metered.left.message }
+      }
+      const priced = metered.right
+      const usageLogId = makeId("usg")
+      writes.usageRows.push(usageRow(record, customer, usageLogId, priced))
+      if (priced.draw !== null && state.purchase !== null) {
+        applyMoves(state.purchase, priced.draw.moves)
+        writes.moves.push(...priced.draw.moves)
+      }
+      if (!BigDecimal.isZero(priced.spent) && priced.entry.purchaseId !== null) {
+        writes.spent.push({ organizationId: record.organizationId, purchaseId: priced.entry.purchaseId, amount: priced.spent })
+      }
+      if (!BigDecimal.isZero(priced.walletDebit) && state.wallet !== null) {
+        state.wallet.balance = BigDecimal.normalize(BigDecimal.subtract(state.wallet.balance, priced.walletDebit))
+        writes.postings.push({
+          organizationId: record.organizationId,
           customerId: customer.id,
-          meter: row.meter,
-          entitlementId: row.entitlementId,
-          entitlementName: row.entitlementName,
-          agentKey: row.agentKey,
-          model: row.usage?.model ?? null,
-          inputTokens: row.usage ? row.usage.inputTokens ?? 0 : null,
-          outputTokens: row.usage ? row.usage.outputTokens ?? 0 : null,
-          cacheTokens: row.usage ? row.usage.cacheTokens ?? 0 : null,
-          cacheWriteTokens: row.usage ? row.usage.cacheWriteTokens ?? 0 : null,
-          quantity: toSql(row.quantity),
-          providerCost: toSql(row.providerCost),
-          customerCost: toSql(row.customerCost),
-          billingMode: row.billingMode,
-          balanceRemaining: row.balanceRemaining === null ? null : toSql(row.balanceRemaining),
-          purchaseId: row.purchaseId,
-          signalId: signal.id,
-          messageId: signal.messageId,
-          runId: row.runId,
-          compositeId: row.composite?.id ?? null,
-          compositeRef: row.composite?.refId ?? null,
-          compositeValue: row.composite?.value ?? null,
-          member: signal.member,
-          custom: row.custom === null || row.custom === undefined ? null : JSON.stringify(row.custom)
+          delta: BigDecimal.negate(priced.walletDebit),
+          type: "USAGE_LOG",
+          usageLogId,
+          purchaseId: priced.entry.purchaseId
         })
-      }`)
+      }
+      if (priced.entry.meter === "OUTCOME_STEP" && record.runId !== null) {
+        const runKey = `${record.organizationId}/${customer.id}/${record.runId}`
+        runCosts.set(runKey, BigDecimal.sum(runCosts.get(runKey) ?? ZERO, priced.entry.providerCost))
+      }
+      return { _tag: "Processed", customerId: customer.id, usageLogId }
+    }
 
     /**
      * A tagged signal joins its occurrence; when that occurrence was parked and
      * this was its last missing signal, it completes now and its billing is
-     * queued like any completion.
+     * queued like any completion. One occurrence at a time: tags are rare, and
+     * the occurrence row lock is what keeps completion exact.
      */
-    const joinOccurrence = (caches: Caches, signal: SignalRecord, customer: Customer) =>
+    const joinOccurrence = (signal: SignalRecord, customerId: string, context: BatchContext) =>
       Effect.gen(function*() {
         const org = signal.organizationId
-        const tag = yield* compositeOfTag(caches, org, signal)
-        if (Option.isNone(tag)) return
-        const value = signal.compositeValue!
-        const occurrence = yield* lockOccurrence(sql, org, tag.value.id, value)
-        if (occurrence.status !== "PARKED" || occurrence.customerId !== customer.id) return
-        const missing = yield* missingSignals(sql, org, tag.value, value, customer)
+        const tag = tagOf(signal, context)
+        if (tag === undefined) return
+        const value = tag.value
+        const occurrence = yield* lockOccurrence(sql, org, tag.composite.id, value)
+        if (occurrence.status !== "PARKED" || occurrence.customerId !== customerId) return
+        const customer = context.customerById(org, customerId)
+        const missing = yield* missingSignals(sql, org, tag.composite, value, {
+          id: customerId,
+          externalId: customer?.externalId ?? null
+        })
         if (missing.length > 0) return
         const rawId = makeId("sig")
         const body = {
-          customerId: customer.id,
-          composite: { [tag.value.refId]: value },
+          customerId,
+          composite: { [tag.composite.refId]: value },
           ...(occurrence.member === null ? {} : { member: occurrence.member }),
           ...(occurrence.custom === null ? {} : { custom: occurrence.custom })
         }
-        yield* orDie(sql`INSERT INTO signals ${
+        yield* sql`INSERT INTO signals ${
           sql.insert({
             organizationId: org,
             id: rawId,
             messageId: makeId("msg"),
             route: "COMPOSITE_COMPLETE",
-            customerId: customer.id,
-            compositeRef: tag.value.refId,
+            customerId,
+            compositeRef: tag.composite.refId,
             compositeValue: value,
             member: occurrence.member,
             body: JSON.stringify(body)
           })
-        }`)
-        yield* orDie(sql`UPDATE composite_occurrences SET status = 'COMPLETED', signal_id = ${rawId},
-                           completed_at = now(), updated_at = now()
-                         WHERE organization_id = ${org} AND composite_id = ${tag.value.id} AND value = ${value}`)
-      })
-
-    const memberOf = (org: string, customerId: string, email: string) =>
-      Effect.flatMap(
-        members.findByEmail(org, customerId, email),
-        Option.match({
-          onNone: () => Effect.fail(new Unprocessable({ message: `member ${email} does not belong to customer ${customerId}` })),
-          onSome: Effect.succeed
-        })
-      )
-
-    /** One signal in its own savepoint: a refusal undoes its writes, not the batch's. */
-    const processOne = (caches: Caches, signal: SignalRecord, customers: Map<string, Option.Option<Customer>>) =>
-      Effect.gen(function*() {
-        const org = signal.organizationId
-        const customer = yield* memo(
-          customers,
-          `${org}/${signal.customerId ?? `ext:${signal.externalId}`}`,
-          customerOf(signal)
-        )
-        if (Option.isNone(customer)) {
-          return { _tag: "Pending", message: `No active customer has externalId ${signal.externalId}` } as Processed
-        }
-        if (customer.value.archivedAt !== null) {
-          return yield* new Conflict({ message: `Customer ${customer.value.id} is archived and cannot receive signals` })
-        }
-        if (signal.member !== null) yield* memberOf(org, customer.value.id, signal.member)
-        const usageLogId = makeId("usg")
-        const row = yield* price(caches, signal, customer.value, usageLogId)
-        yield* writeUsage(org, usageLogId, signal, customer.value, row)
-        yield* joinOccurrence(caches, signal, customer.value)
-        return { _tag: "Processed", customerId: customer.value.id, usageLogId } as Processed
-      }).pipe(sql.withTransaction)
+        }`
+        yield* sql`UPDATE composite_occurrences SET status = 'COMPLETED', signal_id = ${rawId},
+                     completed_at = now(), updated_at = now()
+                   WHERE organization_id = ${org} AND composite_id = ${tag.composite.id} AND value = ${value}`
+      }).pipe(orDie)
 
     /** The end state of each signal of the batch, written in one statement. */
     const finish = (results: ReadonlyArray<readonly [SignalRecord, Ended]>) => {
@@ -578,46 +345,51 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           WHERE s.organization_id = v.organization_id AND s.id = v.id`)
     }
 
-    /**
-     * Claims the oldest queued signals whose customer no other worker holds
-     * right now: the transaction-scoped advisory lock per customer partitions
-     * the queue between workers, so they never wait on each other's balances.
-     */
-    const claim = findAll(
-      SignalRecord,
-      sql`SELECT * FROM signals
-          WHERE status = 'QUEUED'
-            AND pg_try_advisory_xact_lock(hashtext(organization_id), hashtext(coalesce(customer_id, 'ext:' || external_id)))
-          ORDER BY id LIMIT ${BATCH_SIZE}
-          FOR UPDATE SKIP LOCKED`
-    )
+    /** The ids of the last batch claimed, to fail its signal when a batch of one cannot commit. */
+    let lastClaimed: ReadonlyArray<SignalRecord> = []
 
-    const batch = Effect.gen(function*() {
-      const signals = yield* claim
-      const caches = batchCaches()
-      const customers = new Map<string, Option.Option<Customer>>()
-      const results: Array<readonly [SignalRecord, Ended]> = []
-      for (const signal of signals) {
-        const outcome = yield* processOne(caches, signal, customers).pipe(
-          Effect.catchAllCause((cause): Effect.Effect<Ended, RetryableBatch> => {
-            if (isRetryable(cause)) return Effect.fail(new RetryableBatch())
-            const failure = Cause.failureOption(cause)
-            if (Option.isSome(failure) && isApiError(failure.value)) {
-              const error: ApiError = failure.value
-              return Effect.succeed({ _tag: "Failed", status: errorStatus[error._tag], message: error.message })
-            }
-            return Effect.as(Effect.logError(`signal ${signal.id} failed`, cause), {
-              _tag: "Failed",
-              status: 500,
-              message: "Internal error while pricing this signal; replay it once fixed"
-            } as const)
-          })
-        )
-        results.push([signal, outcome])
-      }
-      yield* finish(results)
-      return signals.length
-    }).pipe(sql.withTransaction)
+    const batch = (limit: number) =>
+      Effect.gen(function*() {
+        const records = yield* claim(limit)
+        lastClaimed = records
+        if (records.length === 0) return 0
+        const results: Array<readonly [SignalRecord, Ended]> = []
+        const decoded: Array<DecodedSignal> = []
+        for (const record of records) {
+          try {
+            decoded.push(decodeSignal(record))
+          } catch (error) {
+            yield* Effect.logError(`signal ${record.id} no longer decodes`, error)
+            results.push([record, internalError])
+          }
+        }
+        const context = yield* loadBatchContext(sql, ledger, decoded)
+        const customers = new Map<string, CustomerContext>()
+        const runCosts: RunCosts = new Map()
+        const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [] }
+        const joins: Array<readonly [SignalRecord, string]> = []
+        for (const signal of decoded) {
+          let ended: Ended
+          try {
+            ended = priceOne(signal, context, customers, runCosts, writes)
+          } catch (error) {
+            yield* Effect.logError(`signal ${signal.record.id} failed`, isRefusal(error) ? error.message : error)
+            ended = internalError
+          }
+          results.push([signal.record, ended])
+          if (ended._tag === "Processed" && signal.record.route !== "COMPOSITE_COMPLETE" && signal.record.compositeRef !== null) {
+            joins.push([signal.record, ended.customerId])
+          }
+        }
+        yield* ledger.moveBalances(writes.moves)
+        yield* ledger.addSpent(writes.spent)
+        yield* ledger.postToWallets(context.wallets, writes.postings)
+        yield* insertRows(sql, "usage_log", writes.usageRows)
+        for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
+        yield* finish(results)
+        yield* faultPoint("signals.before-commit")
+        return records.length
+      }).pipe(sql.withTransaction, orDie)
 
     /**
      * The usage log's partitions of this month and the next exist before a row
@@ -635,16 +407,46 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       )
     })
 
+    /** Marks one signal FAILED in a transaction of its own: it could not be written with its batch. */
+    const failAlone = (signal: SignalRecord) =>
+      orDie(sql`UPDATE signals SET status = 'FAILED', error_status = 500, error_message = ${internalError.message},
+                  attempts = attempts + 1, processed_at = now()
+                WHERE organization_id = ${signal.organizationId} AND id = ${signal.id} AND status = 'QUEUED'`)
+
+    /**
+     * Batches left to run one signal at a time. A batch whose writes fail for
+     * a reason other than a deadlock holds a signal the database refuses; the
+     * next batches run singly, so that signal fails alone and the rest go on.
+     */
+    let isolating = 0
+
     /** One batch, retried from scratch when the database rolled it back for a deadlock. */
-    const oneBatch = Effect.zipRight(ensurePartitions, batch).pipe(
-      Effect.catchAllCause((cause) =>
-        isRetryable(cause) || [...Cause.failures(cause)].some((e) => e instanceof RetryableBatch)
-          ? Effect.fail(new RetryableBatch())
-          : Effect.failCause(cause)
-      ),
-      Effect.retry({ while: (e) => e instanceof RetryableBatch, schedule: Schedule.spaced("20 millis"), times: 10 }),
-      Effect.orDie
-    )
+    const oneBatch = Effect.suspend(() => {
+      const limit = isolating > 0 ? 1 : BATCH_SIZE
+      return Effect.zipRight(ensurePartitions, batch(limit)).pipe(
+        Effect.catchAllCause((cause) => (isRetryable(cause) ? Effect.fail(new RetryableBatch()) : Effect.failCause(cause))),
+        Effect.retry({ while: (e) => e instanceof RetryableBatch, schedule: Schedule.spaced("20 millis"), times: 10 }),
+        Effect.tap((handled) =>
+          Effect.sync(() => {
+            if (isolating > 0) isolating -= Math.max(handled, 1)
+          })
+        ),
+        Effect.catchAllCause((cause) => {
+          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
+          const failed = lastClaimed
+          if (limit === 1 && failed.length === 1) {
+            isolating -= 1
+            return Effect.zipRight(
+              Effect.logError(`signal ${failed[0]!.id} could not be written; marked FAILED`, cause),
+              Effect.as(failAlone(failed[0]!), 1)
+            )
+          }
+          isolating = failed.length
+          return Effect.as(Effect.logWarning("a batch of signals could not be written; retrying them one by one", cause), 0)
+        }),
+        Effect.orDie
+      )
+    })
 
     const queueIsEmpty = Effect.map(
       orDie(sql`SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT 1`),

@@ -9,7 +9,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { findAll, orDie } from "../db/Sql.ts"
+import { findAll, insertRows } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import type { Decimal } from "../money.ts"
 import { Money } from "../schema.ts"
@@ -33,6 +33,7 @@ export interface WalletChange {
 }
 
 const Subscriber = Schema.Struct({
+  organizationId: Schema.String,
   id: Schema.String,
   events: Schema.Array(Schema.String),
   threshold: Schema.NullOr(Money)
@@ -79,74 +80,87 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    /** One event and a delivery of it to each recipient; an event nobody receives is not stored. */
-    const record = (
-      change: WalletChange,
-      eventType: EventType,
-      recipients: ReadonlyArray<Subscriber>,
-      level?: { readonly threshold: Decimal; readonly source: LevelSource }
-    ) =>
+    /**
+     * The events a set of wallet changes causes, with their deliveries, in two
+     * statements whatever the number of changes. Whoever is enabled and
+     * subscribed when the changes commit gets the events, nobody else ever;
+     * an event nobody receives is not stored.
+     */
+    const walletChangedMany = (changes: ReadonlyArray<WalletChange>): Effect.Effect<void> =>
       Effect.gen(function*() {
-        if (recipients.length === 0) return
-        const eventId = makeId("evt")
-        yield* sql`INSERT INTO webhook_events ${
-          sql.insert({
+        const moved = changes.filter((change) => !BigDecimal.equals(change.previousBalance, change.currentBalance))
+        if (moved.length === 0) return
+        const organizations = [...new Set(moved.map((change) => change.organizationId))]
+        const endpoints = yield* findAll(
+          Subscriber,
+          sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
+              WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
+              ORDER BY organization_id, id`
+        )
+        if (endpoints.length === 0) return
+        const events: Array<Record<string, unknown>> = []
+        const deliveries: Array<Record<string, unknown>> = []
+        const now = Date.now()
+        const record = (
+          change: WalletChange,
+          eventType: EventType,
+          recipients: ReadonlyArray<Subscriber>,
+          level?: { readonly threshold: Decimal; readonly source: LevelSource }
+        ) => {
+          if (recipients.length === 0) return
+          const eventId = makeId("evt")
+          events.push({
             organizationId: change.organizationId,
             id: eventId,
             eventType,
             customerId: change.customerId,
-            triggeredAt: change.at,
+            triggeredAt: change.at.toISOString(),
             body: eventBody(eventId, eventType, change, level)
           })
-        }`
-        // Due now, or at the change's own instant when a worker runs on a simulated clock (`--now`).
-        const due = new Date(Math.min(change.at.getTime(), Date.now()))
-        yield* sql`INSERT INTO webhook_deliveries ${
-          sql.insert(recipients.map((endpoint) => ({
-            organizationId: change.organizationId,
-            id: makeId("whd"),
-            eventId,
-            endpointId: endpoint.id,
-            status: "PENDING",
-            nextAttemptAt: due
-          })))
-        }`
+          // Due now, or at the change's own instant when a worker runs on a simulated clock (`--now`).
+          const due = new Date(Math.min(change.at.getTime(), now)).toISOString()
+          for (const endpoint of recipients) {
+            deliveries.push({
+              organizationId: change.organizationId,
+              id: makeId("whd"),
+              eventId,
+              endpointId: endpoint.id,
+              status: "PENDING",
+              nextAttemptAt: due
+            })
+          }
+        }
+        for (const change of moved) {
+          const ofOrganization = endpoints.filter((endpoint) => endpoint.organizationId === change.organizationId)
+          const subscribedTo = (eventType: EventType) =>
+            ofOrganization.filter((endpoint) => endpoint.events.includes(eventType))
+          record(change, "wallet.balance.update", subscribedTo("wallet.balance.update"))
+          const dropSubscribers = subscribedTo("wallet.balance.drop")
+          if (change.alertLevel !== null) {
+            if (crossedDown(change, change.alertLevel)) {
+              record(change, "wallet.balance.drop", dropSubscribers, { threshold: change.alertLevel, source: "CUSTOMER" })
+            }
+            continue
+          }
+          // Without a customer level each endpoint's own threshold decides; one event per level crossed.
+          const byLevel = new Map<string, { threshold: Decimal; endpoints: Array<Subscriber> }>()
+          for (const endpoint of dropSubscribers) {
+            if (endpoint.threshold === null || !crossedDown(change, endpoint.threshold)) continue
+            const key = decimalJson(endpoint.threshold)
+            const group = byLevel.get(key) ?? { threshold: endpoint.threshold, endpoints: [] }
+            group.endpoints.push(endpoint)
+            byLevel.set(key, group)
+          }
+          for (const group of byLevel.values()) {
+            record(change, "wallet.balance.drop", group.endpoints, { threshold: group.threshold, source: "ENDPOINT" })
+          }
+        }
+        yield* insertRows(sql, "webhook_events", events)
+        yield* insertRows(sql, "webhook_deliveries", deliveries)
       })
 
-    const walletChanged = (change: WalletChange): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        if (BigDecimal.equals(change.previousBalance, change.currentBalance)) return
-        // Read in the caller's transaction: whoever is enabled and subscribed now gets the event, nobody else ever.
-        const endpoints = yield* findAll(
-          Subscriber,
-          sql`SELECT id, events, threshold FROM webhook_endpoints
-              WHERE organization_id = ${change.organizationId} AND enabled AND removed_at IS NULL
-              ORDER BY id`
-        )
-        const subscribedTo = (eventType: EventType) => endpoints.filter((endpoint) => endpoint.events.includes(eventType))
-        yield* record(change, "wallet.balance.update", subscribedTo("wallet.balance.update"))
+    const walletChanged = (change: WalletChange): Effect.Effect<void> => walletChangedMany([change])
 
-        const dropSubscribers = subscribedTo("wallet.balance.drop")
-        if (change.alertLevel !== null) {
-          if (crossedDown(change, change.alertLevel)) {
-            yield* record(change, "wallet.balance.drop", dropSubscribers, { threshold: change.alertLevel, source: "CUSTOMER" })
-          }
-          return
-        }
-        // Without a customer level each endpoint's own threshold decides; one event per level crossed.
-        const byLevel = new Map<string, { threshold: Decimal; endpoints: Array<Subscriber> }>()
-        for (const endpoint of dropSubscribers) {
-          if (endpoint.threshold === null || !crossedDown(change, endpoint.threshold)) continue
-          const key = decimalJson(endpoint.threshold)
-          const group = byLevel.get(key) ?? { threshold: endpoint.threshold, endpoints: [] }
-          group.endpoints.push(endpoint)
-          byLevel.set(key, group)
-        }
-        for (const group of byLevel.values()) {
-          yield* record(change, "wallet.balance.drop", group.endpoints, { threshold: group.threshold, source: "ENDPOINT" })
-        }
-      }).pipe(orDie)
-
-    return { walletChanged } as const
+    return { walletChanged, walletChangedMany } as const
   })
 }) {}

@@ -1,0 +1,233 @@
+/**
+ * The ledger: the one door through which money moves. It owns the purchase
+ * balance counters, the purchases' spent-this-cycle, the ordinary Wallet, the
+ * wallet ledger and (through the outbox) the webhook events a wallet change
+ * causes. Signals, adjustments, purchases, cycles and invoices move money only
+ * through here, always inside the caller's transaction, so a move commits
+ * together with the rows that say why.
+ *
+ * Every operation takes a set: a batch of signals writes each balance row and
+ * each wallet once, whatever the number of signals, and a single adjustment is
+ * a set of one. Locks are always taken in key order (purchases, then balance
+ * rows, then wallets), so concurrent callers never deadlock on each other.
+ */
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect, Schema } from "effect"
+import { findAll, insertRows, orDie } from "../db/Sql.ts"
+import { makeId } from "../ids.ts"
+import { Money } from "../schema.ts"
+import { type Decimal, toSql } from "../money.ts"
+import type { BalanceMove } from "../signals/meters/Context.ts"
+import { type WalletChangeSource, WebhookOutbox } from "../webhooks/Outbox.ts"
+import { type LedgerType, ledgerSource } from "./LedgerType.ts"
+
+export type { BalanceMove }
+
+export interface CustomerKey {
+  readonly organizationId: string
+  readonly customerId: string
+}
+
+export const customerKey = (key: CustomerKey) => `${key.organizationId}/${key.customerId}`
+
+/** A locked wallet with what its webhook events need. */
+export class LockedWallet extends Schema.Class<LockedWallet>("LockedWallet")({
+  organizationId: Schema.String,
+  customerId: Schema.String,
+  externalId: Schema.NullOr(Schema.String),
+  balance: Money,
+  reservedBalance: Money,
+  lowBalanceAlertUsd: Schema.NullOr(Money),
+  recurringGrantUsd: Schema.NullOr(Money)
+}) {}
+
+/** One posting to a customer's wallet, in the order the caller wants them applied. */
+export interface WalletPosting extends CustomerKey {
+  readonly delta: Decimal
+  readonly type: LedgerType
+  readonly usageLogId?: string | null
+  readonly purchaseId?: string | null
+  readonly invoiceId?: string | null
+  readonly notes?: string | null
+  readonly at?: Date
+}
+
+export interface WalletPosted {
+  readonly previousBalance: Decimal
+  readonly balance: Decimal
+  readonly ledgerId: string
+}
+
+/** What a purchase's spent_this_cycle grows by. */
+export interface SpentMove {
+  readonly organizationId: string
+  readonly purchaseId: string
+  readonly amount: Decimal
+}
+
+const { sum: add } = BigDecimal
+
+const keyColumns = (keys: ReadonlyArray<CustomerKey>) => {
+  const unique = new Map(keys.map((key) => [customerKey(key), key] as const))
+  const sorted = [...unique.values()].sort((a, b) => customerKey(a) < customerKey(b) ? -1 : 1)
+  return {
+    organizations: sorted.map((key) => key.organizationId),
+    customers: sorted.map((key) => key.customerId)
+  }
+}
+
+export class Ledger extends Effect.Service<Ledger>()("Ledger", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const outbox = yield* WebhookOutbox
+
+    /**
+     * Locks the wallets of `keys` for the rest of the transaction, creating the
+     * missing ones: two statements for any number of customers.
+     */
+    const lockWallets = (keys: ReadonlyArray<CustomerKey>) =>
+      Effect.gen(function*() {
+        const locked = new Map<string, LockedWallet>()
+        if (keys.length === 0) return locked
+        const { customers, organizations } = keyColumns(keys)
+        yield* orDie(sql`INSERT INTO wallets (organization_id, customer_id)
+            SELECT * FROM unnest(${organizations}::text[], ${customers}::text[]) ON CONFLICT DO NOTHING`)
+        const rows = yield* findAll(
+          LockedWallet,
+          sql`SELECT w.organization_id, w.customer_id, c.external_id, w.balance, w.reserved_balance,
+                     w.low_balance_alert_usd, w.recurring_grant_usd
+              FROM wallets w
+              JOIN customers c ON c.organization_id = w.organization_id AND c.id = w.customer_id
+              WHERE (w.organization_id, w.customer_id) IN (
+                SELECT * FROM unnest(${organizations}::text[], ${customers}::text[]))
+              ORDER BY w.organization_id, w.customer_id
+              FOR UPDATE OF w`
+        )
+        for (const row of rows) locked.set(customerKey(row), row)
+        return locked
+      })
+
+    /**
+     * Posts to wallets that the caller locked with `lockWallets` (the map is
+     * kept current): one ledger row a posting, each wallet written once, and
+     * the webhook events of every change. Postings apply in the order given.
+     */
+    const postToWallets = (locked: Map<string, LockedWallet>, postings: ReadonlyArray<WalletPosting>) =>
+      Effect.gen(function*() {
+        const results: Array<WalletPosted> = []
+        if (postings.length === 0) return results
+        const ledgerRows: Array<Record<string, unknown>> = []
+        const changes: Array<Parameters<typeof outbox.walletChanged>[0]> = []
+        const touched = new Set<string>()
+        for (const posting of postings) {
+          const key = customerKey(posting)
+          const wallet = locked.get(key)
+          if (wallet === undefined) return yield* Effect.die(new Error(`wallet ${key} was not locked before posting`))
+          const at = posting.at ?? new Date()
+          const balance = BigDecimal.normalize(add(wallet.balance, posting.delta))
+          const ledgerId = makeId("wle")
+          ledgerRows.push({
+            organizationId: posting.organizationId,
+            id: ledgerId,
+            customerId: posting.customerId,
+            type: posting.type,
+            delta: toSql(posting.delta),
+            balanceAfter: toSql(balance),
+            usageLogId: posting.usageLogId ?? null,
+            purchaseId: posting.purchaseId ?? null,
+            invoiceId: posting.invoiceId ?? null,
+            notes: posting.notes ?? null,
+            createdAt: at.toISOString()
+          })
+          changes.push({
+            organizationId: posting.organizationId,
+            customerId: posting.customerId,
+            externalId: wallet.externalId,
+            previousBalance: wallet.balance,
+            currentBalance: balance,
+            delta: posting.delta,
+            source: ledgerSource[posting.type] as WalletChangeSource,
+            usageLogId: posting.usageLogId ?? null,
+            alertLevel: wallet.lowBalanceAlertUsd,
+            at
+          })
+          results.push({ previousBalance: wallet.balance, balance, ledgerId })
+          locked.set(key, new LockedWallet({ ...wallet, balance }))
+          touched.add(key)
+        }
+        const finals = [...touched].map((key) => locked.get(key)!)
+        yield* orDie(sql`UPDATE wallets AS w SET balance = v.balance, updated_at = now()
+            FROM unnest(${finals.map((w) => w.organizationId)}::text[], ${finals.map((w) => w.customerId)}::text[],
+                        ${finals.map((w) => toSql(w.balance))}::numeric[]) AS v(organization_id, customer_id, balance)
+            WHERE w.organization_id = v.organization_id AND w.customer_id = v.customer_id`)
+        yield* insertRows(sql, "wallet_ledger", ledgerRows)
+        yield* outbox.walletChangedMany(changes)
+        return results
+      })
+
+    /** One wallet move (locks, posts, tells the outbox): a set of one. */
+    const moveWallet = (posting: WalletPosting) =>
+      Effect.gen(function*() {
+        const locked = yield* lockWallets([posting])
+        const [posted] = yield* postToWallets(locked, [posting])
+        return posted!
+      })
+
+    /**
+     * Moves balance rows by the deltas given, aggregated per row: one
+     * statement for any number of moves. The caller holds the rows' locks
+     * (`lockBalances`) when it computed the moves from their values.
+     */
+    const moveBalances = (moves: ReadonlyArray<BalanceMove>) => {
+      if (moves.length === 0) return Effect.void
+      const byRow = new Map<string, { -readonly [K in keyof BalanceMove]: BalanceMove[K] }>()
+      for (const move of moves) {
+        const key = `${move.organizationId}/${move.purchaseId}/${move.componentId}`
+        const row = byRow.get(key)
+        if (row === undefined) {
+          byRow.set(key, { ...move })
+        } else {
+          row.granted = add(row.granted, move.granted)
+          row.used = add(row.used, move.used)
+          row.remaining = add(row.remaining, move.remaining)
+          row.cycleQuantity = add(row.cycleQuantity, move.cycleQuantity)
+          row.arrearAmount = add(row.arrearAmount, move.arrearAmount)
+        }
+      }
+      const rows = [...byRow.values()]
+      const column = (pick: (row: BalanceMove) => Decimal) => rows.map((row) => toSql(pick(row)))
+      return Effect.asVoid(orDie(sql`UPDATE purchase_balances AS b SET
+            granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
+            cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount
+          FROM unnest(
+            ${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
+            ${rows.map((row) => row.componentId)}::text[], ${column((row) => row.granted)}::numeric[],
+            ${column((row) => row.used)}::numeric[], ${column((row) => row.remaining)}::numeric[],
+            ${column((row) => row.cycleQuantity)}::numeric[], ${column((row) => row.arrearAmount)}::numeric[]
+          ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, cycle_quantity, arrear_amount)
+          WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
+            AND b.component_id = v.component_id`))
+    }
+
+    /** Adds to purchases' spent_this_cycle, aggregated per purchase: one statement. */
+    const addSpent = (moves: ReadonlyArray<SpentMove>) => {
+      const byPurchase = new Map<string, SpentMove>()
+      for (const move of moves) {
+        if (BigDecimal.isZero(move.amount)) continue
+        const key = `${move.organizationId}/${move.purchaseId}`
+        const known = byPurchase.get(key)
+        byPurchase.set(key, known === undefined ? move : { ...known, amount: add(known.amount, move.amount) })
+      }
+      const rows = [...byPurchase.values()]
+      if (rows.length === 0) return Effect.void
+      return Effect.asVoid(orDie(sql`UPDATE purchases AS p SET spent_this_cycle = p.spent_this_cycle + v.amount
+          FROM unnest(${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
+                      ${rows.map((row) => toSql(row.amount))}::numeric[]) AS v(organization_id, id, amount)
+          WHERE p.organization_id = v.organization_id AND p.id = v.id`))
+    }
+
+    return { lockWallets, postToWallets, moveWallet, moveBalances, addSpent } as const
+  })
+}) {}
+
+

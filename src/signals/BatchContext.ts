@@ -1,0 +1,397 @@
+/**
+ * Loads what a batch of signals needs to be priced, in a fixed number of
+ * statements whatever the batch size: the customers, their ACTIVE purchases
+ * and balance rows (locked), the wallets that may move (locked), the live
+ * catalogue the signals name, members, outcome runs and composite occurrences.
+ * Runs in the batch's transaction; locks are taken in key order.
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { BalanceRow, PurchaseRow } from "../billing/Purchase.ts"
+import { Timestamp } from "../schema.ts"
+import { findAll, orDie } from "../db/Sql.ts"
+import { customerKey, type Ledger, type LockedWallet } from "../ledger/Ledger.ts"
+import { type Decimal, ZERO } from "../money.ts"
+import type { ModelRates } from "../pricing/Pricing.ts"
+import { Money } from "../schema.ts"
+import type {
+  Catalogue,
+  CompositeTarget,
+  CreditTarget,
+  CustomerContext,
+  PurchaseContext,
+  StepTarget,
+  UnitTarget
+} from "./meters/Context.ts"
+import { schemaOfRoute, type SignalRecord, type Usage } from "./Signal.ts"
+
+/** A claimed signal with its body decoded by its route's schema. */
+export interface DecodedSignal {
+  readonly record: SignalRecord
+  readonly body: {
+    readonly agentKey?: string
+    readonly usage?: Usage
+    readonly quantity?: Decimal
+  }
+}
+
+/** Decodes a stored body; one that no longer decodes is a defect of ours, and fails only its signal. */
+export const decodeSignal = (record: SignalRecord): DecodedSignal => ({
+  record,
+  body: Schema.decodeUnknownSync(schemaOfRoute[record.route] as unknown as Schema.Schema<DecodedSignal["body"], unknown>)(
+    record.body
+  )
+})
+
+const scoped = (organizationId: string, key: string) => `${organizationId}/${key}`
+
+/** Distinct (organization, key) pairs as two parallel arrays, sorted, for `unnest`. */
+const pairs = (items: Iterable<readonly [string, string]>) => {
+  const unique = new Map<string, readonly [string, string]>()
+  for (const item of items) unique.set(scoped(item[0], item[1]), item)
+  const sorted = [...unique.values()].sort((a, b) => (scoped(a[0], a[1]) < scoped(b[0], b[1]) ? -1 : 1))
+  return { size: sorted.length, organizations: sorted.map((p) => p[0]), keys: sorted.map((p) => p[1]) }
+}
+
+/** The customer fields the drain needs. */
+const Customer = Schema.Struct({
+  organizationId: Schema.String,
+  id: Schema.String,
+  externalId: Schema.NullOr(Schema.String),
+  archivedAt: Schema.NullOr(Timestamp)
+})
+export type Customer = typeof Customer.Type
+
+const Purchase = Schema.Struct({
+  organizationId: Schema.String,
+  id: Schema.String,
+  customerId: Schema.String,
+  snapshot: PurchaseRow.fields.snapshot
+})
+
+const Balance = Schema.Struct({
+  organizationId: Schema.String,
+  purchaseId: Schema.String,
+  componentId: Schema.String,
+  remaining: BalanceRow.fields.remaining,
+  cycleQuantity: BalanceRow.fields.cycleQuantity
+})
+
+const CreditRow = Schema.Struct({
+  organizationId: Schema.String,
+  agentKey: Schema.String,
+  id: Schema.String,
+  name: Schema.String,
+  basePrice: Money,
+  tokensPerCredit: Money,
+  marginPercent: Money
+})
+
+const StepRow = Schema.Struct({
+  organizationId: Schema.String,
+  agentKey: Schema.String,
+  outcomeId: Schema.String,
+  outcomeName: Schema.String,
+  stepName: Schema.String
+})
+
+const UnitRow = Schema.Struct({
+  organizationId: Schema.String,
+  agentKey: Schema.String,
+  id: Schema.String,
+  name: Schema.String
+})
+
+const CompositeRow = Schema.Struct({
+  organizationId: Schema.String,
+  refId: Schema.String,
+  id: Schema.String,
+  name: Schema.String
+})
+
+const ModelRow = Schema.Struct({
+  organizationId: Schema.String,
+  id: Schema.String,
+  input: Money,
+  output: Money,
+  cacheRead: Schema.NullOr(Money),
+  cacheWrite: Schema.NullOr(Money)
+})
+
+const MemberRow = Schema.Struct({ organizationId: Schema.String, customerId: Schema.String, email: Schema.String })
+
+const RunRow = Schema.Struct({
+  organizationId: Schema.String,
+  runId: Schema.String,
+  outcomeId: Schema.String,
+  outcomeName: Schema.String,
+  agentKey: Schema.String
+})
+
+const RunCostRow = Schema.Struct({
+  organizationId: Schema.String,
+  customerId: Schema.String,
+  runId: Schema.String,
+  cost: Money
+})
+
+const OccurrenceRow = Schema.Struct({
+  organizationId: Schema.String,
+  signalId: Schema.String,
+  compositeId: Schema.String,
+  compositeName: Schema.String,
+  refId: Schema.String,
+  value: Schema.String,
+  custom: Schema.NullOr(Schema.Unknown)
+})
+export type OccurrenceRow = typeof OccurrenceRow.Type
+
+export interface BatchContext {
+  /** A customer by id (any state). */
+  readonly customerById: (organizationId: string, customerId: string) => Customer | undefined
+  /** The active customer holding an externalId. */
+  readonly customerByExternalId: (organizationId: string, externalId: string) => Customer | undefined
+  readonly customerContext: (customer: Customer) => CustomerContext
+  readonly isMember: (organizationId: string, customerId: string, email: string) => boolean
+  readonly catalogue: (organizationId: string) => Catalogue
+  readonly run: (organizationId: string, runId: string) => typeof RunRow.Type | undefined
+  /** The provider cost of a run's step signals billed before this batch. */
+  readonly runCost: (organizationId: string, customerId: string, runId: string) => Decimal
+  readonly occurrence: (organizationId: string, signalId: string) => OccurrenceRow | undefined
+  /** The wallets locked for this batch, kept current by the ledger as postings apply. */
+  readonly wallets: Map<string, LockedWallet>
+}
+
+export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signals: ReadonlyArray<DecodedSignal>) =>
+  Effect.gen(function*() {
+    const records = signals.map((signal) => signal.record)
+
+    // Customers: by id, and the active holder of each externalId.
+    const byId = pairs(records.flatMap((r) => (r.customerId === null ? [] : [[r.organizationId, r.customerId] as const])))
+    const byExternal = pairs(
+      records.flatMap((r) => (r.customerId === null && r.externalId !== null ? [[r.organizationId, r.externalId] as const] : []))
+    )
+    const customers = byId.size + byExternal.size === 0 ? [] : yield* findAll(
+      Customer,
+      sql`SELECT organization_id, id, external_id, archived_at FROM customers WHERE (organization_id, id) IN (
+            SELECT * FROM unnest(${byId.organizations}::text[], ${byId.keys}::text[]))
+          UNION ALL
+          SELECT organization_id, id, external_id, archived_at FROM customers
+          WHERE archived_at IS NULL AND (organization_id, external_id) IN (
+            SELECT * FROM unnest(${byExternal.organizations}::text[], ${byExternal.keys}::text[]))`
+    )
+    const customerMap = new Map<string, Customer>()
+    const externalMap = new Map<string, Customer>()
+    for (const customer of customers) {
+      customerMap.set(scoped(customer.organizationId, customer.id), customer)
+      if (customer.externalId !== null && customer.archivedAt === null) {
+        externalMap.set(scoped(customer.organizationId, customer.externalId), customer)
+      }
+    }
+    // An externalId nobody holds yet: take the lock `requeuePendingSignals` takes and look again,
+    // so a customer taking that externalId right now is either seen here or requeues the signal.
+    for (let i = 0; i < byExternal.size; i++) {
+      const organizationId = byExternal.organizations[i]!
+      const externalId = byExternal.keys[i]!
+      if (externalMap.has(scoped(organizationId, externalId))) continue
+      yield* orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${externalId}))`)
+      const found = yield* findAll(
+        Customer,
+        sql`SELECT organization_id, id, external_id, archived_at FROM customers
+            WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND archived_at IS NULL`
+      )
+      for (const customer of found) {
+        customerMap.set(scoped(organizationId, customer.id), customer)
+        externalMap.set(scoped(organizationId, externalId), customer)
+      }
+    }
+    const live = pairs([...customerMap.values()].map((c) => [c.organizationId, c.id] as const))
+
+    // Their ACTIVE purchases and balance rows, locked: purchases first, then balances, in key order.
+    const purchases = live.size === 0 ? [] : yield* findAll(
+      Purchase,
+      sql`SELECT organization_id, id, customer_id, snapshot FROM purchases WHERE status = 'ACTIVE' AND (organization_id, customer_id) IN (
+            SELECT * FROM unnest(${live.organizations}::text[], ${live.keys}::text[]))
+          ORDER BY organization_id, id FOR NO KEY UPDATE`
+    )
+    const purchasePairs = pairs(purchases.map((p) => [p.organizationId, p.id] as const))
+    const balances = purchasePairs.size === 0 ? [] : yield* findAll(
+      Balance,
+      sql`SELECT organization_id, purchase_id, component_id, remaining, cycle_quantity FROM purchase_balances WHERE (organization_id, purchase_id) IN (
+            SELECT * FROM unnest(${purchasePairs.organizations}::text[], ${purchasePairs.keys}::text[]))
+          ORDER BY organization_id, purchase_id, component_id FOR UPDATE`
+    )
+    const purchaseOf = new Map<string, PurchaseContext>()
+    for (const purchase of purchases) {
+      purchaseOf.set(scoped(purchase.organizationId, purchase.customerId), {
+        id: purchase.id,
+        snapshot: purchase.snapshot,
+        balances: new Map()
+      })
+    }
+    const purchaseById = new Map(purchases.map((p) => [scoped(p.organizationId, p.id), purchaseOf.get(scoped(p.organizationId, p.customerId))!]))
+    for (const row of balances) {
+      purchaseById.get(scoped(row.organizationId, row.purchaseId))?.balances.set(row.componentId, {
+        componentId: row.componentId,
+        remaining: row.remaining,
+        cycleQuantity: row.cycleQuantity
+      })
+    }
+
+    // Wallets that may move: customers with wallet signals, or whose plan funds ARREAR from the wallet.
+    const customerOfSignal = (r: SignalRecord) =>
+      r.customerId !== null
+        ? customerMap.get(scoped(r.organizationId, r.customerId))
+        : r.externalId !== null
+        ? externalMap.get(scoped(r.organizationId, r.externalId))
+        : undefined
+    const walletKeys = new Map<string, { organizationId: string; customerId: string }>()
+    for (const record of records) {
+      const customer = customerOfSignal(record)
+      if (customer === undefined) continue
+      const funded = purchaseOf.get(scoped(customer.organizationId, customer.id))?.snapshot.walletFundedArrear ?? false
+      if (record.route === "WALLET" || funded) {
+        walletKeys.set(scoped(customer.organizationId, customer.id), { organizationId: customer.organizationId, customerId: customer.id })
+      }
+    }
+    const wallets = yield* ledger.lockWallets([...walletKeys.values()])
+
+    // The catalogue the signals name.
+    const agentKeys = (route: SignalRecord["route"]) =>
+      pairs(signals.flatMap((s) =>
+        s.record.route === route && s.body.agentKey !== undefined ? [[s.record.organizationId, s.body.agentKey] as const] : []
+      ))
+    const creditKeys = agentKeys("CREDIT")
+    const credits = creditKeys.size === 0 ? [] : yield* findAll(
+      CreditRow,
+      sql`SELECT organization_id, agent_key, id, name, base_price, tokens_per_credit, margin_percent FROM credits
+          WHERE is_active AND (organization_id, agent_key) IN (
+            SELECT * FROM unnest(${creditKeys.organizations}::text[], ${creditKeys.keys}::text[]))`
+    )
+    const stepKeys = agentKeys("OUTCOME")
+    const steps = stepKeys.size === 0 ? [] : yield* findAll(
+      StepRow,
+      sql`SELECT DISTINCT ON (s.organization_id, s.agent_key)
+                 s.organization_id, s.agent_key, o.id AS outcome_id, o.name AS outcome_name, s.name AS step_name
+          FROM outcome_steps s
+          JOIN outcomes o ON o.organization_id = s.organization_id AND o.id = s.outcome_id
+          WHERE s.removed_at IS NULL AND o.is_active AND (s.organization_id, s.agent_key) IN (
+            SELECT * FROM unnest(${stepKeys.organizations}::text[], ${stepKeys.keys}::text[]))
+          ORDER BY s.organization_id, s.agent_key, o.id`
+    )
+    const unitKeys = agentKeys("UNIT")
+    const units = unitKeys.size === 0 ? [] : yield* findAll(
+      UnitRow,
+      sql`SELECT organization_id, agent_key, id, name FROM units
+          WHERE is_active AND (organization_id, agent_key) IN (
+            SELECT * FROM unnest(${unitKeys.organizations}::text[], ${unitKeys.keys}::text[]))`
+    )
+    const refKeys = pairs(records.flatMap((r) => (r.compositeRef === null ? [] : [[r.organizationId, r.compositeRef] as const])))
+    const composites = refKeys.size === 0 ? [] : yield* findAll(
+      CompositeRow,
+      sql`SELECT organization_id, ref_id, id, name FROM composites
+          WHERE is_active AND (organization_id, ref_id) IN (
+            SELECT * FROM unnest(${refKeys.organizations}::text[], ${refKeys.keys}::text[]))`
+    )
+    const modelKeys = pairs(signals.flatMap((s) => (s.body.usage === undefined ? [] : [[s.record.organizationId, s.body.usage.model] as const])))
+    const models = modelKeys.size === 0 ? [] : yield* findAll(
+      ModelRow,
+      sql`SELECT organization_id, id, input_rate AS input, output_rate AS output, cache_read_rate AS cache_read,
+                 cache_write_rate AS cache_write
+          FROM models WHERE enabled AND (organization_id, id) IN (
+            SELECT * FROM unnest(${modelKeys.organizations}::text[], ${modelKeys.keys}::text[]))`
+    )
+
+    // Members named by signals.
+    const memberKeys = records.flatMap((r) => {
+      const customer = r.member === null ? undefined : customerOfSignal(r)
+      return customer === undefined ? [] : [[r.organizationId, customer.id, r.member!.toLowerCase()] as const]
+    })
+    const members = memberKeys.length === 0 ? [] : yield* findAll(
+      MemberRow,
+      sql`SELECT organization_id, customer_id, lower(email) AS email FROM customer_members
+          WHERE (organization_id, customer_id, lower(email)) IN (
+            SELECT * FROM unnest(${memberKeys.map((k) => k[0])}::text[], ${memberKeys.map((k) => k[1])}::text[],
+                                 ${memberKeys.map((k) => k[2])}::text[]))`
+    )
+    const memberSet = new Set(members.map((m) => `${m.organizationId}/${m.customerId}/${m.email}`))
+
+    // Outcome runs being completed: the outcome their first step names, and what their steps cost so far.
+    const completions = records.filter((r) => r.route === "OUTCOME_COMPLETE" && r.runId !== null)
+    const runKeys = pairs(completions.map((r) => [r.organizationId, r.runId!] as const))
+    const runs = runKeys.size === 0 ? [] : yield* findAll(
+      RunRow,
+      sql`SELECT DISTINCT ON (s.organization_id, s.run_id)
+                 s.organization_id, s.run_id, o.id AS outcome_id, o.name AS outcome_name, o.agent_key
+          FROM signals s
+          JOIN outcome_steps st ON st.organization_id = s.organization_id AND st.agent_key = s.agent_key
+          JOIN outcomes o ON o.organization_id = st.organization_id AND o.id = st.outcome_id
+          WHERE s.route = 'OUTCOME' AND (s.organization_id, s.run_id) IN (
+            SELECT * FROM unnest(${runKeys.organizations}::text[], ${runKeys.keys}::text[]))
+          ORDER BY s.organization_id, s.run_id, s.id`
+    )
+    const runCosts = runKeys.size === 0 ? [] : yield* findAll(
+      RunCostRow,
+      sql`SELECT organization_id, customer_id, run_id, sum(provider_cost) AS cost FROM usage_log
+          WHERE meter = 'OUTCOME_STEP' AND (organization_id, run_id) IN (
+            SELECT * FROM unnest(${runKeys.organizations}::text[], ${runKeys.keys}::text[]))
+          GROUP BY organization_id, customer_id, run_id`
+    )
+
+    // Composite occurrences being billed.
+    const occurrenceKeys = pairs(records.flatMap((r) => (r.route === "COMPOSITE_COMPLETE" ? [[r.organizationId, r.id] as const] : [])))
+    const occurrences = occurrenceKeys.size === 0 ? [] : yield* findAll(
+      OccurrenceRow,
+      sql`SELECT o.organization_id, o.signal_id, o.composite_id, c.name AS composite_name, c.ref_id, o.value, o.custom
+          FROM composite_occurrences o
+          JOIN composites c ON c.organization_id = o.organization_id AND c.id = o.composite_id
+          WHERE (o.organization_id, o.signal_id) IN (
+            SELECT * FROM unnest(${occurrenceKeys.organizations}::text[], ${occurrenceKeys.keys}::text[]))`
+    )
+
+    const index = <A>(rows: ReadonlyArray<A>, key: (row: A) => string) => new Map(rows.map((row) => [key(row), row] as const))
+    const creditMap = index(credits, (r) => scoped(r.organizationId, r.agentKey))
+    const stepMap = index(steps, (r) => scoped(r.organizationId, r.agentKey))
+    const unitMap = index(units, (r) => scoped(r.organizationId, r.agentKey))
+    const compositeMap = index(composites, (r) => scoped(r.organizationId, r.refId))
+    const modelMap = index(models, (r) => scoped(r.organizationId, r.id))
+    const runMap = index(runs, (r) => scoped(r.organizationId, r.runId))
+    const runCostMap = index(runCosts, (r) => `${r.organizationId}/${r.customerId}/${r.runId}`)
+    const occurrenceMap = index(occurrences, (r) => scoped(r.organizationId, r.signalId))
+    const catalogues = new Map<string, Catalogue>()
+
+    const context: BatchContext = {
+      customerById: (organizationId, customerId) => customerMap.get(scoped(organizationId, customerId)),
+      customerByExternalId: (organizationId, externalId) => externalMap.get(scoped(organizationId, externalId)),
+      customerContext: (customer) => {
+        const wallet = wallets.get(customerKey({ organizationId: customer.organizationId, customerId: customer.id }))
+        return {
+          organizationId: customer.organizationId,
+          customerId: customer.id,
+          purchase: purchaseOf.get(scoped(customer.organizationId, customer.id)) ?? null,
+          wallet: wallet === undefined ? null : { balance: wallet.balance }
+        }
+      },
+      isMember: (organizationId, customerId, email) => memberSet.has(`${organizationId}/${customerId}/${email.toLowerCase()}`),
+      catalogue: (organizationId) => {
+        const known = catalogues.get(organizationId)
+        if (known !== undefined) return known
+        const catalogue: Catalogue = {
+          credit: (agentKey): CreditTarget | undefined => creditMap.get(scoped(organizationId, agentKey)),
+          outcomeStep: (agentKey): StepTarget | undefined => stepMap.get(scoped(organizationId, agentKey)),
+          unit: (agentKey): UnitTarget | undefined => unitMap.get(scoped(organizationId, agentKey)),
+          composite: (refId): CompositeTarget | undefined => compositeMap.get(scoped(organizationId, refId)),
+          model: (modelId): ModelRates | undefined => modelMap.get(scoped(organizationId, modelId))
+        }
+        catalogues.set(organizationId, catalogue)
+        return catalogue
+      },
+      run: (organizationId, runId) => runMap.get(scoped(organizationId, runId)),
+      runCost: (organizationId, customerId, runId) => runCostMap.get(`${organizationId}/${customerId}/${runId}`)?.cost ?? ZERO,
+      occurrence: (organizationId, signalId) => occurrenceMap.get(scoped(organizationId, signalId)),
+      wallets
+    }
+    return context
+  })
+
+
