@@ -24,6 +24,7 @@ import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
 import { BalanceRow, PurchaseRow } from "./Purchase.ts"
 import type { SnapshotComponent } from "./Snapshot.ts"
+import { Ledger } from "../ledger/Ledger.ts"
 import { Wallets } from "./Wallets.ts"
 
 export type AdjustEndpoint = "credits" | "outcomes" | "units" | "composites" | "wallet"
@@ -111,6 +112,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
     const wallets = yield* Wallets
+    const ledger = yield* Ledger
 
     /** Components of this endpoint's kind that answer to `agentKey`. */
     const matching = (endpoint: Exclude<AdjustEndpoint, "wallet">, components: ReadonlyArray<SnapshotComponent>, key: string) =>
@@ -251,10 +253,16 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
           const balance = yield* lockBalance(organizationId, found.purchaseId, found.componentId)
           remaining = BigDecimal.normalize(BigDecimal.max(BigDecimal.sum(balance.remaining, input.delta), ZERO))
           applied = BigDecimal.normalize(BigDecimal.subtract(remaining, balance.remaining))
-          yield* sql`UPDATE purchase_balances SET remaining = ${toSql(remaining)}::numeric,
-                granted = granted + ${toSql(applied)}::numeric
-              WHERE organization_id = ${organizationId} AND purchase_id = ${found.purchaseId}
-                AND component_id = ${found.componentId}`
+          yield* ledger.moveBalances([{
+            organizationId,
+            purchaseId: found.purchaseId,
+            componentId: found.componentId,
+            granted: applied,
+            used: ZERO,
+            remaining: applied,
+            cycleQuantity: ZERO,
+            arrearAmount: ZERO
+          }])
           target = found
         }
 

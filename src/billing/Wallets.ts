@@ -10,7 +10,7 @@ import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
 import { Conflict, Unprocessable } from "../errors.ts"
 import type { Page } from "../http/Pagination.ts"
-import { type Decimal, toSql, ZERO } from "../money.ts"
+import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { LedgerType } from "../ledger/LedgerType.ts"
@@ -108,14 +108,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
         if (!settings?.reservedWalletEnabled) {
           return yield* new Unprocessable({ message: "The Reserved Wallet is not enabled in this workspace" })
         }
-        const wallet = yield* lock(organizationId, customerId)
-        const reservedBalance = BigDecimal.normalize(BigDecimal.max(BigDecimal.sum(wallet.reservedBalance, delta), ZERO))
-        yield* Effect.orDie(sql`UPDATE wallets SET reserved_balance = ${toSql(reservedBalance)}, updated_at = now()
-              WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`)
-        return {
-          reservedBalance,
-          applied: BigDecimal.normalize(BigDecimal.subtract(reservedBalance, wallet.reservedBalance))
-        }
+        return yield* moneyLedger.moveReservedWallet({ organizationId, customerId }, delta)
       })
 
     const activeCustomer = (organizationId: string, customerId: string) =>

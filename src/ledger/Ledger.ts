@@ -226,7 +226,22 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           WHERE p.organization_id = v.organization_id AND p.id = v.id`))
     }
 
-    return { lockWallets, postToWallets, moveWallet, moveBalances, addSpent } as const
+    /**
+     * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row and
+     * no webhook event (the spec: Reserved Wallet changes trigger neither).
+     * What was applied may differ from `delta` when the floor took part of it.
+     */
+    const moveReservedWallet = (key: CustomerKey, delta: Decimal) =>
+      Effect.gen(function*() {
+        const locked = yield* lockWallets([key])
+        const wallet = locked.get(customerKey(key))!
+        const reservedBalance = BigDecimal.normalize(BigDecimal.max(add(wallet.reservedBalance, delta), BigDecimal.fromBigInt(0n)))
+        yield* orDie(sql`UPDATE wallets SET reserved_balance = ${toSql(reservedBalance)}, updated_at = now()
+            WHERE organization_id = ${key.organizationId} AND customer_id = ${key.customerId}`)
+        return { reservedBalance, applied: BigDecimal.normalize(BigDecimal.subtract(reservedBalance, wallet.reservedBalance)) }
+      })
+
+    return { lockWallets, postToWallets, moveWallet, moveBalances, addSpent, moveReservedWallet } as const
   })
 }) {}
 
