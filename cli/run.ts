@@ -10,7 +10,7 @@ import { renderToString } from "ink"
 import * as fs from "node:fs"
 import type { ReactElement } from "react"
 import YAML from "yaml"
-import { BadRequest, isApiError } from "../src/errors.ts"
+import { BadRequest, isServiceError } from "../src/errors.ts"
 import { describeIssues } from "../src/http/Envelope.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { AppServicesLive } from "../src/Services.ts"
@@ -32,7 +32,7 @@ const describeFailure = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    if (isApiError(error)) return error.message
+    if (isServiceError(error)) return error.message
     if (ParseResult.isParseError(error)) return describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
     if (error instanceof Error) return error.message
     return String(error)

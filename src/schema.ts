@@ -95,3 +95,18 @@ export const CurrencyCode = Schema.String.pipe(
 
 /** Rejects unknown fields: a client can never smuggle a price or a type past the schema. */
 export const strict = { parseOptions: { onExcessProperty: "error" } } as const
+
+const formatPath = (path: ReadonlyArray<PropertyKey>) => path.map(String).join(".")
+
+/** "email: must be a valid e-mail address; name: is missing" — the first few issues, field first. */
+export const describeIssues = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) => {
+  // An optional field's failure also reports "Expected undefined": one issue per field is enough.
+  const byField = new Map<string, string>()
+  for (const issue of issues) {
+    const field = formatPath(issue.path)
+    // At the root the schema's own text would spell out every field: say what was wrong instead.
+    const message = field === "" && issue.message.startsWith("Expected {") ? "the body must be a JSON object" : issue.message
+    if (!byField.has(field)) byField.set(field, message)
+  }
+  return [...byField].slice(0, 5).map(([field, message]) => (field ? `${field}: ${message}` : message)).join("; ")
+}

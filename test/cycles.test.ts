@@ -17,19 +17,43 @@ beforeAll(async () => {
 })
 afterAll(() => app.close())
 
-const iso = (text: string) => new Date(text).toISOString()
+/** An instant in UTC; `month` is 1-based, a day past the month's end is not allowed. */
+const utc = (year: number, month: number, day: number, hour = 0) => {
+  const date = new Date(Date.UTC(year, month - 1, day, hour))
+  if (date.getUTCDate() !== day) throw new Error(`${year}-${month} has no day ${day}`)
+  return date
+}
+
+/** The last day of a month by the calendar's own rule, not by the code under test. */
+const lastDayOf = (year: number, month: number) => new Date(Date.UTC(year, month, 0)).getUTCDate()
+
+/**
+ * The first `month`/`day` at `hour` UTC more than a day after `now`: the service refuses a
+ * billingDate in the past, so a purchase scheduled on a month's end must be in the future
+ * whenever the suite runs.
+ */
+const nextDate = (now: Date, month: number, day: number, hour = 0) => {
+  for (let year = now.getUTCFullYear(); ; year++) {
+    if (day > lastDayOf(year, month)) continue // Feb 29 outside a leap year
+    const candidate = utc(year, month, day, hour)
+    if (candidate.getTime() > now.getTime() + 86_400_000) return candidate
+  }
+}
 
 describe("cycle arithmetic", () => {
+  // Fixed past anchors: pure arithmetic, no clock involved.
   it.each([
-    ["2027-01-31T10:00:00.000Z", 1, "2027-02-28T10:00:00.000Z"],
-    ["2027-01-31T10:00:00.000Z", 2, "2027-03-31T10:00:00.000Z"],
-    ["2028-01-31T00:00:00.000Z", 1, "2028-02-29T00:00:00.000Z"],
-    ["2028-02-29T12:00:00.000Z", 12, "2029-02-28T12:00:00.000Z"],
-    ["2028-02-29T12:00:00.000Z", 48, "2032-02-29T12:00:00.000Z"],
-    ["2027-03-31T00:00:00.000Z", 1, "2027-04-30T00:00:00.000Z"],
-    ["2027-12-15T08:30:00.000Z", 1, "2028-01-15T08:30:00.000Z"],
-    ["2027-08-31T00:00:00.000Z", 6, "2028-02-29T00:00:00.000Z"],
-    ["2100-01-29T00:00:00.000Z", 1, "2100-02-28T00:00:00.000Z"]
+    ["2023-01-31T10:00:00.000Z", 1, "2023-02-28T10:00:00.000Z"],
+    ["2023-01-31T10:00:00.000Z", 2, "2023-03-31T10:00:00.000Z"],
+    ["2024-01-31T00:00:00.000Z", 1, "2024-02-29T00:00:00.000Z"],
+    ["2024-02-29T12:00:00.000Z", 12, "2025-02-28T12:00:00.000Z"],
+    ["2020-02-29T12:00:00.000Z", 48, "2024-02-29T12:00:00.000Z"],
+    ["2023-03-31T00:00:00.000Z", 1, "2023-04-30T00:00:00.000Z"],
+    ["2023-12-15T08:30:00.000Z", 1, "2024-01-15T08:30:00.000Z"],
+    ["2023-08-31T00:00:00.000Z", 6, "2024-02-29T00:00:00.000Z"],
+    // Century years: 1900 is not a leap year, 2000 is.
+    ["1900-01-29T00:00:00.000Z", 1, "1900-02-28T00:00:00.000Z"],
+    ["2000-01-30T00:00:00.000Z", 1, "2000-02-29T00:00:00.000Z"]
   ])("from %s, cycle %i starts %s", (anchor, index, expected) => {
     expect(cycleStart(new Date(anchor), index).toISOString()).toBe(expected)
   })
@@ -56,37 +80,44 @@ describe("the cycle job", () => {
     const unit = await makeUnit(api, { flatPrice: 4 })
     const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 2 }])
     const customer = await makeCustomer(api)
-    const purchase = await buy(api, customer.id, plan.id, { billingDate: "2027-01-31T10:00:00.000Z" })
+    // The next Jan 31 (10:00 UTC): the anchor day is the month's last, so February clamps it.
+    const anchor = nextDate(new Date(), 1, 31, 10)
+    const year = anchor.getUTCFullYear()
+    const february = utc(year, 2, lastDayOf(year, 2), 10) // the 28th, or the 29th in a leap year
+    const march = utc(year, 3, 31, 10) // back on the 31st: counted from the anchor, not from February
+    const april = utc(year, 4, 30, 10)
+    const purchase = await buy(api, customer.id, plan.id, { billingDate: anchor.toISOString() })
     expect(purchase.status).toBe("SCHEDULED")
 
-    expect(await runCycles(app, new Date("2027-01-31T09:59:59Z"))).toBe(0)
+    expect(await runCycles(app, new Date(anchor.getTime() - 1000))).toBe(0)
     expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase.status).toBe("SCHEDULED")
 
-    expect(await runCycles(app, new Date("2027-01-31T10:00:00Z"))).toBe(1)
+    expect(await runCycles(app, anchor)).toBe(1)
     let current = ok(await api.get(`/purchases/${purchase.id}`)).purchase
     expect(current).toMatchObject({
       status: "ACTIVE",
-      currentPeriodStart: iso("2027-01-31T10:00:00Z"),
-      currentPeriodEnd: iso("2027-02-28T10:00:00Z")
+      currentPeriodStart: anchor.toISOString(),
+      currentPeriodEnd: february.toISOString()
     })
     // The same instant again changes nothing.
-    expect(await runCycles(app, new Date("2027-01-31T10:00:00Z"))).toBe(0)
+    expect(await runCycles(app, anchor)).toBe(0)
 
     // Late by two months: both renewals are caught up, each on its own anchor day.
-    expect(await runCycles(app, new Date("2027-04-01T00:00:00Z"))).toBe(2)
+    const aprilFirst = utc(year, 4, 1)
+    expect(await runCycles(app, aprilFirst)).toBe(2)
     current = ok(await api.get(`/purchases/${purchase.id}`)).purchase
-    expect(current.currentPeriodStart).toBe(iso("2027-03-31T10:00:00Z"))
-    expect(current.currentPeriodEnd).toBe(iso("2027-04-30T10:00:00Z"))
-    expect(await runCycles(app, new Date("2027-04-01T00:00:00Z"))).toBe(0)
+    expect(current.currentPeriodStart).toBe(march.toISOString())
+    expect(current.currentPeriodEnd).toBe(april.toISOString())
+    expect(await runCycles(app, aprilFirst)).toBe(0)
 
     const invoices = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
     expect(invoices.map((i: any) => [i.kind, i.periodStart, i.total])).toEqual([
-      ["PLAN", iso("2027-01-31T10:00:00Z"), 8],
-      ["PLAN", iso("2027-02-28T10:00:00Z"), 8],
-      ["PLAN", iso("2027-03-31T10:00:00Z"), 8]
+      ["PLAN", anchor.toISOString(), 8],
+      ["PLAN", february.toISOString(), 8],
+      ["PLAN", march.toISOString(), 8]
     ])
     const currentPlan = ok(await api.get(`/customers/${customer.id}/plan`)).plan
-    expect(currentPlan).toMatchObject({ status: "ACTIVE", billingDate: iso("2027-03-31T10:00:00Z"), cost: 8 })
+    expect(currentPlan).toMatchObject({ status: "ACTIVE", billingDate: march.toISOString(), cost: 8 })
   })
 
   it("invoices ARREAR usage at the cycle end, rolls ADVANCE over or lets it expire", async () => {
@@ -143,14 +174,23 @@ describe("the cycle job", () => {
   it("runs from the CLI: billing cycle run --now and billing worker --once --now", async () => {
     const plan = await makePlan(app, acme, [{ type: "WALLET", billingMode: "ADVANCE", amount: 1 }])
     const customer = await makeCustomer(api)
-    const purchase = await buy(api, customer.id, plan.id, { billingDate: "2030-05-31T00:00:00.000Z" })
-    const first = await app.cli(["cycle", "run", "--now", "2030-05-31T00:00:00Z", "--json"])
+    // The next May 31: a month-end anchor that renews on June 30.
+    const anchor = nextDate(new Date(), 5, 31)
+    const june = utc(anchor.getUTCFullYear(), 6, 30)
+    const purchase = await buy(api, customer.id, plan.id, { billingDate: anchor.toISOString() })
+    expect(purchase.status).toBe("SCHEDULED")
+    const first = await app.cli(["cycle", "run", "--now", anchor.toISOString(), "--json"])
     expect(first.code, first.stderr).toBe(0)
     // Earlier tests' purchases are renewed up to that instant too.
     expect(first.json.handled).toBeGreaterThanOrEqual(1)
-    expect(await runCycles(app, new Date("2030-05-31T00:00:00Z"))).toBe(0)
-    const worker = await app.cli(["worker", "--once", "--now", "2030-06-30T00:00:00Z", "--json"])
+    expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase).toMatchObject({
+      status: "ACTIVE",
+      currentPeriodStart: anchor.toISOString(),
+      currentPeriodEnd: june.toISOString()
+    })
+    expect(await runCycles(app, anchor)).toBe(0)
+    const worker = await app.cli(["worker", "--once", "--now", june.toISOString(), "--json"])
     expect(worker.code, worker.stderr).toBe(0)
-    expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase.currentPeriodStart).toBe(iso("2030-06-30T00:00:00Z"))
+    expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase.currentPeriodStart).toBe(june.toISOString())
   }, 120_000)
 })

@@ -12,6 +12,7 @@ import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as net from "node:net"
 import { fromEmbedded } from "../src/db/Database.ts"
 import { serveSocket, type SocketServer } from "../src/db/EmbeddedSocket.ts"
+import { eventually } from "./support/Eventually.ts"
 
 const frame = (type: string, ...parts: Array<Buffer>): Buffer => {
   const body = Buffer.concat(parts)
@@ -54,7 +55,6 @@ const rawClient = async (server: SocketServer) => {
   await new Promise<void>((resolve, reject) => socket.once("connect", resolve).once("error", reject))
   const received: Array<BackendMessage> = []
   let pending = Buffer.alloc(0)
-  let waiter: (() => void) | undefined
   socket.on("data", (chunk) => {
     pending = Buffer.concat([pending, chunk])
     while (pending.length >= 5 && pending.length >= 1 + pending.readInt32BE(1)) {
@@ -62,15 +62,17 @@ const rawClient = async (server: SocketServer) => {
       received.push({ type: String.fromCharCode(pending[0]!), body: pending.subarray(5, end) })
       pending = pending.subarray(end)
     }
-    waiter?.()
   })
-  /** Waits for a message of `type` and returns every message up to it. */
+  /** Waits (within a limit) for a message of `type` and returns every message up to it. */
   const until = async (type: string): Promise<Array<BackendMessage>> => {
-    for (;;) {
-      const index = received.findIndex((message) => message.type === type)
-      if (index !== -1) return received.splice(0, index + 1)
-      await new Promise<void>((resolve) => (waiter = resolve))
-    }
+    const index = await eventually(() => {
+      const found = received.findIndex((message) => message.type === type)
+      if (found === -1) {
+        throw new Error(`no "${type}" message yet; received so far: ${JSON.stringify(received.map((m) => m.type).join(""))}`)
+      }
+      return found
+    }, { timeoutMs: 20_000, intervalMs: 5 })
+    return received.splice(0, index + 1)
   }
   const startup = Buffer.concat([int32(196608), cstring("user"), cstring("postgres"), cstring("database"), cstring("postgres"), Buffer.from([0])])
   socket.write(Buffer.concat([int32(startup.length + 4), startup]))

@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { eventually } from "./support/Eventually.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
 let app: TestApp
@@ -46,8 +47,12 @@ describe("billing status", () => {
     let output = ""
     child.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
     const exited = new Promise<number | null>((resolve) => child.once("exit", resolve))
-    const deadline = Date.now() + 120_000
-    while (!output.includes("Ctrl-C to stop") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 200))
+    await eventually(() => expect(output).toContain("Ctrl-C to stop"), { timeoutMs: 120_000, intervalMs: 200 }).catch(
+      (error) => {
+        child.kill("SIGKILL")
+        throw error
+      }
+    )
     expect(output).toContain("Webhook deliveries")
     child.kill("SIGINT")
     expect(await exited).toBe(0)

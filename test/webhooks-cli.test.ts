@@ -7,9 +7,10 @@ import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyWebhookSignature } from "../src/index.ts"
+import { eventually } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
-import { changeWallet, drainSender, type Receiver, sleep, startReceiver } from "./webhooks-helpers.ts"
+import { changeWallet, drainSender, type Receiver, startReceiver } from "./webhooks-helpers.ts"
 
 /** Each test spawns the bin several times; a loaded machine makes every spawn slow. */
 const CLI_TEST_TIMEOUT = 600_000
@@ -247,10 +248,18 @@ describe("billing webhook deliveries --watch", () => {
       env: { ...process.env, DATABASE_URL: app.databaseUrl, BILLING_ORG: org.organizationId, CI: "false" }
     })
     let stdout = ""
+    let stderr = ""
     child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString()))
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString()))
     const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
-    // Two frames: the first one and at least one refresh.
-    while ((stdout.match(/refreshed every 1 s/g) ?? []).length < 2 && child.exitCode === null) await sleep(100)
+    // Two frames: the first one and at least one refresh. A spawn on a loaded machine is slow to start.
+    await eventually(() => {
+      expect(child.exitCode, `the watch exited early; stderr: ${stderr}`).toBeNull()
+      expect((stdout.match(/refreshed every 1 s/g) ?? []).length).toBeGreaterThanOrEqual(2)
+    }, { timeoutMs: 120_000, intervalMs: 100 }).catch((error) => {
+      child.kill("SIGKILL")
+      throw error
+    })
     expect(stdout).toContain(delivery.id)
     expect(stdout).toContain("DELIVERED")
     child.kill("SIGINT")

@@ -1,11 +1,12 @@
 /** Shared by the webhook test files: a real receiver on loopback and ways to drive the outbox and the sender. */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect } from "effect"
-import { createServer, type IncomingHttpHeaders } from "node:http"
+import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { decimal } from "../src/money.ts"
 import { type WalletChange, WebhookOutbox } from "../src/webhooks/Outbox.ts"
 import { WebhookSender } from "../src/webhooks/Sender.ts"
+import { eventually } from "./support/Eventually.ts"
 import type { TestApp } from "./support/TestApp.ts"
 
 export interface Received {
@@ -19,6 +20,11 @@ export interface Reply {
   readonly status: number
   /** Wait this long before answering. */
   readonly delayMs?: number
+  /**
+   * Do not answer until the test calls `release()`: a receiver slower than any
+   * timeout, however slow the machine is.
+   */
+  readonly hold?: boolean
 }
 
 export interface Receiver {
@@ -26,15 +32,30 @@ export interface Receiver {
   readonly received: Array<Received>
   /** How request number n (0-based) is answered; default 200. */
   reply: (n: number) => Reply
+  /** Requests held (see `Reply.hold`) and not yet released, including any whose sender has given up. */
+  readonly held: () => number
+  /** Answers every request held so far with its status; returns how many were still connected. */
+  readonly release: () => number
   readonly close: () => Promise<void>
 }
 
 export const startReceiver = async (reply: (n: number) => Reply = () => ({ status: 200 })): Promise<Receiver> => {
   const received: Array<Received> = []
+  const held: Array<{ readonly response: ServerResponse; readonly status: number }> = []
   const receiver: Receiver = {
     url: "",
     received,
     reply,
+    held: () => held.length,
+    release: () => {
+      let answered = 0
+      for (const { response, status } of held.splice(0)) {
+        if (response.destroyed) continue
+        response.writeHead(status).end()
+        answered++
+      }
+      return answered
+    },
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections()
@@ -47,7 +68,11 @@ export const startReceiver = async (reply: (n: number) => Reply = () => ({ statu
     request.on("end", () => {
       const n = received.length
       received.push({ headers: request.headers, body: Buffer.concat(chunks).toString("utf8"), at: Date.now() })
-      const { status, delayMs = 0 } = receiver.reply(n)
+      const { status, delayMs = 0, hold = false } = receiver.reply(n)
+      if (hold) {
+        held.push({ response, status })
+        return
+      }
       setTimeout(() => {
         if (!response.destroyed) response.writeHead(status).end()
       }, delayMs)
@@ -95,11 +120,15 @@ export const changeWallet = (
 export const runSender = (app: TestApp, now = new Date()) =>
   app.run(Effect.flatMap(WebhookSender, (sender) => sender.runDue(now)))
 
-/** Runs the webhook job, as `billing worker --once` does, until it is idle. */
-export const drainSender = async (app: TestApp) => {
-  while ((await runSender(app)) > 0) {
-    // keep going: something was sent or is still in flight
-  }
-}
-
-export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+/**
+ * Runs the webhook job, as `billing worker --once` does, until it is idle:
+ * until a batch neither starts nor sees the end of a delivery and none is in
+ * flight. Every batch runs at `now` when given (a chosen clock: retries become
+ * due by moving it, not by sleeping), else at the current time. Fails after
+ * `timeoutMs` rather than spinning for ever on a delivery that never ends.
+ */
+export const drainSender = (app: TestApp, now?: Date, { timeoutMs = 30_000 }: { readonly timeoutMs?: number } = {}) =>
+  eventually(async () => {
+    const handled = await runSender(app, now ?? new Date())
+    if (handled > 0) throw new Error(`the webhook job is not idle yet: its last batch handled ${handled}`)
+  }, { timeoutMs, intervalMs: 0 })

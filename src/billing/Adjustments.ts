@@ -15,10 +15,11 @@
  * key, and any number of identical concurrent requests adjust exactly once.
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Option, Schema } from "effect"
+import { BigDecimal, Effect, Either, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
-import { Unprocessable } from "../errors.ts"
+import { NoActivePlan, Unprocessable } from "../errors.ts"
+import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
@@ -130,7 +131,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
                 AND status = 'ACTIVE' FOR SHARE`
         )
         if (Option.isNone(purchase)) {
-          return yield* new Unprocessable({ message: `Customer ${customerId} has no active plan to adjust` })
+          return yield* new NoActivePlan({ message: `Customer ${customerId} has no active plan to adjust` })
         }
         const { components } = purchase.value.snapshot
         const found = matching(endpoint, components, key)
@@ -187,7 +188,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         const customer = yield* customers.get(organizationId, customerId)
         const customerArchived = customer.archivedAt !== null
         const walletKind = input.wallet ?? "ORDINARY"
-        const fingerprint = JSON.stringify(
+        const fingerprint = fingerprintOf(
           endpoint === "wallet"
             ? [customerId, walletKind, toSql(input.delta)]
             : [customerId, input.agentKey ?? null, toSql(input.delta)]
@@ -216,11 +217,8 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
                   WHERE organization_id = ${organizationId} AND endpoint = ${endpoint}
                     AND idempotency_key = ${input.idempotencyKey}`
             ))[0]!
-            if (existing.fingerprint !== fingerprint) {
-              return yield* new Unprocessable({
-                message: `idempotencyKey ${input.idempotencyKey} was already used with a different request`
-              })
-            }
+            const replayed = replay(input.idempotencyKey, { fingerprint: existing.fingerprint, answer: existing }, fingerprint)
+            if (Either.isLeft(replayed)) return yield* replayed.left
             return {
               adjusted: false,
               replayed: true,

@@ -8,8 +8,8 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
-import { Conflict, Unprocessable } from "../errors.ts"
-import type { Page } from "../http/Pagination.ts"
+import { CustomerArchived, Unprocessable } from "../errors.ts"
+import type { Page } from "../Page.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { Ledger } from "../ledger/Ledger.ts"
@@ -115,7 +115,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       Effect.flatMap(customers.get(organizationId, customerId), (customer) =>
         customer.archivedAt === null
           ? Effect.succeed(customer)
-          : Effect.fail(new Conflict({ message: `Customer ${customerId} is archived` })))
+          : Effect.fail(new CustomerArchived({ message: `Customer ${customerId} is archived` })))
 
     /** The low-balance alert level in USD; null falls back to each webhook endpoint's threshold. */
     const setAlert = (organizationId: string, customerId: string, threshold: Decimal | null) =>

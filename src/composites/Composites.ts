@@ -12,7 +12,7 @@ import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import type { CatalogueListQuery } from "../http/Pagination.ts"
+import type { CatalogueListQuery } from "../Page.ts"
 import {
   Composite,
   type CompositeCreate,

@@ -19,7 +19,7 @@ import { makeId } from "../ids.ts"
 import { bundleToJson, Models } from "../models/Models.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
-import type { CatalogueListQuery } from "../http/Pagination.ts"
+import type { CatalogueListQuery } from "../Page.ts"
 import { Credit, type CreditCreate, type CreditUpdate } from "./Credit.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Credit ${id} not found` })

@@ -3,16 +3,16 @@
  * neither checks the `Bearer ` prefix nor tells a missing header from an empty
  * token, so the raw header is checked here before the key is looked up.
  */
-import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
+import { HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { Unauthorized } from "../errors.ts"
+import { type ApiError, type DomainError, isDomainError, toApiError, Unauthorized } from "../errors.ts"
 import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
 
 /** The organisation (and key) the current request acts for. */
 export class CurrentOrganization extends Context.Tag("CurrentOrganization")<CurrentOrganization, Caller>() {}
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
-  failure: Unauthorized,
+  failure: Unauthorized.annotations(HttpApiSchema.annotations({ status: 401 })),
   provides: CurrentOrganization,
   security: { bearer: HttpApiSecurity.bearer }
 }) {}
@@ -37,6 +37,12 @@ export const AuthenticationLive = Layer.effect(
   })
 )
 
-/** Runs `f` for the organisation of the current request. */
+/**
+ * Runs `f` for the organisation of the current request. Every handler goes
+ * through here, so this is where a service's domain errors (CustomerArchived,
+ * OutOfAllowance, ...) become the API's declared failure of the same status.
+ */
 export const forOrganization = <A, E, R>(f: (organizationId: string) => Effect.Effect<A, E, R>) =>
-  Effect.flatMap(CurrentOrganization, (caller) => f(caller.organizationId))
+  Effect.flatMap(CurrentOrganization, (caller) => f(caller.organizationId)).pipe(
+    Effect.mapError((error) => (isDomainError(error) ? toApiError(error) : error) as Exclude<E, DomainError> | ApiError)
+  )

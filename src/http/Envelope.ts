@@ -16,7 +16,10 @@ import type { HttpApp } from "@effect/platform"
 import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { SqlError } from "@effect/sql"
 import { sqlState } from "../db/Sql.ts"
-import { errorStatus, isApiError } from "../errors.ts"
+import { errorStatus, isServiceError } from "../errors.ts"
+import { describeIssues } from "../schema.ts"
+
+export { describeIssues }
 
 const SuccessDetail = Schema.Struct({
   status: Schema.Literal("SUCCESS"),
@@ -70,21 +73,6 @@ export const successResponse = (status: number, message: string, result: unknown
     { status }
   )
 
-const formatPath = (path: ReadonlyArray<PropertyKey>) => path.map(String).join(".")
-
-/** "email: must be a valid e-mail address; name: is missing" — the first few issues, field first. */
-export const describeIssues = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) => {
-  // An optional field's failure also reports "Expected undefined": one issue per field is enough.
-  const byField = new Map<string, string>()
-  for (const issue of issues) {
-    const field = formatPath(issue.path)
-    // At the root the schema's own text would spell out every field: say what was wrong instead.
-    const message = field === "" && issue.message.startsWith("Expected {") ? "the body must be a JSON object" : issue.message
-    if (!byField.has(field)) byField.set(field, message)
-  }
-  return [...byField].slice(0, 5).map(([field, message]) => (field ? `${field}: ${message}` : message)).join("; ")
-}
-
 const describeParseError = (error: ParseResult.ParseError) =>
   describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
 
@@ -123,7 +111,7 @@ export const renderFailures = (routes: RouteTable) => <E, R>(app: HttpApp.Defaul
     const failure = Cause.failureOption(cause)
     if (Option.isSome(failure)) {
       const error: unknown = failure.value
-      if (isApiError(error)) return Effect.succeed(errorResponse(errorStatus[error._tag], error.message))
+      if (isServiceError(error)) return Effect.succeed(errorResponse(errorStatus[error._tag], error.message))
       if (error instanceof HttpApiError.HttpApiDecodeError) {
         return Effect.succeed(errorResponse(400, `Invalid request: ${describeIssues(error.issues) || error.message}`))
       }

@@ -5,9 +5,9 @@
  * (src/ids.ts), so "after the cursor" is "created after it".
  */
 import { Schema } from "effect"
+import { type CatalogueListQuery, DEFAULT_LIMIT, MAX_LIMIT, type Page } from "../Page.ts"
 
-export const DEFAULT_LIMIT = 50
-export const MAX_LIMIT = 200
+export { type CatalogueListQuery, DEFAULT_LIMIT, MAX_LIMIT, type Page }
 
 const Limit = Schema.NumberFromString.pipe(
   Schema.int({ message: () => "must be a whole number" }),
@@ -26,11 +26,6 @@ export const ActiveParam = {
   )
 }
 
-export interface Page {
-  readonly limit: number
-  readonly cursor: string | undefined
-}
-
 export const toPage = (params: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Page => ({
   limit: Math.min(params.limit ?? DEFAULT_LIMIT, MAX_LIMIT),
   cursor: params.cursor
@@ -42,11 +37,6 @@ export const toPage = (params: { readonly limit?: number | undefined; readonly c
  * active records, `active=false` archived ones, and no `active` lists both.
  */
 export const CatalogueListParams = Schema.Struct({ ...PageParams, ...ActiveParam })
-
-export interface CatalogueListQuery {
-  readonly page: Page
-  readonly active?: boolean | undefined
-}
 
 export const toCatalogueQuery = (params: typeof CatalogueListParams.Type): CatalogueListQuery => ({
   page: toPage(params),

@@ -9,7 +9,7 @@ import { Email } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
 import { Conflict, NotFound } from "../errors.ts"
-import type { Page } from "../http/Pagination.ts"
+import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { strict, Timestamp } from "../schema.ts"
 

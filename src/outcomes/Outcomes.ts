@@ -27,7 +27,7 @@ import { makeId } from "../ids.ts"
 import { bundleToJson, Models, type PricedBundle } from "../models/Models.ts"
 import { type Decimal, sum, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
-import type { CatalogueListQuery } from "../http/Pagination.ts"
+import type { CatalogueListQuery } from "../Page.ts"
 import { Outcome, type OutcomeCreate, OutcomeStep, type OutcomeUpdate, OutcomeWithSteps } from "./Outcome.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Outcome ${id} not found` })

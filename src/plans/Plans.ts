@@ -31,7 +31,7 @@ import { type Decimal, sum, toSql, ZERO } from "../money.ts"
 import { unitTotal, type UnitPricing } from "../pricing/Pricing.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { checkReferences } from "../composites/References.ts"
-import type { CatalogueListQuery } from "../http/Pagination.ts"
+import type { CatalogueListQuery } from "../Page.ts"
 import { PricingType, UnitTier } from "../units/Unit.ts"
 import {
   BillingCycle,

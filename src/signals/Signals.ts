@@ -14,8 +14,18 @@ import { Metering } from "../billing/Metering.ts"
 import { Customers } from "../customers/Customers.ts"
 import { Members } from "../members/Members.ts"
 import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound, Unprocessable } from "../errors.ts"
-import type { Page } from "../http/Pagination.ts"
+import {
+  BadRequest,
+  Conflict,
+  CustomerArchived,
+  CustomerNotFound,
+  NoActivePlan,
+  NotFound,
+  NotOnPlan,
+  Unprocessable,
+  UnknownMember
+} from "../errors.ts"
+import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
 import {
@@ -51,8 +61,8 @@ const acknowledgement = (row: { readonly id: string; readonly messageId: string 
   rawId: row.id
 })
 
-const customerMissing = (id: string) => new NotFound({ message: `Customer ${id} not found` })
-const customerArchived = (id: string) => new Conflict({ message: `Customer ${id} is archived and cannot receive signals` })
+const customerMissing = (id: string) => new CustomerNotFound({ message: `Customer ${id} not found` })
+const customerArchived = (id: string) => new CustomerArchived({ message: `Customer ${id} is archived and cannot receive signals` })
 
 /** The inbox columns of a request: customerId wins over externalId (rule 1). */
 const columnsOf = (input: SignalInput) => {
@@ -109,7 +119,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     const refusedCustomer = (organizationId: string, customerId: string) =>
       Effect.flatMap(
         findOne(Customer, sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${customerId}`),
-        (found): Effect.Effect<never, NotFound | Conflict> =>
+        (found): Effect.Effect<never, CustomerNotFound | CustomerArchived> =>
           Option.isNone(found) ? Effect.fail(customerMissing(customerId)) : Effect.fail(customerArchived(customerId))
       )
 
@@ -136,7 +146,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
         if (input.member !== undefined) {
           const member = yield* members.findByEmail(organizationId, customer.id, input.member)
           if (Option.isNone(member)) {
-            return yield* new Unprocessable({ message: `member ${input.member} does not belong to customer ${customer.id}` })
+            return yield* new UnknownMember({ message: `member ${input.member} does not belong to customer ${customer.id}` })
           }
         }
         return customer
@@ -220,12 +230,12 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           if (Option.isNone(found)) return yield* new NotFound({ message: `No live composite has refId ${refId}` })
           const composite = found.value
           const purchase = yield* metering.currentPurchase(organizationId, customer.id)
-          if (Option.isNone(purchase)) return yield* new Unprocessable({ message: "Customer has no active plan" })
+          if (Option.isNone(purchase)) return yield* new NoActivePlan({ message: "Customer has no active plan" })
           const sold = purchase.value.snapshot.components.some((c) =>
             c.type === "PRICING_METRIC" && c.targetId === composite.id
           )
           if (!sold) {
-            return yield* new Unprocessable({ message: `Composite ${refId} is not sold on the customer's plan` })
+            return yield* new NotOnPlan({ message: `Composite ${refId} is not sold on the customer's plan` })
           }
           const answer = (rawId: string): CompositeCompleted => ({
             status: "COMPLETED",

@@ -5,7 +5,7 @@
  */
 import { Effect, ParseResult, Schema } from "effect"
 import { BadRequest } from "../errors.ts"
-import { describeIssues } from "../http/Envelope.ts"
+import { describeIssues } from "../schema.ts"
 import { Organizations } from "../organizations/Organizations.ts"
 import { WebhookUrl } from "../webhooks/Webhook.ts"
 import { FixtureDocument, type FixtureDocumentInput, loadFixtures } from "./Fixtures.ts"

@@ -12,7 +12,7 @@ import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { tierProblem } from "../pricing/Pricing.ts"
-import type { CatalogueListQuery } from "../http/Pagination.ts"
+import type { CatalogueListQuery } from "../Page.ts"
 import { type PricingType, Unit, type UnitCreate, type UnitTier, type UnitUpdate } from "./Unit.ts"
 
 /** Who creates a unit: an API key (its name is recorded) or an operator at the CLI. */

@@ -7,7 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { findAll } from "../db/Sql.ts"
-import type { Page } from "../http/Pagination.ts"
+import type { Page } from "../Page.ts"
 import { Money } from "../schema.ts"
 import { type Meter, UsageRecord } from "./UsageLogEntry.ts"
 

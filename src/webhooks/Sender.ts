@@ -73,15 +73,30 @@ const describeFetchError = (error: unknown, timeoutMs: number): string => {
   return error instanceof Error ? error.message : String(error)
 }
 
-/** One POST; never fails: the outcome says what happened. Any 2xx is delivered; redirects are not followed. */
+/**
+ * One POST; never fails: the outcome says what happened. Any 2xx is delivered; redirects are not followed.
+ *
+ * The timeout is a timer of our own that holds its controller, not `AbortSignal.timeout()` inside
+ * `AbortSignal.any()`: Node keeps those source signals only weakly, so a garbage collection during
+ * the request could drop the timeout unfired and the attempt then lasted as long as the receiver
+ * took (nodejs/node#57736).
+ */
 const post = (delivery: Claimed, timeoutMs: number): Effect.Effect<Outcome> =>
   Effect.promise(async (interrupted) => {
+    const controller = new AbortController()
+    const timer = setTimeout(
+      () => controller.abort(new DOMException(`timed out after ${timeoutMs} ms`, "TimeoutError")),
+      timeoutMs
+    )
+    const onInterrupt = () => controller.abort(interrupted.reason)
+    if (interrupted.aborted) onInterrupt()
+    else interrupted.addEventListener("abort", onInterrupt, { once: true })
     try {
       const response = await fetch(delivery.url, {
         method: "POST",
         body: delivery.body,
         redirect: "manual",
-        signal: AbortSignal.any([interrupted, AbortSignal.timeout(timeoutMs)]),
+        signal: controller.signal,
         headers: {
           "content-type": "application/json",
           "x-service-signature": signatureHeader(delivery.secret, delivery.body, new Date()),
@@ -93,6 +108,9 @@ const post = (delivery: Claimed, timeoutMs: number): Effect.Effect<Outcome> =>
       return { statusCode: response.status, error: response.ok ? null : `HTTP ${response.status}` }
     } catch (error) {
       return { statusCode: null, error: describeFetchError(error, timeoutMs) }
+    } finally {
+      clearTimeout(timer)
+      interrupted.removeEventListener("abort", onInterrupt)
     }
   })
 
