@@ -23,7 +23,23 @@ import type {
   StepTarget,
   UnitTarget
 } from "./meters/Context.ts"
-import { schemaOfRoute, type SignalRecord, type Usage } from "./Signal.ts"
+import { schemaOfRoute, SignalRoute, type Usage } from "./Signal.ts"
+
+/** The columns of a queued signal the drain reads (the inbox row has more, for operators). */
+export const ClaimedSignal = Schema.Struct({
+  organizationId: Schema.String,
+  id: Schema.String,
+  messageId: Schema.String,
+  route: SignalRoute,
+  customerId: Schema.NullOr(Schema.String),
+  externalId: Schema.NullOr(Schema.String),
+  runId: Schema.NullOr(Schema.String),
+  compositeRef: Schema.NullOr(Schema.String),
+  compositeValue: Schema.NullOr(Schema.String),
+  member: Schema.NullOr(Schema.String),
+  body: Schema.Unknown
+})
+export type SignalRecord = typeof ClaimedSignal.Type
 
 /** A claimed signal with its body decoded by its route's schema. */
 export interface DecodedSignal {

@@ -28,7 +28,15 @@ import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledg
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { faultPoint } from "../worker/Fault.ts"
-import { type BatchContext, type Customer, decodeSignal, type DecodedSignal, loadBatchContext } from "./BatchContext.ts"
+import {
+  type BatchContext,
+  ClaimedSignal,
+  type Customer,
+  decodeSignal,
+  type DecodedSignal,
+  loadBatchContext,
+  type SignalRecord
+} from "./BatchContext.ts"
 import { applyMoves, type BalanceMove, type CustomerContext } from "./meters/Context.ts"
 import {
   meterCompositeOccurrence,
@@ -43,7 +51,6 @@ import {
 } from "./meters/Meters.ts"
 import { CustomerArchived, CustomerNotFound, isRefusal, refusalStatus, UnknownMember, UnknownTarget } from "./meters/Refusal.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
-import { SignalRecord } from "./Signal.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -146,8 +153,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             SELECT pg_try_advisory_xact_lock(hashtext(${candidate.organizationId}), hashtext(${candidate.customerKey})) AS locked`)
           if (!lock?.locked) continue
           const rows = yield* findAll(
-            SignalRecord,
-            sql`SELECT * FROM signals
+            ClaimedSignal,
+            sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
+                       composite_value, member, body
+                FROM signals
                 WHERE status = 'QUEUED' AND organization_id = ${candidate.organizationId}
                   AND coalesce(customer_id, 'ext:' || external_id) = ${candidate.customerKey}
                 ORDER BY id LIMIT ${limit - claimed.length}
