@@ -5,7 +5,7 @@
  * transaction leaves nothing behind.
  */
 import { SqlClient } from "@effect/sql"
-import { describe, expect, layer } from "@effect/vitest"
+import { expect, layer } from "@effect/vitest"
 import { BigDecimal, Effect } from "effect"
 import { makeId } from "../src/ids.ts"
 import { Ledger } from "../src/ledger/Ledger.ts"

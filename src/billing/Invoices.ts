@@ -11,15 +11,13 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { createHmac } from "node:crypto"
-import { dieOnSqlError, findAll, findByIdOr, findOne } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, findOne, insertRows } from "../db/Sql.ts"
 import { Conflict, NotFound } from "../errors.ts"
-import type { Page } from "../http/Pagination.ts"
+import type { Page } from "../Page.ts"
 import { makeId, randomToken } from "../ids.ts"
 import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { SigningKeys } from "../portal/SigningKeys.ts"
-import { Taxes } from "./Taxes.ts"
-import { Wallets } from "./Wallets.ts"
 
 export const InvoiceStatus = Schema.Literal("OPEN", "PAID", "VOID")
 
@@ -107,7 +105,43 @@ export interface LineInput {
   readonly amount: Decimal
 }
 
-export interface IssueInput {
+/** A tax as an invoice applies it. */
+export interface TaxRate {
+  readonly id: string
+  readonly name: string
+  readonly ratePercent: Decimal
+}
+
+/** An invoice's totals: the subtotal and each tax rounded to cents, the total their sum. */
+export interface InvoiceTotals {
+  readonly subtotal: Decimal
+  readonly taxes: ReadonlyArray<{ readonly tax: TaxRate; readonly amount: Decimal }>
+  readonly taxTotal: Decimal
+  readonly total: Decimal
+  /** A total of zero (or less): the invoice is issued PAID. */
+  readonly free: boolean
+}
+
+/**
+ * The totals of an invoice of `lines` under the `taxes` active at issue time
+ * (oldest first): the subtotal rounded to cents (half away from zero), one
+ * cent-rounded tax line per tax on that subtotal, and their sum.
+ */
+export const invoiceTotals = (lines: ReadonlyArray<LineInput>, taxes: ReadonlyArray<TaxRate>): InvoiceTotals => {
+  const subtotal = roundTo(sum(lines.map((line) => line.amount)), 2)
+  const taxAmounts = taxes.map((tax) => ({
+    tax,
+    amount: roundTo(BigDecimal.unsafeDivide(BigDecimal.multiply(subtotal, tax.ratePercent), HUNDRED), 2)
+  }))
+  const taxTotal = sum(taxAmounts.map((t) => t.amount))
+  const total = BigDecimal.normalize(BigDecimal.sum(subtotal, taxTotal))
+  return { subtotal, taxes: taxAmounts, taxTotal, total, free: !BigDecimal.isPositive(total) }
+}
+
+/** An invoice computed in memory, ready to be written (`Invoices.writeIssued`). */
+export interface IssuedInvoice {
+  readonly organizationId: string
+  readonly id: string
   readonly customerId: string
   readonly purchaseId: string
   readonly kind: "PLAN" | "USAGE"
@@ -115,9 +149,74 @@ export interface IssueInput {
   readonly periodStart: Date
   readonly periodEnd: Date
   readonly lines: ReadonlyArray<LineInput>
-  readonly autoPayment: boolean
+  readonly totals: InvoiceTotals
+  /** Issue time. */
   readonly at: Date
 }
+
+/** A wallet payment of a whole invoice (auto-payment). */
+export interface WalletPayment {
+  readonly organizationId: string
+  readonly id: string
+  readonly invoiceId: string
+  readonly customerId: string
+  readonly amount: Decimal
+  readonly at: Date
+}
+
+/** The invoices row of an issued invoice; `paidAt` when a payment settled it at issue. */
+const invoiceRecord = (invoice: IssuedInvoice, paidAt: Date | null): Record<string, unknown> => {
+  const at = invoice.at.toISOString()
+  const paid = invoice.totals.free ? at : paidAt === null ? null : paidAt.toISOString()
+  return {
+    organizationId: invoice.organizationId,
+    id: invoice.id,
+    customerId: invoice.customerId,
+    purchaseId: invoice.purchaseId,
+    kind: invoice.kind,
+    status: paid === null ? "OPEN" : "PAID",
+    currencyCode: invoice.currencyCode,
+    periodStart: invoice.periodStart.toISOString(),
+    periodEnd: invoice.periodEnd.toISOString(),
+    subtotal: toSql(invoice.totals.subtotal),
+    taxTotal: toSql(invoice.totals.taxTotal),
+    total: toSql(invoice.totals.total),
+    issuedAt: at,
+    paidAt: paid,
+    createdAt: at,
+    updatedAt: at
+  }
+}
+
+/** The invoice_lines rows: the lines in order, then one TAX line per tax. */
+const lineRecords = (invoice: IssuedInvoice): Array<Record<string, unknown>> => [
+  ...invoice.lines.map((line, index) => ({
+    organizationId: invoice.organizationId,
+    invoiceId: invoice.id,
+    position: index,
+    kind: "LINE",
+    description: line.description,
+    quantity: line.quantity === null ? null : toSql(line.quantity),
+    unitPrice: line.unitPrice === null ? null : toSql(line.unitPrice),
+    amount: toSql(line.amount),
+    componentId: line.componentId,
+    taxId: null,
+    ratePercent: null
+  })),
+  ...invoice.totals.taxes.map(({ amount, tax }, index) => ({
+    organizationId: invoice.organizationId,
+    invoiceId: invoice.id,
+    position: invoice.lines.length + index,
+    kind: "TAX",
+    description: tax.name,
+    quantity: null,
+    unitPrice: null,
+    amount: toSql(amount),
+    componentId: null,
+    taxId: tax.id,
+    ratePercent: toSql(tax.ratePercent)
+  }))
+]
 
 const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.multiply(amount, HUNDRED), 0))
 
@@ -129,8 +228,6 @@ const PAY_LINK_MINUTES = 60 * 24
 export class Invoices extends Effect.Service<Invoices>()("Invoices", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
-    const taxes = yield* Taxes
-    const wallets = yield* Wallets
     const signingKeys = yield* SigningKeys
 
     const assemble = (row: InvoiceRow, lines: ReadonlyArray<typeof LineRow.Type>): Invoice => ({
@@ -206,85 +303,27 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       })
 
     /**
-     * Issues an invoice in the caller's transaction: the lines, a cent-rounded
-     * line per active tax, and, with auto-payment on, payment from the wallet
-     * when it holds the total.
+     * Writes invoices computed in memory (`IssuedInvoice`), with their lines and
+     * the wallet payments settled for them, in the caller's transaction: three
+     * statements for any number of invoices. The wallet postings that paid them
+     * go through the ledger, after this (their rows name the invoices).
      */
-    const issue = (organizationId: string, input: IssueInput) =>
+    const writeIssued = (issued: ReadonlyArray<IssuedInvoice>, payments: ReadonlyArray<WalletPayment>) =>
       Effect.gen(function*() {
-        const id = makeId("inv")
-        const subtotal = roundTo(sum(input.lines.map((line) => line.amount)), 2)
-        const applicable = yield* taxes.list(organizationId, true)
-        const taxAmounts = applicable.map((tax) => ({
-          tax,
-          amount: roundTo(BigDecimal.unsafeDivide(BigDecimal.multiply(subtotal, tax.ratePercent), HUNDRED), 2)
-        }))
-        const taxTotal = sum(taxAmounts.map((t) => t.amount))
-        const total = BigDecimal.normalize(BigDecimal.sum(subtotal, taxTotal))
-        const free = !BigDecimal.isPositive(total)
-        yield* sql`INSERT INTO invoices ${
-          sql.insert({
-            organizationId,
-            id,
-            customerId: input.customerId,
-            purchaseId: input.purchaseId,
-            kind: input.kind,
-            status: free ? "PAID" : "OPEN",
-            currencyCode: input.currencyCode,
-            periodStart: input.periodStart,
-            periodEnd: input.periodEnd,
-            subtotal: toSql(subtotal),
-            taxTotal: toSql(taxTotal),
-            total: toSql(total),
-            issuedAt: input.at,
-            paidAt: free ? input.at : null,
-            createdAt: input.at,
-            updatedAt: input.at
-          })
-        }`
-        const lineRows = [
-          ...input.lines.map((line, index) => ({
-            organizationId,
-            invoiceId: id,
-            position: index,
-            kind: "LINE",
-            description: line.description,
-            quantity: line.quantity === null ? null : toSql(line.quantity),
-            unitPrice: line.unitPrice === null ? null : toSql(line.unitPrice),
-            amount: toSql(line.amount),
-            componentId: line.componentId,
-            taxId: null,
-            ratePercent: null
-          })),
-          ...taxAmounts.map(({ amount, tax }, index) => ({
-            organizationId,
-            invoiceId: id,
-            position: input.lines.length + index,
-            kind: "TAX",
-            description: tax.name,
-            quantity: null,
-            unitPrice: null,
-            amount: toSql(amount),
-            componentId: null,
-            taxId: tax.id,
-            ratePercent: toSql(tax.ratePercent)
-          }))
-        ]
-        if (lineRows.length > 0) yield* sql`INSERT INTO invoice_lines ${sql.insert(lineRows)}`
-        if (!free && input.autoPayment) {
-          const wallet = yield* wallets.lock(organizationId, input.customerId)
-          if (BigDecimal.greaterThanOrEqualTo(wallet.balance, total)) {
-            const invoice = yield* findRow(organizationId, id)
-            yield* wallets.move(organizationId, input.customerId, BigDecimal.negate(total), {
-              type: "INVOICE_PAYMENT",
-              invoiceId: id,
-              purchaseId: input.purchaseId,
-              at: input.at
-            })
-            yield* recordPayment(organizationId, invoice, "WALLET", null, input.at)
-          }
-        }
-        return id
+        if (issued.length === 0) return
+        const paid = new Map(payments.map((payment) => [payment.invoiceId, payment] as const))
+        yield* insertRows(sql, "invoices", issued.map((invoice) => invoiceRecord(invoice, paid.get(invoice.id)?.at ?? null)))
+        yield* insertRows(sql, "invoice_lines", issued.flatMap(lineRecords))
+        yield* insertRows(sql, "payments", payments.map((payment) => ({
+          organizationId: payment.organizationId,
+          id: payment.id,
+          invoiceId: payment.invoiceId,
+          customerId: payment.customerId,
+          amount: toSql(payment.amount),
+          method: "WALLET",
+          reference: null,
+          createdAt: payment.at.toISOString()
+        })))
       })
 
     /** Voids the purchase's OPEN invoices, in the caller's transaction. */
@@ -349,6 +388,6 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         })
       )
 
-    return { issue, voidOpenOfPurchase, list, get, pay, voidInvoice, payLink, listPayments, getPayment } as const
+    return { writeIssued, voidOpenOfPurchase, list, get, pay, voidInvoice, payLink, listPayments, getPayment } as const
   })
 }) {}

@@ -65,6 +65,26 @@ export interface SpentMove {
   readonly amount: Decimal
 }
 
+/**
+ * A purchase balance row as a cycle start leaves it: the values themselves,
+ * not deltas (the cycle job holds the row's lock and computed them from it).
+ */
+export interface BalanceValues {
+  readonly organizationId: string
+  readonly purchaseId: string
+  readonly componentId: string
+  readonly customerId: string
+  readonly type: string
+  readonly billingMode: string
+  readonly targetId: string | null
+  readonly granted: Decimal
+  readonly used: Decimal
+  readonly remaining: Decimal
+  readonly originalGranted: Decimal | null
+  readonly cycleQuantity: Decimal
+  readonly arrearAmount: Decimal
+}
+
 const { sum: add } = BigDecimal
 
 const keyColumns = (keys: ReadonlyArray<CustomerKey>) => {
@@ -152,7 +172,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
             at
           })
           results.push({ previousBalance: wallet.balance, balance, ledgerId })
-          locked.set(key, new LockedWallet({ ...wallet, balance }))
+          // The map holds plain rows from here on: re-validating a class instance per posting costs more than the posting.
+          locked.set(key, { ...wallet, balance } as LockedWallet)
           touched.add(key)
         }
         const finals = [...touched].map((key) => locked.get(key)!)
@@ -226,6 +247,47 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           WHERE p.organization_id = v.organization_id AND p.id = v.id`))
     }
 
+    /** Creates the balance rows of purchases starting their first cycle: one statement. */
+    const createBalances = (rows: ReadonlyArray<BalanceValues>) =>
+      insertRows(sql, "purchase_balances", rows.map((row) => ({
+        organizationId: row.organizationId,
+        purchaseId: row.purchaseId,
+        componentId: row.componentId,
+        customerId: row.customerId,
+        type: row.type,
+        billingMode: row.billingMode,
+        targetId: row.targetId,
+        granted: toSql(row.granted),
+        used: toSql(row.used),
+        remaining: toSql(row.remaining),
+        originalGranted: row.originalGranted === null ? null : toSql(row.originalGranted),
+        cycleQuantity: toSql(row.cycleQuantity),
+        arrearAmount: toSql(row.arrearAmount)
+      })))
+
+    /**
+     * Sets balance rows to the values given (a cycle start re-grants them, a
+     * cycle end clears what it invoiced): one statement for any number of rows.
+     * The caller holds the rows' locks and computed the values from them.
+     */
+    const setBalances = (rows: ReadonlyArray<BalanceValues>) => {
+      if (rows.length === 0) return Effect.void
+      const column = (pick: (row: BalanceValues) => Decimal) => rows.map((row) => toSql(pick(row)))
+      return Effect.asVoid(orDie(sql`UPDATE purchase_balances AS b SET
+            granted = v.granted, used = v.used, remaining = v.remaining, original_granted = v.original_granted,
+            cycle_quantity = v.cycle_quantity, arrear_amount = v.arrear_amount
+          FROM unnest(
+            ${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
+            ${rows.map((row) => row.componentId)}::text[], ${column((row) => row.granted)}::numeric[],
+            ${column((row) => row.used)}::numeric[], ${column((row) => row.remaining)}::numeric[],
+            ${rows.map((row) => (row.originalGranted === null ? null : toSql(row.originalGranted)))}::numeric[],
+            ${column((row) => row.cycleQuantity)}::numeric[], ${column((row) => row.arrearAmount)}::numeric[]
+          ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, original_granted,
+                 cycle_quantity, arrear_amount)
+          WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
+            AND b.component_id = v.component_id`))
+    }
+
     /**
      * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row and
      * no webhook event (the spec: Reserved Wallet changes trigger neither).
@@ -241,7 +303,16 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         return { reservedBalance, applied: BigDecimal.normalize(BigDecimal.subtract(reservedBalance, wallet.reservedBalance)) }
       })
 
-    return { lockWallets, postToWallets, moveWallet, moveBalances, addSpent, moveReservedWallet } as const
+    return {
+      lockWallets,
+      postToWallets,
+      moveWallet,
+      moveBalances,
+      addSpent,
+      moveReservedWallet,
+      createBalances,
+      setBalances
+    } as const
   })
 }) {}
 

@@ -1,0 +1,389 @@
+/**
+ * What one step of a purchase's life does, computed in memory from its loaded
+ * state, with no database access: the cycle job renews a batch of purchases
+ * with it (Purchases.renewBatch), a new purchase starts its first cycle with
+ * it, and a cancellation invoices the cycle's ARREAR usage with it. The caller
+ * loads the state (purchase, its locked balance rows, the organisation's
+ * active taxes), locks the wallets `needsWallet` names, settles the wallet
+ * steps against them (`settleWallet`) and writes everything set-based.
+ *
+ * The rules (docs/billing.md, DESIGN §5):
+ * - at a cycle end, each ARREAR component's uninvoiced charges become a line
+ *   of a USAGE invoice (none when nothing was charged);
+ * - at a cycle start, ADVANCE components are granted their quantity, plus the
+ *   remainder when `rollover` is on, minus a composite's debt (a remainder
+ *   below zero) whatever `rollover` says; ARREAR rows restart at zero; the
+ *   plan's wallet amount is credited (PURCHASE_GRANT at the first cycle,
+ *   CYCLE_GRANT later), then the customer's recurring grant, and a PLAN
+ *   invoice is issued for the ADVANCE charges and the price adjustment;
+ * - with auto-payment on, each invoice that is not free is paid from the
+ *   wallet when the wallet holds its whole total at that moment.
+ * The wallet steps keep the order the one-purchase code had: the USAGE
+ * invoice's payment, the grants, the recurring grant, the PLAN invoice's payment.
+ */
+import { BigDecimal } from "effect"
+import { makeId } from "../ids.ts"
+import type { BalanceValues, WalletPosting } from "../ledger/Ledger.ts"
+import { type Decimal, ZERO } from "../money.ts"
+import { type CyclePeriod, cyclePeriod } from "./Cycle.ts"
+import { invoiceTotals, type IssuedInvoice, type LineInput, type TaxRate, type WalletPayment } from "./Invoices.ts"
+import type { PurchaseStatus } from "./Purchase.ts"
+import type { PlanSnapshot, SnapshotComponent } from "./Snapshot.ts"
+
+const { max, min, sum: add } = BigDecimal
+
+/** The purchase fields a step reads (a `PurchaseRow` has them). */
+export interface RenewalPurchase {
+  readonly id: string
+  readonly customerId: string
+  readonly status: PurchaseStatus
+  readonly billingDate: Date
+  readonly cycleIndex: number
+  readonly periodStart: Date | null
+  readonly periodEnd: Date | null
+  readonly autoPayment: boolean
+  readonly snapshot: PlanSnapshot
+}
+
+/** The balance row fields a step reads (a `BalanceRow` has them). */
+export interface RenewalBalance {
+  readonly componentId: string
+  readonly customerId: string
+  readonly type: string
+  readonly billingMode: string
+  readonly targetId: string | null
+  readonly granted: Decimal
+  readonly used: Decimal
+  readonly remaining: Decimal
+  readonly originalGranted: Decimal | null
+  readonly cycleQuantity: Decimal
+  readonly arrearAmount: Decimal
+}
+
+/** Everything a step needs, loaded (and locked) by the caller. */
+export interface RenewalState {
+  readonly organizationId: string
+  readonly purchase: RenewalPurchase
+  /** The purchase's balance rows, by component id; none before its first cycle. */
+  readonly balances: ReadonlyArray<RenewalBalance>
+  /** The organisation's active taxes, oldest first. */
+  readonly taxes: ReadonlyArray<TaxRate>
+}
+
+/** A wallet move a step asks for, settled in order against the locked wallet. */
+export type WalletStep =
+  | { readonly _tag: "Grant"; readonly type: "PURCHASE_GRANT" | "CYCLE_GRANT"; readonly amount: Decimal; readonly at: Date }
+  | { readonly _tag: "RecurringGrant"; readonly at: Date }
+  | { readonly _tag: "AutoPay"; readonly invoice: IssuedInvoice }
+
+/** The cycle a purchase enters, and the instant it does. */
+export interface CycleStart extends CyclePeriod {
+  readonly at: Date
+}
+
+/** What one step writes. */
+export interface Renewal {
+  readonly organizationId: string
+  readonly purchaseId: string
+  readonly customerId: string
+  /** The cycle the purchase enters (status ACTIVE, spent 0); null when it enters none (a cancellation). */
+  readonly cycle: CycleStart | null
+  /** Balance rows to create (a first cycle). */
+  readonly createBalances: ReadonlyArray<BalanceValues>
+  /** Balance rows to set to new values. */
+  readonly setBalances: ReadonlyArray<BalanceValues>
+  /** In issue order: the ended cycle's USAGE invoice, then the new cycle's PLAN invoice. */
+  readonly invoices: ReadonlyArray<IssuedInvoice>
+  readonly walletSteps: ReadonlyArray<WalletStep>
+}
+
+/** Makes ids; tests pass a deterministic one. */
+export type NewId = (prefix: string) => string
+
+const advanceQuantity = (component: SnapshotComponent) => component.quantity ?? ZERO
+
+const componentOf = (snapshot: PlanSnapshot, id: string) => snapshot.components.find((c) => c.id === id)
+
+const balanceValues = (state: RenewalState, row: RenewalBalance): BalanceValues => ({
+  organizationId: state.organizationId,
+  purchaseId: state.purchase.id,
+  componentId: row.componentId,
+  customerId: row.customerId,
+  type: row.type,
+  billingMode: row.billingMode,
+  targetId: row.targetId,
+  granted: row.granted,
+  used: row.used,
+  remaining: row.remaining,
+  originalGranted: row.originalGranted,
+  cycleQuantity: row.cycleQuantity,
+  arrearAmount: row.arrearAmount
+})
+
+const issue = (
+  state: RenewalState,
+  newId: NewId,
+  input: Pick<IssuedInvoice, "kind" | "periodStart" | "periodEnd" | "lines" | "at">
+): IssuedInvoice => ({
+  organizationId: state.organizationId,
+  id: newId("inv"),
+  customerId: state.purchase.customerId,
+  purchaseId: state.purchase.id,
+  currencyCode: state.purchase.snapshot.currencyCode,
+  totals: invoiceTotals(input.lines, state.taxes),
+  ...input
+})
+
+/** Auto-payment applies to an invoice that is not free, issued while it is on. */
+const autoPay = (state: RenewalState, invoice: IssuedInvoice): ReadonlyArray<WalletStep> =>
+  state.purchase.autoPayment && !invoice.totals.free ? [{ _tag: "AutoPay", invoice }] : []
+
+/**
+ * The ended cycle's ARREAR charges as a USAGE invoice at `at`, or none when
+ * nothing was charged; the rows it invoiced restart at zero.
+ */
+const invoiceArrears = (state: RenewalState, at: Date, newId: NewId) => {
+  const { purchase } = state
+  const lines: Array<LineInput> = []
+  for (const row of state.balances) {
+    if (row.billingMode !== "ARREAR" || BigDecimal.isZero(row.arrearAmount)) continue
+    const component = componentOf(purchase.snapshot, row.componentId)
+    lines.push({
+      description: `${component?.targetName ?? row.componentId} (usage)`,
+      componentId: row.componentId,
+      quantity: row.cycleQuantity,
+      unitPrice: component?.type === "UNIT" ? null : component?.unitPrice ?? null,
+      amount: row.arrearAmount
+    })
+  }
+  if (lines.length === 0) return { invoice: null, balances: state.balances }
+  const invoice = issue(state, newId, {
+    kind: "USAGE",
+    periodStart: purchase.periodStart ?? purchase.billingDate,
+    periodEnd: purchase.periodEnd ?? at,
+    lines,
+    at
+  })
+  return { invoice, balances: state.balances.map((row) => ({ ...row, arrearAmount: ZERO })) }
+}
+
+/** The PLAN invoice's lines: one per ADVANCE component, one for a non-zero price adjustment, else the plan at zero. */
+export const planLines = (snapshot: PlanSnapshot): Array<LineInput> => {
+  const lines: Array<LineInput> = snapshot.components
+    .filter((c) => c.billingMode === "ADVANCE")
+    .map((c) => ({
+      description: `${c.targetName} (${c.type === "WALLET" ? "wallet credit" : "prepaid"})`,
+      componentId: c.id,
+      quantity: c.type === "WALLET" ? null : c.quantity,
+      unitPrice: c.type === "WALLET" || c.type === "UNIT" ? null : c.unitPrice,
+      amount: c.charge
+    }))
+  if (!BigDecimal.isZero(snapshot.priceAdjustment)) {
+    lines.push({ description: "Price adjustment", componentId: null, quantity: null, unitPrice: null, amount: snapshot.priceAdjustment })
+  }
+  if (lines.length === 0) {
+    lines.push({ description: snapshot.name, componentId: null, quantity: null, unitPrice: null, amount: ZERO })
+  }
+  return lines
+}
+
+/**
+ * Starts cycle `index` at `at`: the balance rows (created at the first cycle,
+ * re-granted later from `balances`, the rows after the arrears were invoiced),
+ * the wallet grants and the PLAN invoice.
+ */
+const startCycle = (
+  state: RenewalState,
+  balances: ReadonlyArray<RenewalBalance>,
+  index: number,
+  at: Date,
+  newId: NewId
+) => {
+  const { organizationId, purchase } = state
+  const { snapshot } = purchase
+  const period = cyclePeriod(purchase.billingDate, index)
+  const metered = snapshot.components.filter((c) => c.type !== "WALLET")
+  const createBalances: Array<BalanceValues> = []
+  const setBalances: Array<BalanceValues> = []
+  if (index === 0) {
+    for (const c of metered) {
+      const granted = c.billingMode === "ADVANCE" ? advanceQuantity(c) : ZERO
+      createBalances.push({
+        organizationId,
+        purchaseId: purchase.id,
+        componentId: c.id,
+        customerId: purchase.customerId,
+        type: c.type,
+        billingMode: c.billingMode,
+        targetId: c.targetId,
+        granted,
+        used: ZERO,
+        remaining: granted,
+        originalGranted: c.billingMode === "ADVANCE" ? granted : null,
+        cycleQuantity: ZERO,
+        arrearAmount: ZERO
+      })
+    }
+  } else {
+    for (const row of balances) {
+      const component = metered.find((c) => c.id === row.componentId)
+      if (!component) {
+        // Not a component of the snapshot: left as it is (but for what the arrears invoice cleared).
+        setBalances.push(balanceValues(state, row))
+        continue
+      }
+      let granted = ZERO
+      if (component.billingMode === "ADVANCE") {
+        const carried = component.rollover ? max(row.remaining, ZERO) : ZERO
+        const debt = min(row.remaining, ZERO)
+        granted = BigDecimal.normalize(add(add(advanceQuantity(component), carried), debt))
+      }
+      setBalances.push({
+        ...balanceValues(state, row),
+        granted,
+        used: ZERO,
+        remaining: granted,
+        originalGranted: component.billingMode === "ADVANCE" ? advanceQuantity(component) : null,
+        cycleQuantity: ZERO,
+        arrearAmount: ZERO
+      })
+    }
+  }
+  const walletSteps: Array<WalletStep> = []
+  for (const component of snapshot.components) {
+    if (component.type !== "WALLET" || component.billingMode !== "ADVANCE") continue
+    const amount = component.amount ?? ZERO
+    if (BigDecimal.isZero(amount)) continue
+    walletSteps.push({ _tag: "Grant", type: index === 0 ? "PURCHASE_GRANT" : "CYCLE_GRANT", amount, at })
+  }
+  walletSteps.push({ _tag: "RecurringGrant", at })
+  const invoice = issue(state, newId, {
+    kind: "PLAN",
+    periodStart: period.start,
+    periodEnd: period.end,
+    lines: planLines(snapshot),
+    at
+  })
+  walletSteps.push(...autoPay(state, invoice))
+  return { cycle: { ...period, at }, createBalances, setBalances, invoice, walletSteps }
+}
+
+/**
+ * One step of the cycle job for a purchase due now: one that has not started
+ * (SCHEDULED, or just bought) starts cycle 0 at its billing date; an ACTIVE one
+ * invoices the cycle that ended at `period_end` and starts the next one there.
+ * A purchase several cycles behind moves one cycle per step.
+ */
+export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => {
+  const { organizationId, purchase } = state
+  const base = { organizationId, purchaseId: purchase.id, customerId: purchase.customerId }
+  if (purchase.periodEnd === null) {
+    const started = startCycle(state, [], 0, purchase.billingDate, newId)
+    return {
+      ...base,
+      cycle: started.cycle,
+      createBalances: started.createBalances,
+      setBalances: started.setBalances,
+      invoices: [started.invoice],
+      walletSteps: started.walletSteps
+    }
+  }
+  const boundary = purchase.periodEnd
+  const arrears = invoiceArrears(state, boundary, newId)
+  const started = startCycle(state, arrears.balances, purchase.cycleIndex + 1, boundary, newId)
+  return {
+    ...base,
+    cycle: started.cycle,
+    createBalances: started.createBalances,
+    setBalances: started.setBalances,
+    invoices: arrears.invoice === null ? [started.invoice] : [arrears.invoice, started.invoice],
+    walletSteps: [...(arrears.invoice === null ? [] : autoPay(state, arrears.invoice)), ...started.walletSteps]
+  }
+}
+
+/**
+ * A cancellation at `at` (after the purchase's OPEN invoices were voided): an
+ * ACTIVE purchase's ARREAR usage charged so far becomes a final USAGE invoice
+ * (auto-paid like any other); the cycle is ended by the caller.
+ */
+export const cancellation = (state: RenewalState, at: Date, newId: NewId = makeId): Renewal => {
+  const { organizationId, purchase } = state
+  const base = { organizationId, purchaseId: purchase.id, customerId: purchase.customerId, cycle: null, createBalances: [] }
+  if (purchase.status !== "ACTIVE") return { ...base, setBalances: [], invoices: [], walletSteps: [] }
+  const arrears = invoiceArrears(state, at, newId)
+  if (arrears.invoice === null) return { ...base, setBalances: [], invoices: [], walletSteps: [] }
+  return {
+    ...base,
+    setBalances: arrears.balances.map((row) => balanceValues(state, row)),
+    invoices: [arrears.invoice],
+    walletSteps: autoPay(state, arrears.invoice)
+  }
+}
+
+/**
+ * Whether the step must lock the customer's wallet: it grants an amount, pays
+ * an invoice, or the customer has a recurring grant (read beforehand, unlocked:
+ * the locked row decides the amount).
+ */
+export const needsWallet = (renewal: Renewal, hasRecurringGrant: boolean) =>
+  renewal.walletSteps.some((step) => step._tag !== "RecurringGrant" || hasRecurringGrant)
+
+/** A wallet as settling reads and moves it. */
+export interface WalletState {
+  readonly balance: Decimal
+  readonly recurringGrantUsd: Decimal | null
+}
+
+/** The wallet postings and payments of a step, and the balance they leave. */
+export interface Settled {
+  readonly postings: ReadonlyArray<WalletPosting>
+  readonly payments: ReadonlyArray<WalletPayment>
+  readonly balance: Decimal
+}
+
+/**
+ * Applies a step's wallet moves in order to the locked wallet (undefined when
+ * `needsWallet` said it needs none): grants credit it, an auto-payment takes
+ * an invoice's total when the balance covers it at that point, else leaves
+ * the invoice OPEN.
+ */
+export const settleWallet = (renewal: Renewal, wallet: WalletState | undefined, newId: NewId = makeId): Settled => {
+  const postings: Array<WalletPosting> = []
+  const payments: Array<WalletPayment> = []
+  if (wallet === undefined) {
+    if (needsWallet(renewal, false)) throw new Error(`wallet of ${renewal.customerId} was not locked for its renewal`)
+    return { postings, payments, balance: ZERO }
+  }
+  let balance = wallet.balance
+  const key = { organizationId: renewal.organizationId, customerId: renewal.customerId }
+  const post = (delta: Decimal, posting: Omit<WalletPosting, "organizationId" | "customerId" | "delta">) => {
+    postings.push({ ...key, delta, purchaseId: renewal.purchaseId, ...posting })
+    balance = BigDecimal.normalize(add(balance, delta))
+  }
+  for (const step of renewal.walletSteps) {
+    switch (step._tag) {
+      case "Grant":
+        post(step.amount, { type: step.type, at: step.at })
+        break
+      case "RecurringGrant": {
+        const grant = wallet.recurringGrantUsd
+        if (grant !== null && !BigDecimal.isZero(grant)) post(grant, { type: "RECURRING_GRANT", at: step.at })
+        break
+      }
+      case "AutoPay": {
+        const { invoice } = step
+        if (!BigDecimal.greaterThanOrEqualTo(balance, invoice.totals.total)) break
+        post(BigDecimal.negate(invoice.totals.total), { type: "INVOICE_PAYMENT", invoiceId: invoice.id, at: invoice.at })
+        payments.push({
+          ...key,
+          id: newId("pay"),
+          invoiceId: invoice.id,
+          amount: invoice.totals.total,
+          at: invoice.at
+        })
+        break
+      }
+    }
+  }
+  return { postings, payments, balance }
+}
