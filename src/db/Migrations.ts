@@ -8,7 +8,21 @@ import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 
-const migrationsDir = fileURLToPath(new URL("../../migrations/", import.meta.url))
+/**
+ * The project's `migrations/` folder: the nearest one above this module, which
+ * is `src/db/` when run from the sources and `dist/` when run compiled.
+ */
+const findMigrationsDir = () => {
+  let dir = fileURLToPath(new URL(".", import.meta.url))
+  for (;;) {
+    if (fs.existsSync(`${dir}migrations/0001_foundation.sql`)) return `${dir}migrations/`
+    const parent = fileURLToPath(new URL("..", `file://${dir}`))
+    if (parent === dir) return fileURLToPath(new URL("../../migrations/", import.meta.url))
+    dir = parent
+  }
+}
+
+const migrationsDir = findMigrationsDir()
 
 const sqlFileLoader: Migrator.Loader = Effect.try({
   try: () =>

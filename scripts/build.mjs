@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+/**
+ * Compiles the doors (the `billing` CLI with the API server, and the worker)
+ * into `dist/` with esbuild, so no process compiles TypeScript when it starts.
+ * Dependencies are bundled in too: resolving and loading hundreds of package
+ * files is most of a cold start. `npm ci` runs it (`prepare`), and so does
+ * `npm test`; `bin/billing.mjs` falls back to tsx when a source is newer than
+ * the build, so a stale build never runs.
+ *
+ * Kept out of the bundle: PGlite and its socket server (they load their WASM
+ * and data files from their own package folders), optional native modules.
+ */
+import * as esbuild from "esbuild"
+import * as fs from "node:fs"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const outdir = `${root}dist`
+
+fs.rmSync(outdir, { recursive: true, force: true })
+await esbuild.build({
+  absWorkingDir: root,
+  entryPoints: { "cli/main": "cli/main.ts", "worker/main": "worker/main.ts" },
+  outdir,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20",
+  jsx: "automatic",
+  sourcemap: "linked",
+  legalComments: "none",
+  logLevel: "warning",
+  external: ["@electric-sql/pglite", "@electric-sql/pglite-socket", "react-devtools-core", "pg-native", "deno"],
+  // Bundled CommonJS packages call require(); ESM output has none of its own.
+  banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" }
+})
+// Written last: its time is what `bin/billing.mjs` compares the sources with.
+fs.writeFileSync(`${outdir}/BUILD`, `${new Date().toISOString()}\n`)
