@@ -8,7 +8,9 @@
  * the build, so a stale build never runs.
  *
  * Kept out of the bundle: PGlite and its socket server (they load their WASM
- * and data files from their own package folders), optional native modules.
+ * and data files from their own package folders), optional native modules,
+ * and `pg` (a few files; kept shared so that tools such as the benchmarks'
+ * statement counter can wrap its client).
  */
 import * as esbuild from "esbuild"
 import * as fs from "node:fs"
@@ -31,7 +33,7 @@ await esbuild.build({
   sourcemap: "linked",
   legalComments: "none",
   logLevel: "warning",
-  external: ["@electric-sql/pglite", "@electric-sql/pglite-socket", "react-devtools-core", "pg-native", "deno"],
+  external: ["@electric-sql/pglite", "@electric-sql/pglite-socket", "react-devtools-core", "pg", "pg-native", "deno"],
   // Bundled CommonJS packages call require(); ESM output has none of its own.
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" }
 })
