@@ -28,6 +28,7 @@ import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledg
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { faultPoint } from "../worker/Fault.ts"
+import { periodicCollection } from "../worker/Memory.ts"
 import {
   type BatchContext,
   ClaimedSignal,
@@ -457,6 +458,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       )
     })
 
+    /** Between batches, so a batch's rows never linger (src/worker/Memory.ts). */
+    const collect = periodicCollection(20 * BATCH_SIZE)
+
     const queueIsEmpty = Effect.map(
       orDie(sql`SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT 1`),
       (rows) => rows.length === 0
@@ -469,7 +473,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      */
     const runOnce: Effect.Effect<number> = Effect.flatMap(oneBatch, (handled) =>
       handled > 0
-        ? Effect.succeed(handled)
+        ? Effect.sync(() => {
+          collect(handled)
+          return handled
+        })
         : Effect.flatMap(queueIsEmpty, (empty) =>
           empty ? Effect.succeed(0) : Effect.zipRight(Effect.sleep("20 millis"), Effect.suspend(() => runOnce))))
 
