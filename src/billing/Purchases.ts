@@ -47,6 +47,7 @@ import {
   type WalletState
 } from "./Renewal.ts"
 import { loadSnapshot, PlanSnapshot } from "./Snapshot.ts"
+import { faultPoint } from "../worker/Fault.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Purchase ${id} not found` })
 
@@ -260,6 +261,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         if (claimed.length === 0) return 0
         const states = yield* loadStates(claimed)
         yield* write(states.map((state) => renewal(state)), claimed)
+        yield* faultPoint("cycles.before-commit") // tests: dies with the batch written, before its commit
         return claimed.length
       }).pipe(sql.withTransaction, Effect.orDie)
 

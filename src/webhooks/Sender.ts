@@ -12,6 +12,7 @@
 import { SqlClient } from "@effect/sql"
 import { Config, ConfigError, Effect, Either, FiberSet, Schema } from "effect"
 import { findAll, orDie } from "../db/Sql.ts"
+import { faultPoint } from "../worker/Fault.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { signatureHeader } from "./Signature.ts"
 
@@ -189,6 +190,7 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
                        updated_at = now()
                    WHERE organization_id = ${delivery.organizationId} AND id = ${delivery.id}
                      AND status = 'PENDING' AND attempts = ${delivery.attempts}`
+        yield* faultPoint("webhooks.before-commit") // tests: dies after the POST, before its result commits
       }).pipe(sql.withTransaction, orDie)
 
     const attempt = (delivery: Claimed, now: Date, retryDelaysMs: ReadonlyArray<number>, timeoutMs: number) =>

@@ -1,0 +1,81 @@
+/**
+ * A vitest reporter that adds one line to the default output: on a run without
+ * DATABASE_URL (the embedded database), the tests skipped because they need
+ * real PostgreSQL, by name, and what to do about it:
+ *
+ *   skipped (need real PostgreSQL: set DATABASE_URL): test/a.test.ts > suite (needs real PostgreSQL) > test; ...
+ *
+ * Such tests are `describe.skipIf(!usesRealPostgres)` / `it.runIf(usesRealPostgres)`
+ * and, by the suite's convention (README, Tests), say "PostgreSQL" in their
+ * names; that is how they are told apart from tests skipped for another reason
+ * (`.skip`, `.todo`, a `-t` filter). Nothing is printed when none was skipped
+ * or when DATABASE_URL is set.
+ */
+import { relative } from "node:path"
+import type { Reporter, TestModule, Vitest } from "vitest/node"
+
+/** What the reporter reads of a test. */
+export interface SkippableTest {
+  /** Path of the test file, relative to the project root. */
+  readonly file: string
+  /** Suites and test name joined with " > ". */
+  readonly fullName: string
+  readonly state: "passed" | "failed" | "skipped" | "pending"
+  readonly mode: "run" | "only" | "skip" | "todo"
+}
+
+export const SKIPPED_PREFIX = "skipped (need real PostgreSQL: set DATABASE_URL): "
+
+const NEEDS_POSTGRES = /PostgreSQL/
+
+/**
+ * The line to print for `tests`, or undefined when there is nothing to say:
+ * DATABASE_URL set, or no skipped test needing PostgreSQL. A test a name
+ * filter (`-t`) left out is not reported as skipped for PostgreSQL.
+ */
+export const skippedForPostgresLine = (
+  tests: Iterable<SkippableTest>,
+  options: { readonly databaseUrl: string | undefined; readonly namePattern?: RegExp | string | undefined }
+): string | undefined => {
+  if ((options.databaseUrl ?? "") !== "") return undefined
+  const pattern = options.namePattern === undefined || options.namePattern === ""
+    ? undefined
+    : typeof options.namePattern === "string"
+    ? new RegExp(options.namePattern)
+    : options.namePattern
+  const names: Array<string> = []
+  for (const test of tests) {
+    if (test.state !== "skipped" || test.mode !== "skip") continue
+    if (!NEEDS_POSTGRES.test(test.fullName)) continue
+    if (pattern !== undefined && !pattern.test(test.fullName)) continue
+    names.push(`${test.file} > ${test.fullName}`)
+  }
+  return names.length === 0 ? undefined : `${SKIPPED_PREFIX}${names.join("; ")}`
+}
+
+export default class NeedsPostgresReporter implements Reporter {
+  private vitest: Vitest | undefined
+
+  onInit(vitest: Vitest) {
+    this.vitest = vitest
+  }
+
+  onTestRunEnd(testModules: ReadonlyArray<TestModule>) {
+    const root = this.vitest?.config.root ?? process.cwd()
+    const tests = testModules.flatMap((module) =>
+      [...module.children.allTests()].map((test): SkippableTest => ({
+        file: relative(root, module.moduleId),
+        fullName: test.fullName,
+        state: test.result().state,
+        mode: test.options.mode
+      }))
+    )
+    const line = skippedForPostgresLine(tests, {
+      databaseUrl: process.env.DATABASE_URL,
+      namePattern: this.vitest?.config.testNamePattern
+    })
+    if (line === undefined) return
+    if (this.vitest) this.vitest.logger.log(line)
+    else console.log(line)
+  }
+}
