@@ -1,8 +1,9 @@
 import type { Command } from "commander"
-import { Effect } from "effect"
+import { Duration, Effect } from "effect"
 import { Text } from "ink"
 import { BadRequest } from "../../src/errors.ts"
 import { ApiKeys, type ApiKey } from "../../src/organizations/ApiKeys.ts"
+import { defaultKeyCacheOptions } from "../../src/organizations/KeyCache.ts"
 import { Organizations, type Organization } from "../../src/organizations/Organizations.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { organizationOf, run, withJson, withOrg } from "../run.ts"
@@ -152,7 +153,13 @@ export const registerKey = (program: Command) => {
     (keyId: string, options: { json?: boolean; org?: string }) =>
       run(
         options,
-        Effect.flatMap(organizationOf(options), (id) => Effect.flatMap(ApiKeys, (keys) => keys.revoke(id, keyId))),
+        Effect.flatMap(organizationOf(options), (id) => Effect.flatMap(ApiKeys, (keys) => keys.revoke(id, keyId))).pipe(
+          // Returns once every API process refuses the key. A server that hears
+          // the revocation's notification drops it at once; one that missed it
+          // (or runs on the embedded database, which cannot deliver it) trusts
+          // its cached copy for at most the cache's TTL after the commit.
+          Effect.tap(() => Effect.sleep(Duration.millis(defaultKeyCacheOptions.ttlMs)))
+        ),
         {
           json: (apiKey) => ({ key: keyJson(apiKey) }),
           view: (apiKey) => <Text>Revoked {apiKey.id}.</Text>

@@ -2,6 +2,8 @@
  * Bearer-key authentication for every API route. The platform's bearer decoder
  * neither checks the `Bearer ` prefix nor tells a missing header from an empty
  * token, so the raw header is checked here before the key is looked up.
+ * The lookup is `ApiKeys.authenticate`, answered from the process's key cache
+ * (src/organizations/KeyCache.ts): no database round trip for a known key.
  */
 import { HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Layer, Redacted } from "effect"

@@ -1,13 +1,29 @@
 /**
  * API keys: `sk_` + 192 random bits, shown once at creation and stored only as
  * a SHA-256 hash. A key may expire or be revoked; either makes it a 401.
+ *
+ * Authentication is answered from the process's key cache (`KeyCache.ts`):
+ * a known key costs at most one lookup per TTL (0.5 s) in each API process, a
+ * revocation reaches every API process through `pg_notify` in the revoking
+ * transaction, and an expiry is checked on every use. `last_used_at` is never
+ * written (authentication makes no write); the column stays null.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Effect, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
-import { findAll, findOne, orDie } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
 import { NotFound, Unauthorized } from "../errors.ts"
 import { makeId, randomToken } from "../ids.ts"
+import {
+  isUsable,
+  KeyCache,
+  keyChangedPayload,
+  keyChangesChannel,
+  type KeyCacheStats,
+  type KeyRecord,
+  listenForKeyChanges
+} from "./KeyCache.ts"
 
 export const hashKey = (key: string) => createHash("sha256").update(key).digest("hex")
 
@@ -27,9 +43,34 @@ export interface Caller {
   readonly apiKeyId: string
 }
 
+/** What authentication reads of a key: the cache's record. */
+const KeyRow = Schema.Struct({
+  apiKeyId: Schema.String,
+  organizationId: Schema.String,
+  expiresAt: Schema.NullOr(Schema.DateFromSelf),
+  revokedAt: Schema.NullOr(Schema.DateFromSelf)
+})
+
+const refused = () => new Unauthorized({ message: "The API key is missing, unknown, revoked or expired" })
+
 export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const pg = yield* Effect.serviceOption(PgClient.PgClient)
+    const cache = new KeyCache()
+
+    // The change listener starts with the first authentication, so only a
+    // process that serves the API holds a listening connection (the CLI and
+    // the worker never authenticate). It is forked here, not from a request,
+    // so it carries none of a request's annotations.
+    const startListener = yield* Deferred.make<void>()
+    let listenerRequested = false
+    if (Option.isSome(pg)) {
+      yield* Deferred.await(startListener).pipe(
+        Effect.zipRight(listenForKeyChanges(pg.value, sql, cache)),
+        Effect.forkScoped
+      )
+    }
 
     const create = (organizationId: string, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) =>
       Effect.gen(function*() {
@@ -48,34 +89,77 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
     const list = (organizationId: string) =>
       findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ORDER BY id`)
 
+    /**
+     * Revokes a key. The notification is sent in the same transaction, so
+     * PostgreSQL delivers it exactly when the revocation commits (and not if
+     * it rolls back); this process's own cache drops the key at once.
+     */
     const revoke = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(
+      Effect.gen(function*() {
+        const revoked = yield* findOne(
           ApiKey,
           sql`UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`
-        ),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `API key ${id} not found` })),
-          onSome: Effect.succeed
-        })
+        )
+        if (Option.isNone(revoked)) return yield* new NotFound({ message: `API key ${id} not found` })
+        yield* orDie(sql`SELECT pg_notify(${keyChangesChannel}, ${keyChangedPayload(id)})`)
+        return revoked.value
+      }).pipe(
+        sql.withTransaction,
+        dieOnSqlError,
+        Effect.tap(() => Effect.sync(() => cache.invalidateKey(id)))
       )
+
+    const lookup = (hash: string) =>
+      findOne(
+        KeyRow,
+        sql`SELECT id AS api_key_id, organization_id, expires_at, revoked_at FROM api_keys WHERE key_hash = ${hash}`
+      )
+
+    /**
+     * One lookup per key at a time: requests that miss while it runs wait for
+     * its answer. It runs uninterruptibly (a request that goes away waits for
+     * the one statement to end), so those waiting are always answered.
+     */
+    const inFlight = new Map<string, Deferred.Deferred<Option.Option<KeyRecord>>>()
+    const load = (hash: string): Effect.Effect<Option.Option<KeyRecord>> =>
+      Effect.suspend(() => {
+        const pending = inFlight.get(hash)
+        if (pending !== undefined) return Deferred.await(pending)
+        return Effect.gen(function*() {
+          const done = yield* Deferred.make<Option.Option<KeyRecord>>()
+          inFlight.set(hash, done)
+          const token = cache.begin()
+          const startedAt = Date.now()
+          const exit = yield* Effect.exit(lookup(hash))
+          inFlight.delete(hash)
+          if (exit._tag === "Success" && Option.isSome(exit.value)) cache.put(hash, exit.value.value, token, startedAt)
+          yield* Deferred.done(done, exit)
+          return yield* exit
+        }).pipe(Effect.uninterruptible)
+      })
+
+    const decide = (key: KeyRecord | undefined): Effect.Effect<Caller, Unauthorized> =>
+      key !== undefined && isUsable(key, Date.now())
+        ? Effect.succeed({ organizationId: key.organizationId, apiKeyId: key.apiKeyId })
+        : Effect.fail(refused())
 
     /** The organisation a presented key belongs to, or 401. */
     const authenticate = (secret: string): Effect.Effect<Caller, Unauthorized> =>
-      Effect.gen(function*() {
-        const rows = yield* orDie(
-          sql<{ id: string; organizationId: string }>`
-            SELECT id, organization_id FROM api_keys
-            WHERE key_hash = ${hashKey(secret)}
-              AND revoked_at IS NULL
-              AND (expires_at IS NULL OR expires_at > now())`
-        )
-        const row = rows[0]
-        if (!row) return yield* new Unauthorized({ message: "The API key is missing, unknown, revoked or expired" })
-        return { organizationId: row.organizationId, apiKeyId: row.id }
+      Effect.suspend(() => {
+        if (!listenerRequested) {
+          listenerRequested = true
+          Deferred.unsafeDone(startListener, Effect.void)
+        }
+        const hash = hashKey(secret)
+        const cached = cache.get(hash, Date.now())
+        if (cached !== undefined) return decide(cached)
+        return Effect.flatMap(load(hash), (row) => decide(Option.getOrUndefined(row)))
       })
 
-    return { create, list, revoke, authenticate } as const
+    /** The key cache's counters and listener state (tests, diagnostics). */
+    const cacheStats: Effect.Effect<KeyCacheStats> = Effect.sync(() => cache.stats())
+
+    return { create, list, revoke, authenticate, cacheStats } as const
   })
 }) {}
