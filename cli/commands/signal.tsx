@@ -1,7 +1,10 @@
 import type { Command } from "commander"
-import { Effect, Schema } from "effect"
+import { Chunk, Effect, Schema, Stream } from "effect"
+import { Box, Text } from "ink"
+import * as fs from "node:fs"
+import * as readline from "node:readline"
 import { toPage } from "../../src/http/Pagination.ts"
-import { SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"
+import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"
 import { Signals } from "../../src/signals/Signals.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { progressReporter } from "../ui/Live.tsx"
@@ -47,8 +50,159 @@ const SignalTable = (props: { readonly signals: ReadonlyArray<SignalRecord>; rea
   />
 )
 
+/** A line of the file that was not queued, and why (the status and message the API would answer). */
+interface RefusedLine {
+  readonly line: number
+  readonly statusCode: number
+  readonly message: string
+}
+
+interface SendSummary {
+  /** Lines that held something (blank lines are skipped). */
+  readonly signals: number
+  readonly queued: number
+  readonly refused: ReadonlyArray<RefusedLine>
+}
+
+const lineReader = (file: string) =>
+  readline.createInterface({ input: fs.createReadStream(file, { encoding: "utf8" }), crlfDelay: Infinity })
+
+const unreadable = (file: string) => (error: unknown) =>
+  new BadRequest({ message: `cannot read ${file}: ${error instanceof Error ? error.message : String(error)}` })
+
+/** The non-blank lines of the file, for the progress bar's total. */
+const countSignals = (file: string) =>
+  Effect.tryPromise({
+    try: async () => {
+      let count = 0
+      for await (const line of lineReader(file)) if (line.trim() !== "") count++
+      return count
+    },
+    catch: unreadable(file)
+  })
+
+/**
+ * Streams a JSON-lines file through `Signals.acceptBatch`, up to 1,000 lines
+ * a batch, in order; a line that is not JSON is refused here (400) and never sent.
+ */
+const sendFile = (
+  signals: Signals,
+  organizationId: string,
+  file: string,
+  onBatch: (done: number) => void
+) =>
+  Effect.gen(function*() {
+    yield* Effect.try({ try: () => fs.accessSync(file, fs.constants.R_OK), catch: unreadable(file) })
+    return yield* Stream.fromAsyncIterable(lineReader(file), unreadable(file)).pipe(
+      Stream.zipWithIndex,
+      Stream.filter(([text]) => text.trim() !== ""),
+      Stream.grouped(maxBatchSize),
+      Stream.runFoldEffect(
+        { signals: 0, queued: 0, refused: [] as Array<RefusedLine> },
+        (summary, chunk) =>
+          Effect.gen(function*() {
+            const lines = Chunk.toReadonlyArray(chunk)
+            const items: Array<{ readonly line: number; readonly item: unknown }> = []
+            for (const [text, index] of lines) {
+              try {
+                items.push({ line: index + 1, item: JSON.parse(text) })
+              } catch (error) {
+                summary.refused.push({
+                  line: index + 1,
+                  statusCode: 400,
+                  message: `not valid JSON: ${(error as Error).message}`
+                })
+              }
+            }
+            if (items.length > 0) {
+              const { results } = yield* signals.acceptBatch(organizationId, items.map((i) => i.item))
+              for (const result of results) {
+                if (result.queued) summary.queued++
+                else summary.refused.push({ line: items[result.index]!.line, ...result.error })
+              }
+            }
+            summary.signals += lines.length
+            onBatch(summary.signals)
+            return summary
+          })
+      ),
+      Effect.map((summary): SendSummary => ({ ...summary, refused: summary.refused.sort((a, b) => a.line - b.line) }))
+    )
+  })
+
+const byStatus = (refused: ReadonlyArray<RefusedLine>) => {
+  const counts: Record<string, number> = {}
+  for (const item of refused) counts[item.statusCode] = (counts[item.statusCode] ?? 0) + 1
+  return counts
+}
+
+const shownRefusals = 50
+
+const SendView = (props: { readonly summary: SendSummary; readonly file: string }) => {
+  const { summary } = props
+  const statuses = Object.entries(byStatus(summary.refused)).map(([status, count]) => `${status}: ${count}`).join(", ")
+  return (
+    <Box flexDirection="column">
+      <Text>
+        {props.file}: <Text color="green">{summary.queued} queued</Text>
+        {", "}
+        <Text color={summary.refused.length > 0 ? "red" : undefined}>
+          {summary.refused.length} refused{statuses ? ` (${statuses})` : ""}
+        </Text>
+        {` of ${summary.signals} signal(s)`}
+      </Text>
+      {summary.refused.length > 0
+        ? (
+          <Table
+            columns={[
+              { header: "LINE", value: (r: RefusedLine) => String(r.line), align: "right" },
+              { header: "STATUS", value: (r: RefusedLine) => String(r.statusCode) },
+              { header: "REASON", value: (r: RefusedLine) => r.message }
+            ]}
+            rows={summary.refused.slice(0, shownRefusals)}
+            footer={summary.refused.length > shownRefusals
+              ? `... and ${summary.refused.length - shownRefusals} more (--json lists them all)`
+              : undefined}
+          />
+        )
+        : null}
+    </Box>
+  )
+}
+
 export const registerSignal = (program: Command) => {
-  const signal = program.command("signal").description("the signal inbox: list, show and replay signals")
+  const signal = program.command("signal").description("the signal inbox: list, show and replay signals; send signals from a file")
+
+  withOrg(
+    signal.command("send")
+      .description("send signals from a JSON-lines file (one signal a line, with its type), in batches of up to 1,000")
+  )
+    .requiredOption("--file <path>", "JSON lines: {\"type\": \"credit\"|\"outcome\"|\"unit\"|\"wallet\", ...the route's body}")
+    .action((options: { json?: boolean; org?: string; file: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const signals = yield* Signals
+          const quiet = options.json || !process.stdout.isTTY
+          const total = quiet ? 0 : yield* countSignals(options.file)
+          const progress = progressReporter(quiet, "signals sent")
+          return yield* sendFile(signals, organizationId, options.file, (done) => progress.update(done, total)).pipe(
+            Effect.ensuring(Effect.sync(progress.stop))
+          )
+        }),
+        {
+          json: (summary) => ({
+            signals: summary.signals,
+            queued: summary.queued,
+            refused: summary.refused.length,
+            refusedByStatus: byStatus(summary.refused),
+            refusedItems: summary.refused
+          }),
+          view: (summary) => <SendView summary={summary} file={options.file} />
+        }
+      )
+    )
 
   withOrg(signal.command("list").description("list signals, newest last"))
     .option("--customer <id>", "only this customer's signals")

@@ -3,7 +3,7 @@
  * acknowledgements. Every request schema is strict: an unknown field (a price,
  * a type, an agentKey where the route has none) is a 400, never ignored.
  */
-import { BigDecimal, Schema } from "effect"
+import { BigDecimal, Schema, SchemaAST } from "effect"
 import { Email } from "../customers/Customer.ts"
 import { ExternalId, IdempotencyKey, MoneyInput, strict, Timestamp } from "../schema.ts"
 
@@ -140,6 +140,78 @@ export const schemaOfRoute = {
   WALLET: WalletSignal,
   COMPOSITE_COMPLETE: CompositeCompleteSignal
 } as const
+
+/** The `type` of a batch item and the route whose body (and idempotency scope) it takes. */
+export const batchRoutes = { credit: "CREDIT", outcome: "OUTCOME", unit: "UNIT", wallet: "WALLET" } as const
+export type BatchType = keyof typeof batchRoutes
+
+/** The most signals one batch request (or one CLI batch) carries. */
+export const maxBatchSize = 1000
+
+const batchItem = <T extends BatchType, F extends Schema.Struct.Fields>(
+  type: T,
+  body: Schema.Struct<F>,
+  identifier: string,
+  route: string
+) =>
+  Schema.Struct({ type: Schema.Literal(type), ...body.fields }).annotations({
+    ...strict,
+    identifier,
+    description: `A signal of ${route}, with "type": "${type}"`
+  })
+
+/**
+ * What one item of a batch may be: the body of one of the four queued routes
+ * with its `type`. This is the document's view; the route decodes each item on
+ * its own (`Signals.acceptBatch`), so a bad item is that item's error only.
+ */
+export const SignalBatchItem = Schema.Union(
+  batchItem("credit", CreditSignal, "SignalBatchCreditItem", "POST /signal/credit"),
+  batchItem("outcome", OutcomeStepSignal, "SignalBatchOutcomeItem", "POST /signal/outcome"),
+  batchItem("unit", UnitSignal, "SignalBatchUnitItem", "POST /signal/unit"),
+  batchItem("wallet", WalletSignal, "SignalBatchWalletItem", "POST /signal/wallet")
+)
+
+/**
+ * An item as the route receives it: any JSON value (decoded later, item by
+ * item), documented as `SignalBatchItem` (the surrogate is what JSON Schema and
+ * OpenAPI read; decoding ignores it).
+ */
+const RawBatchItem: Schema.Schema<unknown> = Schema.make(
+  SchemaAST.annotations(Schema.Unknown.ast, { [SchemaAST.SurrogateAnnotationId]: SignalBatchItem.ast })
+)
+
+/** `POST /signal/batch`: 1 to 1,000 signals; any other count refuses the whole request. */
+export const SignalBatch = Schema.Struct({
+  signals: Schema.Array(RawBatchItem).pipe(
+    Schema.minItems(1, { message: () => `must hold 1 to ${maxBatchSize.toLocaleString("en")} signals` }),
+    Schema.maxItems(maxBatchSize, { message: () => `must hold 1 to ${maxBatchSize.toLocaleString("en")} signals` })
+  ).annotations({
+    title: "signals",
+    description: "1 to 1,000 signals, each the body of its route with a `type`; each is answered on its own"
+  })
+}).annotations({ ...strict, identifier: "SignalBatch" })
+
+/** One item's answer: queued like a 202 of its route, or refused with the status its route would answer. */
+export const SignalBatchQueued = Schema.Struct({
+  index: Schema.Int,
+  queued: Schema.Literal(true),
+  messageId: Schema.String,
+  rawId: Schema.String
+}).annotations({ identifier: "SignalBatchQueued" })
+
+export const SignalBatchRefused = Schema.Struct({
+  index: Schema.Int,
+  queued: Schema.Literal(false),
+  error: Schema.Struct({ statusCode: Schema.Int, message: Schema.String })
+}).annotations({ identifier: "SignalBatchRefused" })
+
+export const SignalBatchItemResult = Schema.Union(SignalBatchQueued, SignalBatchRefused)
+export type SignalBatchItemResult = typeof SignalBatchItemResult.Type
+
+/** The answers, one per item, in the order of the request. */
+export const SignalBatchResult = Schema.Struct({ results: Schema.Array(SignalBatchItemResult) })
+export type SignalBatchResult = typeof SignalBatchResult.Type
 
 export const Acknowledgement = Schema.Struct({
   queued: Schema.Literal(true),

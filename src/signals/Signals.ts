@@ -8,8 +8,7 @@
  * synchronously (404/409/422) and are billed by the worker like any signal.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
-import { Customer } from "../customers/Customer.ts"
+import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { Metering } from "../billing/Metering.ts"
 import { Customers } from "../customers/Customers.ts"
 import { Members } from "../members/Members.ts"
@@ -18,23 +17,31 @@ import {
   BadRequest,
   Conflict,
   CustomerArchived,
-  CustomerNotFound,
+  errorStatus,
   NoActivePlan,
   NotFound,
   NotOnPlan,
+  type ServiceError,
   Unprocessable,
   UnknownMember
 } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
+import { describeIssues } from "../schema.ts"
+import { type InboxRow, InboxWriter, type Written } from "./InboxWriter.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
 import {
   type Acknowledgement,
+  type BatchType,
+  batchRoutes,
   type CompositeCompleted,
   CompositeCompleteSignal,
   type OutcomeCompleted,
   OutcomeCompleteSignal,
+  maxBatchSize,
   schemaOfRoute,
+  type SignalBatchItemResult,
+  type SignalBatchResult,
   type SignalInput,
   SignalRecord,
   type SignalRoute,
@@ -61,8 +68,40 @@ const acknowledgement = (row: { readonly id: string; readonly messageId: string 
   rawId: row.id
 })
 
-const customerMissing = (id: string) => new CustomerNotFound({ message: `Customer ${id} not found` })
 const customerArchived = (id: string) => new CustomerArchived({ message: `Customer ${id} is archived and cannot receive signals` })
+
+/** Each queued route's decoder, built once (a batch decodes up to 1,000 items). */
+const decoderOf: Record<QueuedRoute, (input: unknown) => Either.Either<unknown, ParseResult.ParseError>> = {
+  CREDIT: Schema.decodeUnknownEither(schemaOfRoute.CREDIT),
+  OUTCOME: Schema.decodeUnknownEither(schemaOfRoute.OUTCOME),
+  UNIT: Schema.decodeUnknownEither(schemaOfRoute.UNIT),
+  WALLET: Schema.decodeUnknownEither(schemaOfRoute.WALLET)
+}
+
+const nul = /\u0000/
+const unpairedSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+/** Why PostgreSQL could not store a JSON value's text (in a string or a key), if it could not. */
+const unstorable = (value: unknown): string | undefined => {
+  if (typeof value === "string") {
+    if (nul.test(value)) return "text must not contain NUL characters"
+    if (unpairedSurrogate.test(value)) return "text must not contain unpaired UTF-16 surrogates"
+    return undefined
+  }
+  if (typeof value !== "object" || value === null) return undefined
+  if (Array.isArray(value)) {
+    for (const item of value) {
+      const why = unstorable(item)
+      if (why !== undefined) return why
+    }
+    return undefined
+  }
+  for (const key in value) {
+    const why = unstorable(key) ?? unstorable((value as Record<string, unknown>)[key])
+    if (why !== undefined) return why
+  }
+  return undefined
+}
 
 /** The inbox columns of a request: customerId wins over externalId (rule 1). */
 const columnsOf = (input: SignalInput) => {
@@ -85,6 +124,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     const customers = yield* Customers
     const members = yield* Members
     const metering = yield* Metering
+    const writer = yield* InboxWriter
 
     const sentWithKey = (organizationId: string, route: SignalRoute, key: string | undefined) =>
       key === undefined
@@ -95,47 +135,99 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
               WHERE organization_id = ${organizationId} AND route = ${route} AND idempotency_key = ${key}`
         )
 
-    const insertSignal = (organizationId: string, route: QueuedRoute, input: SignalInput, body: unknown) => {
-      const columns = columnsOf(input)
-      const id = makeId("sig")
-      const messageId = makeId("msg")
-      // One statement checks the customer and writes the row: the hot path is one round trip.
-      return findAll(
-        Sent,
-        sql`INSERT INTO signals (organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
-                                 agent_key, run_id, composite_ref, composite_value, member, body)
-            SELECT ${organizationId}, ${id}, ${messageId}, ${route}, ${columns.customerId}, ${columns.externalId},
-                   ${columns.idempotencyKey}, ${columns.agentKey}, ${columns.runId}, ${columns.compositeRef},
-                   ${columns.compositeValue}, ${columns.member}, ${JSON.stringify(body)}::jsonb
-            WHERE ${columns.customerId}::text IS NULL OR EXISTS (
-              SELECT 1 FROM customers
-              WHERE organization_id = ${organizationId} AND id = ${columns.customerId} AND archived_at IS NULL)
-            ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-            RETURNING id, message_id, response`
-      ).pipe(Effect.map((rows) => Option.fromNullable(rows[0])))
+    /** The body the inbox keeps: the request decoded and encoded again by its route's schema. */
+    const encodeBody = (route: QueuedRoute, input: unknown) =>
+      Either.getOrThrow(Schema.encodeUnknownEither(schemaOfRoute[route] as Schema.Schema<unknown, unknown>)(input))
+
+    /**
+     * The inbox row of a decoded request of a queued route, or why it is
+     * refused before anything is written (no customer named; text PostgreSQL
+     * cannot store, which would otherwise fail the statement it shares).
+     */
+    const rowOf = (organizationId: string, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, BadRequest> => {
+      if (input.customerId === undefined && input.externalId === undefined) {
+        return Either.left(new BadRequest({ message: "customerId or externalId must be provided" }))
+      }
+      const body = encodeBody(route, input)
+      const why = unstorable(body)
+      if (why !== undefined) return Either.left(new BadRequest({ message: `Invalid request: ${why}` }))
+      return Either.right({ organizationId, id: makeId("sig"), messageId: makeId("msg"), route, ...columnsOf(input), body })
     }
 
-    /** Why a customerId was refused: unknown (404) or archived (409). */
-    const refusedCustomer = (organizationId: string, customerId: string) =>
-      Effect.flatMap(
-        findOne(Customer, sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${customerId}`),
-        (found): Effect.Effect<never, CustomerNotFound | CustomerArchived> =>
-          Option.isNone(found) ? Effect.fail(customerMissing(customerId)) : Effect.fail(customerArchived(customerId))
+    /**
+     * Intake of a credit, outcome step, unit or wallet signal: 202 once it is
+     * committed to the inbox. Concurrent requests share one statement
+     * (InboxWriter); a repeated idempotency key answers the first signal.
+     */
+    const accept = <R extends QueuedRoute>(organizationId: string, route: R, input: SignalOf<R>) =>
+      Effect.suspend(() => rowOf(organizationId, route, input as SignalInput)).pipe(
+        Effect.flatMap((row) => writer.submit(row)),
+        Effect.map(acknowledgement)
       )
 
-    /** Intake of a credit, outcome step, unit or wallet signal: 202 once it is in the inbox. */
-    const accept = <R extends QueuedRoute>(organizationId: string, route: R, input: SignalOf<R>) =>
+    /** One batch item: its inbox row, or the error its single route would have answered. */
+    const batchRowOf = (organizationId: string, item: unknown): Either.Either<InboxRow, BadRequest> => {
+      if (typeof item !== "object" || item === null || Array.isArray(item)) {
+        return Either.left(new BadRequest({ message: "Invalid request: a signal must be a JSON object with a type" }))
+      }
+      const { type, ...fields } = item as Record<string, unknown>
+      if (type === undefined) return Either.left(new BadRequest({ message: "Invalid request: type: is missing" }))
+      if (typeof type !== "string" || !Object.hasOwn(batchRoutes, type)) {
+        const completion = typeof type === "string" ? /^(outcome|composite)[_ ]?complete$/i.exec(type) : null
+        return Either.left(new BadRequest({
+          message: completion
+            ? `Invalid request: type: ${type} is not accepted in a batch; send it to ` +
+              `POST /signal/${completion[1]!.toLowerCase()}/complete`
+            : `Invalid request: type: must be one of ${Object.keys(batchRoutes).join(", ")}`
+        }))
+      }
+      const route = batchRoutes[type as BatchType]
+      const decoded = decoderOf[route](fields)
+      if (Either.isLeft(decoded)) {
+        return Either.left(new BadRequest({
+          message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(decoded.left))}`
+        }))
+      }
+      return rowOf(organizationId, route, decoded.right as SignalInput)
+    }
+
+    /**
+     * `POST /signal/batch`: 1 to 1,000 signals, each validated, keyed and
+     * queued as its own route would, with its own answer in the request's
+     * order. Every accepted item is written by one statement (plus one look-up
+     * when keys were taken), whatever the count.
+     */
+    const acceptBatch = (organizationId: string, items: ReadonlyArray<unknown>) =>
       Effect.gen(function*() {
-        const signal = input as SignalInput
-        if (signal.customerId === undefined && signal.externalId === undefined) {
-          return yield* new BadRequest({ message: "customerId or externalId must be provided" })
+        if (items.length < 1 || items.length > maxBatchSize) {
+          return yield* new BadRequest({
+            message: `Invalid request: signals: must hold 1 to ${maxBatchSize.toLocaleString("en")} signals`
+          })
         }
-        const body = yield* Effect.orDie(Schema.encodeUnknown(schemaOfRoute[route] as Schema.Schema<unknown, unknown>)(input))
-        const inserted = yield* insertSignal(organizationId, route, signal, body)
-        if (Option.isSome(inserted)) return acknowledgement(inserted.value)
-        const earlier = yield* sentWithKey(organizationId, route, signal.idempotencyKey)
-        if (Option.isSome(earlier)) return acknowledgement(earlier.value)
-        return yield* refusedCustomer(organizationId, signal.customerId!)
+        const prepared = items.map((item) => batchRowOf(organizationId, item))
+        const rows = prepared.flatMap((p) => (Either.isRight(p) ? [p.right] : []))
+        const written = yield* writer.write(rows)
+        let next = 0
+        const results = new Array<SignalBatchItemResult>(items.length)
+        for (let index = 0; index < items.length; index++) {
+          const item = prepared[index]!
+          const exit: Exit.Exit<Written, ServiceError> = Either.isLeft(item) ? Exit.fail(item.left) : written[next++]!
+          if (Exit.isSuccess(exit)) {
+            results[index] = { index, queued: true, messageId: exit.value.messageId, rawId: exit.value.id }
+            continue
+          }
+          const failure = Cause.failureOption(exit.cause)
+          if (Option.isNone(failure)) yield* Effect.logError("A batch item could not be written", exit.cause)
+          results[index] = {
+            index,
+            queued: false,
+            error: Option.match(failure, {
+              onNone: () => ({ statusCode: 500, message: "Internal server error" }),
+              onSome: (error) => ({ statusCode: errorStatus[error._tag], message: error.message })
+            })
+          }
+        }
+        return { results } satisfies SignalBatchResult
       })
 
     /** The customer of a synchronous completion: unknown is 404, archived 409. */
@@ -327,6 +419,6 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
         ).pipe(Effect.map((rows) => rows.map((row) => row.id)))
       })
 
-    return { accept, completeOutcome, completeComposite, list, get, replay, replayable } as const
+    return { accept, acceptBatch, completeOutcome, completeComposite, list, get, replay, replayable } as const
   })
 }) {}

@@ -13,5 +13,6 @@ export const SignalsHttpLive = HttpApiBuilder.group(Api, "signals", (handlers) =
       .handle("outcomeComplete", ({ payload }) => forOrganization((org) => signals.completeOutcome(org, payload)))
       .handle("unit", ({ payload }) => forOrganization((org) => signals.accept(org, "UNIT", payload)))
       .handle("wallet", ({ payload }) => forOrganization((org) => signals.accept(org, "WALLET", payload)))
+      .handle("batch", ({ payload }) => forOrganization((org) => signals.acceptBatch(org, payload.signals)))
       .handle("compositeComplete", ({ payload }) => forOrganization((org) => signals.completeComposite(org, payload)))
   }))

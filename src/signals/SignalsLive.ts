@@ -1,10 +1,15 @@
-/** The signal pipeline's services: intake (Signals) and the worker's pricing (SignalProcessor). */
+/**
+ * The signal pipeline's services: intake (Signals, writing through the
+ * InboxWriter) and the worker's pricing (SignalProcessor).
+ */
 import { Layer } from "effect"
 import { Customers } from "../customers/Customers.ts"
+import { InboxWriter } from "./InboxWriter.ts"
 import { SignalProcessor } from "./SignalProcessor.ts"
 import { Signals } from "./Signals.ts"
 import { UsageLog } from "../usage/UsageLog.ts"
 
 export const SignalsLive = Layer.mergeAll(Signals.Default, SignalProcessor.Default, UsageLog.Default).pipe(
+  Layer.provideMerge(InboxWriter.Default),
   Layer.provide(Customers.Default)
 )

@@ -1,0 +1,340 @@
+/**
+ * The one way queued signals reach the inbox: many rows in ONE statement.
+ *
+ * `write(rows)` is a multi-row `INSERT ... ON CONFLICT DO NOTHING` that checks
+ * each row's customerId in the same statement (as the single-row insert did),
+ * followed, only when some idempotency keys were already taken, by one `SELECT`
+ * of the rows that hold them. Two statements at most, whatever the row count.
+ * `POST /signal/batch` and `billing signal send` call it with their batch.
+ *
+ * `submit(row)` is how the single routes write: concurrent requests share one
+ * insert, and each is answered once its row is committed. Two writer fibers
+ * take turns gathering: the gatherer takes every row waiting (up to
+ * `maxGroup`), and when requests have overlapped in the last
+ * `contentionMemoryMs` it lingers up to `lingerMs` for more, then writes the
+ * group while the other writer gathers the next. A request that finds no
+ * other in flight (an idle service, a client sending one at a time) is
+ * written at once, without the wait. See docs/signals.md "Grouped inbox writes".
+ *
+ * A row's refusal (unknown or archived customer) is that row's answer only. If
+ * a whole statement fails (a row the database refuses), nothing of it was
+ * committed and each row is written again on its own, so only the row at
+ * fault fails.
+ */
+import { SqlClient } from "@effect/sql"
+import { Cause, Chunk, Deferred, Effect, Exit, Queue, Schema } from "effect"
+import { decodeRows } from "../db/Sql.ts"
+import { CustomerArchived, CustomerNotFound } from "../errors.ts"
+import type { SignalRoute } from "./Signal.ts"
+
+/** A queued signal in the inbox's columns, ready to be written. */
+export interface InboxRow {
+  readonly organizationId: string
+  readonly id: string
+  readonly messageId: string
+  readonly route: SignalRoute
+  readonly customerId: string | null
+  readonly externalId: string | null
+  readonly idempotencyKey: string | null
+  readonly agentKey: string | null
+  readonly runId: string | null
+  readonly compositeRef: string | null
+  readonly compositeValue: string | null
+  readonly member: string | null
+  /** The request as accepted (decoded and re-encoded), which the worker prices. */
+  readonly body: unknown
+}
+
+/** A row in the inbox: this one (`replayed: false`), or the first one written under its idempotency key. */
+export interface Written {
+  readonly id: string
+  readonly messageId: string
+  readonly replayed: boolean
+}
+
+/** Why a row was not written: its customerId names no customer of the workspace, or an archived one. */
+export type Refusal = CustomerNotFound | CustomerArchived
+
+export interface InboxWriterStats {
+  /** Statements sent (inserts and key look-ups). */
+  readonly statements: number
+  /** Multi-row inserts sent. */
+  readonly inserts: number
+  /** Rows offered to those inserts. */
+  readonly rows: number
+  /** Groups that waited for company (requests were concurrent lately). */
+  readonly lingers: number
+  /** Requests submitted and not answered yet. */
+  readonly waiting: number
+}
+
+/** Rows one grouped statement takes at most. */
+export const maxGroup = 200
+/** Grouped statements in flight at once (each holds one pooled connection). */
+export const writers = 2
+/** The longest a request waits for others to join its group, in milliseconds. */
+export const lingerMs = 2
+/** How long after two requests last overlapped the writer still expects company, in milliseconds. */
+const contentionMemoryMs = 20
+
+/** One turn of Node's event loop: I/O that is ready (other requests) runs before it resumes. */
+const nextTurn = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
+const Checked = Schema.Struct({
+  ord: Schema.Int,
+  customerFound: Schema.Boolean,
+  customerArchived: Schema.Boolean,
+  inserted: Schema.Boolean
+})
+
+const Holder = Schema.Struct({
+  organizationId: Schema.String,
+  route: Schema.String,
+  idempotencyKey: Schema.String,
+  id: Schema.String,
+  messageId: Schema.String
+})
+
+const keyOf = (organizationId: string, route: string, key: string) => `${organizationId}\u0000${route}\u0000${key}`
+
+interface Pending {
+  readonly row: InboxRow
+  readonly done: Deferred.Deferred<Written, Refusal>
+}
+
+export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
+  scoped: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    let statements = 0
+    let inserts = 0
+    let offered = 0
+    let lingers = 0
+
+    /** The insert: one row per input row, saying whether it went in and what its customerId named. */
+    const insert = (rows: ReadonlyArray<InboxRow>) => {
+      const payload = JSON.stringify(rows.map((row, ord) => ({
+        ord,
+        organization_id: row.organizationId,
+        id: row.id,
+        message_id: row.messageId,
+        route: row.route,
+        customer_id: row.customerId,
+        external_id: row.externalId,
+        idempotency_key: row.idempotencyKey,
+        agent_key: row.agentKey,
+        run_id: row.runId,
+        composite_ref: row.compositeRef,
+        composite_value: row.compositeValue,
+        member: row.member,
+        body: row.body
+      })))
+      statements++
+      inserts++
+      offered += rows.length
+      // The rows go in in the order given (ORDER BY ord), so of two rows with one key the first
+      // written wins and the second conflicts, exactly as two requests one after the other would.
+      return Effect.flatMap(
+        sql`WITH input AS (
+              SELECT * FROM json_to_recordset(${payload}::json) AS r(
+                ord int, organization_id text, id text, message_id text, route text, customer_id text,
+                external_id text, idempotency_key text, agent_key text, run_id text, composite_ref text,
+                composite_value text, member text, body jsonb)
+            ),
+            checked AS (
+              SELECT input.*, c.id IS NOT NULL AS customer_found, c.archived_at IS NOT NULL AS customer_archived
+              FROM input
+              LEFT JOIN customers c ON c.organization_id = input.organization_id AND c.id = input.customer_id
+            ),
+            inserted AS (
+              INSERT INTO signals (organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
+                                   agent_key, run_id, composite_ref, composite_value, member, body)
+              SELECT organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
+                     agent_key, run_id, composite_ref, composite_value, member, body
+              FROM checked
+              WHERE customer_id IS NULL OR (customer_found AND NOT customer_archived)
+              ORDER BY ord
+              ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+              RETURNING id
+            )
+            SELECT checked.ord, checked.customer_found, checked.customer_archived, inserted.id IS NOT NULL AS inserted
+            FROM checked LEFT JOIN inserted ON inserted.id = checked.id`,
+        decodeRows(Checked)
+      )
+    }
+
+    /** The rows holding the keys that were taken: the first answer under each key. */
+    const holdersOf = (rows: ReadonlyArray<InboxRow>) => {
+      const keys = JSON.stringify(rows.map((row) => ({
+        organization_id: row.organizationId,
+        route: row.route,
+        idempotency_key: row.idempotencyKey
+      })))
+      statements++
+      return Effect.flatMap(
+        sql`SELECT s.organization_id, s.route, s.idempotency_key, s.id, s.message_id
+            FROM (SELECT DISTINCT * FROM json_to_recordset(${keys}::json)
+                    AS k(organization_id text, route text, idempotency_key text)) k
+            JOIN signals s ON s.organization_id = k.organization_id AND s.route = k.route
+                          AND s.idempotency_key = k.idempotency_key`,
+        decodeRows(Holder)
+      ).pipe(
+        Effect.map((found) => new Map(found.map((h) => [keyOf(h.organizationId, h.route, h.idempotencyKey), h])))
+      )
+    }
+
+    /**
+     * Each row's answer once the insert has committed, as if the rows had come
+     * one after the other in their order. A row with an idempotency key that
+     * was taken before it (by an earlier request, or an earlier row of this
+     * set) answers the first signal, whatever its own body says, even a
+     * customer that would be refused; a key is not used up by a refused row.
+     */
+    const answers = (rows: ReadonlyArray<InboxRow>, checked: ReadonlyArray<typeof Checked.Type>) =>
+      Effect.gen(function*() {
+        const byOrd = new Array<typeof Checked.Type>(rows.length)
+        for (const result of checked) byOrd[result.ord] = result
+        const keyOfRow = (row: InboxRow) =>
+          row.idempotencyKey === null ? undefined : keyOf(row.organizationId, row.route, row.idempotencyKey)
+        // The row of this set that went in under each key.
+        const insertedUnder = new Map<string, number>()
+        rows.forEach((row, ord) => {
+          const key = keyOfRow(row)
+          if (key !== undefined && byOrd[ord]!.inserted) insertedUnder.set(key, ord)
+        })
+        // Keys taken before this set: one look-up for all of them, only when there are some.
+        const taken = rows.filter((row, ord) => {
+          const key = keyOfRow(row)
+          return key !== undefined && !byOrd[ord]!.inserted && !insertedUnder.has(key)
+        })
+        // The inserted rows are committed whatever happens to the look-up: only the others depend on it.
+        const holders = taken.length === 0 ? Exit.succeed(new Map()) : yield* Effect.exit(holdersOf(taken))
+        return rows.map((row, ord): Exit.Exit<Written, Refusal> => {
+          const result = byOrd[ord]!
+          if (result.inserted) return Exit.succeed({ id: row.id, messageId: row.messageId, replayed: false })
+          const key = keyOfRow(row)
+          const earlier = key === undefined ? undefined : insertedUnder.get(key)
+          if (earlier !== undefined && earlier < ord) {
+            return Exit.succeed({ id: rows[earlier]!.id, messageId: rows[earlier]!.messageId, replayed: true })
+          }
+          if (key !== undefined && earlier === undefined) {
+            if (Exit.isFailure(holders)) return Exit.die(Cause.squash(holders.cause))
+            const holder = holders.value.get(key)
+            if (holder !== undefined) return Exit.succeed({ id: holder.id, messageId: holder.messageId, replayed: true })
+          }
+          if (row.customerId !== null && !result.customerFound) {
+            return Exit.fail(new CustomerNotFound({ message: `Customer ${row.customerId} not found` }))
+          }
+          if (row.customerId !== null && result.customerArchived) {
+            return Exit.fail(
+              new CustomerArchived({ message: `Customer ${row.customerId} is archived and cannot receive signals` })
+            )
+          }
+          // A row neither refused nor written would have lost its signal: never answer it 202.
+          return Exit.die(new Error(`signal ${row.id} was neither written nor refused`))
+        })
+      })
+
+    /**
+     * Writes `rows` in one statement (plus one look-up of taken keys) and gives
+     * each row's answer in order: written, refused, or (a row the database
+     * itself refuses) a defect of that row alone.
+     */
+    const write = (rows: ReadonlyArray<InboxRow>): Effect.Effect<ReadonlyArray<Exit.Exit<Written, Refusal>>> => {
+      if (rows.length === 0) return Effect.succeed([])
+      return Effect.matchCauseEffect(insert(rows), {
+        onSuccess: (checked) => answers(rows, checked),
+        // A failed statement committed nothing: each row again on its own isolates the one at fault.
+        onFailure: (cause) =>
+          rows.length === 1
+            ? Effect.succeed([Exit.die(Cause.squash(cause))])
+            : Effect.forEach(rows, (row) => Effect.map(write([row]), (exits) => exits[0]!))
+      })
+    }
+
+    const queue = yield* Queue.unbounded<Pending>()
+    /** Rows submitted and not answered yet: one arriving while another waits means requests overlap. */
+    let unanswered = 0
+    let contendedAt = Number.NEGATIVE_INFINITY
+
+    /** Writes a group and answers each of its requests (run uninterruptibly: see `writeLoop`). */
+    const flush = (group: Chunk.Chunk<Pending>) => {
+      const pending = Chunk.toReadonlyArray(group)
+      return write(pending.map((p) => p.row)).pipe(
+        Effect.flatMap((exits) => Effect.forEach(pending, (p, i) => Deferred.done(p.done, exits[i]!), { discard: true })),
+        Effect.catchAllCause((cause) => Effect.forEach(pending, (p) => Deferred.failCause(p.done, cause), { discard: true }))
+      )
+    }
+
+    // Runs last when the service stops: requests still waiting are answered (interrupted: 503), none hangs.
+    yield* Effect.addFinalizer(() =>
+      Effect.flatMap(Queue.takeAll(queue), (left) =>
+        Effect.zipRight(
+          Effect.forEach(left, (p) => Deferred.interrupt(p.done), { discard: true }),
+          Queue.shutdown(queue)
+        ))
+    )
+    /**
+     * More rows for a group, when requests have been concurrent lately: those
+     * that arrive within `lingerMs`, up to `maxGroup`. Without recent
+     * contention nobody else is coming, and the group is written at once.
+     */
+    const linger = (first: Chunk.Chunk<Pending>) =>
+      Effect.gen(function*() {
+        let group = first
+        if (group.length >= maxGroup || performance.now() - contendedAt > contentionMemoryMs) return group
+        lingers++
+        const deadline = performance.now() + lingerMs
+        let quiet = false
+        while (group.length < maxGroup) {
+          const left = deadline - performance.now()
+          if (left <= 0) break
+          // While rows keep coming, look again after the I/O that is ready; else sleep a little.
+          yield* quiet ? Effect.sleep(Math.min(left, 1)) : nextTurn
+          const more = yield* Queue.takeUpTo(queue, maxGroup - group.length)
+          quiet = more.length === 0
+          group = Chunk.appendAll(group, more)
+        }
+        return group
+      })
+
+    // One writer gathers at a time (two never split one burst) while the other writes. Only the
+    // wait for the first row can be interrupted: rows once taken are always written and answered.
+    const gathering = yield* Effect.makeSemaphore(1)
+    const writeLoop = Effect.forever(
+      Effect.uninterruptibleMask((restore) =>
+        Effect.zipRight(
+          restore(gathering.take(1)),
+          Effect.flatMap(
+            Effect.ensuring(Effect.flatMap(restore(Queue.takeBetween(queue, 1, maxGroup)), linger), gathering.release(1)),
+            flush
+          )
+        )
+      )
+    )
+    for (let i = 0; i < writers; i++) yield* Effect.forkScoped(writeLoop)
+
+    /** Writes one row together with whatever else is waiting; answers once it is committed. */
+    const submit = (row: InboxRow): Effect.Effect<Written, Refusal> =>
+      Effect.suspend(() => {
+        if (unanswered > 0) contendedAt = performance.now()
+        unanswered++
+        return Effect.flatMap(Deferred.make<Written, Refusal>(), (done) =>
+          Effect.zipRight(Queue.offer(queue, { row, done }), Deferred.await(done))).pipe(
+            Effect.ensuring(Effect.sync(() => unanswered--))
+          )
+      })
+
+    const stats: Effect.Effect<InboxWriterStats> = Effect.sync(() => ({
+      statements,
+      inserts,
+      rows: offered,
+      lingers,
+      waiting: unanswered
+    }))
+
+    return { write, submit, stats } as const
+  })
+}) {}
