@@ -1,14 +1,160 @@
 import { NodeRuntime } from "@effect/platform-node"
-import type { Command } from "commander"
-import { Effect, Layer, Logger } from "effect"
+import { type Command, InvalidArgumentError } from "commander"
+import { Data, Deferred, Effect, Exit, Layer, Logger, Option, Runtime } from "effect"
+import cluster, { type Worker } from "node:cluster"
 import { runMigrations } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/http/Server.ts"
-import { DatabaseLive } from "../../src/db/Database.ts"
-import { AppServicesLive } from "../../src/Services.ts"
+import { DatabaseLive, fromEmbedded, fromUrl } from "../../src/db/Database.ts"
+import { serveDataDir } from "../../src/db/Embedded.ts"
+import { DatabaseConfig } from "../../src/config.ts"
+import { AppServicesLive, ServicesLive } from "../../src/Services.ts"
 import { Text } from "ink"
 import { workerJobs } from "../../src/worker/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import { numberFlag, runOn, withJson } from "../run.ts"
+
+/** Set in the environment of the API processes `serve --processes N` starts. */
+const apiProcessVariable = "BILLING_SERVE_API_PROCESS"
+
+/** The pool the single process has (src/db/Database.ts); N API processes share it out. */
+const totalPool = 20
+const poolPerProcess = (processes: number) => Math.max(5, Math.ceil(totalPool / processes))
+
+/**
+ * The embedded database's socket takes 64 clients; each API process pools 8,
+ * the primary 8, and the CLI needs room while serve runs.
+ */
+const maxEmbeddedProcesses = 6
+
+const processesFlag = (value: string): number => {
+  const number = numberFlag(value)
+  if (!Number.isInteger(number) || number < 1) throw new InvalidArgumentError(`not a whole number of 1 or more: ${value}`)
+  return number
+}
+
+/**
+ * JSON log lines, and no tracing spans: nothing exports them, and every
+ * request, statement and worker batch paid for building them. Fibers forked
+ * while the layers are built (the inbox writer, the worker loop) inherit both.
+ */
+const processSettings = Layer.merge(Logger.json, Layer.setTracerEnabled(false))
+
+const worker = Layer.scopedDiscard(Effect.forkScoped(runWorker(workerJobs, { once: false, idle: pollInterval() })))
+
+class ApiProcessFailed extends Data.TaggedError("ApiProcessFailed")<{ readonly message: string }> {}
+
+/**
+ * An API process's database: its own pool onto PostgreSQL, or the embedded
+ * database the primary holds (found through `server.json` in the data folder,
+ * as the CLI finds a running serve). The primary has applied the migrations.
+ */
+const apiProcessDatabase = (processes: number) =>
+  Layer.unwrapScoped(
+    Effect.gen(function*() {
+      const config = yield* DatabaseConfig
+      if (Option.isSome(config.url)) return fromUrl(config.url.value, poolPerProcess(processes))
+      return fromEmbedded(yield* serveDataDir(config.dataDir))
+    })
+  )
+
+/** One of the N API processes: the HTTP server alone, on the port the primary shares out. */
+const runApiProcess = (listen: { readonly port: number; readonly host: string }, processes: number) => {
+  // The primary passes its SIGTERM on; a terminal's Ctrl-C reaches both. The
+  // first signal starts the graceful stop; a second must not kill the process
+  // half-way through it (the primary sends SIGKILL if a stop takes too long).
+  process.on("SIGTERM", () => {})
+  process.on("SIGINT", () => {})
+  const server = makeHttpServer({ ...listen, logAddress: false }).pipe(
+    Layer.provide(ServicesLive.pipe(Layer.provideMerge(apiProcessDatabase(processes)))),
+    Layer.provide(processSettings)
+  )
+  NodeRuntime.runMain(Layer.launch(server), { disablePrettyLogger: true })
+}
+
+/**
+ * Starts `count` API processes (node:cluster: they share the listening socket,
+ * the primary hands each new connection to the next process in turn), waits
+ * until all listen, and replaces one that dies. Stopping (the scope closes)
+ * sends each SIGTERM and waits for it to exit (SIGKILL after 15 s).
+ *
+ * Returns an effect that fails when the processes cannot be kept up: one that
+ * exits before it listens (a port in use, a start-up failure), or more than
+ * 10 replacements in a minute.
+ */
+const superviseApiProcesses = (count: number, host: string) =>
+  Effect.gen(function*() {
+    const runtime = yield* Effect.runtime<never>()
+    const log = (effect: Effect.Effect<void>) => Runtime.runFork(runtime)(effect)
+    const failed = yield* Deferred.make<never, ApiProcessFailed>()
+    const fail = (message: string) => Deferred.unsafeDone(failed, Exit.fail(new ApiProcessFailed({ message })))
+    const live = new Set<Worker>()
+    const replacements: Array<number> = []
+    let stopping = false
+    // Set at the signal itself, before the interruption reaches the finalizer:
+    // an API process that stops on the same Ctrl-C is not replaced.
+    const onSignal = () => {
+      stopping = true
+    }
+    process.once("SIGTERM", onSignal)
+    process.once("SIGINT", onSignal)
+
+    const start = () =>
+      new Promise<{ address: string; port: number }>((resolve, reject) => {
+        const child = cluster.fork({ [apiProcessVariable]: "1" })
+        live.add(child)
+        let listening = false
+        child.once("listening", (address: { address: string; port: number }) => {
+          listening = true
+          resolve(address)
+        })
+        child.once("exit", (code, signal) => {
+          live.delete(child)
+          const how = signal ? `signal ${signal}` : `code ${code}`
+          if (!listening) return reject(new ApiProcessFailed({ message: `API process ${child.process.pid} exited (${how}) before it listened` }))
+          if (stopping) return
+          const now = Date.now()
+          replacements.push(now)
+          while (replacements[0]! < now - 60_000) replacements.shift()
+          if (replacements.length > 10) return fail("API processes keep exiting: more than 10 replaced in a minute")
+          log(Effect.logError(`API process ${child.process.pid} exited (${how}); starting another`))
+          start().then(
+            (address) => log(Effect.logInfo(`API process replaced; listening on ${address.port}`)),
+            (error: ApiProcessFailed) => fail(error.message)
+          )
+        })
+      })
+
+    const stopAll = () => {
+      stopping = true
+      process.removeListener("SIGTERM", onSignal)
+      process.removeListener("SIGINT", onSignal)
+      return Promise.all(
+        [...live].map((child) =>
+          new Promise<void>((resolve) => {
+            if (child.isDead()) return resolve()
+            const kill = setTimeout(() => child.process.kill("SIGKILL"), 15_000)
+            child.once("exit", () => {
+              clearTimeout(kill)
+              resolve()
+            })
+            child.process.kill("SIGTERM")
+          })
+        )
+      )
+    }
+    yield* Effect.addFinalizer(() => Effect.promise(stopAll))
+
+    const addresses = yield* Effect.tryPromise({
+      try: () => Promise.all(Array.from({ length: count }, start)),
+      catch: (error) => error instanceof ApiProcessFailed ? error : new ApiProcessFailed({ message: String(error) })
+    })
+    const { port } = addresses[0]!
+    const hostname = host === "::" ? "0.0.0.0" : host
+    yield* Effect.logInfo(`Listening on http://${hostname}:${port}`).pipe(
+      Effect.annotateLogs({ processes: count, pids: [...live].map((child) => child.process.pid) })
+    )
+    return Deferred.await(failed)
+  })
 
 export const registerServe = (program: Command) => {
   program
@@ -17,19 +163,36 @@ export const registerServe = (program: Command) => {
     .option("--port <port>", "port (default: $PORT or 8787)", numberFlag)
     .option("--host <host>", "interface to listen on (default: $HOST or 127.0.0.1)")
     .option("--no-worker", "do not run the worker loop in this process")
-    .action((options: { port?: number; host?: string; worker: boolean }) => {
+    .option("--processes <n>", "API processes sharing the port (default 1); the worker loop runs once, in the primary", processesFlag)
+    .action((options: { port?: number; host?: string; worker: boolean; processes?: number }) => {
       const port = options.port ?? Number(process.env.PORT ?? 8787)
       const host = options.host ?? process.env.HOST ?? "127.0.0.1"
-      const worker = options.worker
-        ? Layer.scopedDiscard(Effect.forkScoped(runWorker(workerJobs, { once: false, idle: pollInterval() })))
-        : Layer.empty
-      const server = Layer.merge(makeHttpServer({ port, host }), worker).pipe(
-        Layer.provide(AppServicesLive),
-        Layer.provide(Logger.json)
+      const processes = options.processes ?? 1
+      if (cluster.isWorker && process.env[apiProcessVariable] === "1") return runApiProcess({ port, host }, processes)
+
+      const workerLoop = options.worker ? worker : Layer.empty
+      if (processes === 1) {
+        const server = Layer.merge(makeHttpServer({ port, host }), workerLoop).pipe(
+          Layer.provide(AppServicesLive),
+          Layer.provide(processSettings)
+        )
+        // SIGTERM and SIGINT interrupt the layer: the server stops accepting,
+        // in-flight requests finish, then the pool and the embedded database close.
+        return NodeRuntime.runMain(Layer.launch(server), { disablePrettyLogger: true })
+      }
+
+      if (process.env.DATABASE_URL === undefined && processes > maxEmbeddedProcesses) {
+        program.error(`error: --processes above ${maxEmbeddedProcesses} needs PostgreSQL (DATABASE_URL): the embedded database serves 64 connections`)
+      }
+      // The primary: migrations, the embedded database's socket (which the API
+      // processes join), the worker loop once, and the API processes. SIGTERM
+      // stops the API processes first (their in-flight requests finish), then
+      // the worker loop, then the database.
+      const primary = Effect.scoped(Effect.flatten(superviseApiProcesses(processes, host))).pipe(
+        Effect.provide(workerLoop.pipe(Layer.provideMerge(AppServicesLive))),
+        Effect.provide(processSettings)
       )
-      // SIGTERM and SIGINT interrupt the layer: the server stops accepting,
-      // in-flight requests finish, then the pool and the embedded database close.
-      NodeRuntime.runMain(Layer.launch(server), { disablePrettyLogger: true })
+      NodeRuntime.runMain(primary, { disablePrettyLogger: true })
     })
 
   withJson(program.command("migrate").description("apply pending database migrations"))

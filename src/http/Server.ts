@@ -3,6 +3,11 @@
  * browsable reference (`/docs`), request logging with a request id, and the
  * envelope on every failure. `makeHttpServer` takes the listen options so that
  * `billing serve` and the tests start exactly the same server.
+ *
+ * The hot path is kept lean: the request log is buffered and sampled off the
+ * event loop (`RequestLog.ts`), and no tracing span is made per request or per
+ * statement (nothing exports spans; the platform's HTTP tracer alone built a
+ * URL, a redacted copy of the headers and a dozen span attributes a request).
  */
 import {
   HttpApi,
@@ -15,7 +20,7 @@ import {
   HttpServerResponse
 } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Cause, Context, Effect, FiberRef, HashMap, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { createServer } from "node:http"
 import { CustomersHttpLive } from "../customers/CustomersHttp.ts"
@@ -32,6 +37,7 @@ import { UsageHttpLive } from "../usage/UsageHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "./Auth.ts"
 import { renderFailures, type RouteTable } from "./Envelope.ts"
+import * as RequestLog from "./RequestLog.ts"
 
 /** Every path pattern of the API, to answer 405 rather than 404 for a known path. */
 const routeTable = (api: HttpApi.HttpApi.Any): RouteTable => {
@@ -46,29 +52,42 @@ const routeTable = (api: HttpApi.HttpApi.Any): RouteTable => {
   return { hasPath: (path) => patterns.some((pattern) => pattern.test(path)) }
 }
 
-/** Structured request logs, each line of a request carrying its request id. */
-const requestLogging = HttpMiddleware.make((app) =>
-  Effect.gen(function*() {
-    const request = yield* HttpServerRequest.HttpServerRequest
-    const requestId = request.headers["x-request-id"] ?? randomUUID()
-    const started = Date.now()
-    // The middleware sees the response after it is sent: headers go on before that.
-    yield* HttpApp.appendPreResponseHandler((_, response) =>
-      Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
-    )
-    const response = yield* Effect.annotateLogs(app, { requestId })
-    yield* Effect.logInfo("request").pipe(
-      Effect.annotateLogs({
-        requestId,
-        method: request.method,
-        url: request.url,
-        status: response.status,
-        durationMs: Date.now() - started
-      })
-    )
-    return response
-  })
-)
+/**
+ * A request id on every answer (`x-request-id`, the caller's or a fresh UUID),
+ * on every log line of the request, and the request's line in the request log.
+ * It runs once per request, so it updates the request fiber's refs (each
+ * request has a fiber of its own: nothing to restore) rather than using
+ * `Effect.annotateLogs` and `Effect.onExit`: 3.3 µs a request against 5.7 µs.
+ */
+const requestLogging = (log: RequestLog.RequestLogger) =>
+  HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
+    Effect.withFiberRuntime<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest>((fiber) => {
+      const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
+      const requestId = request.headers["x-request-id"] ?? randomUUID()
+      const started = performance.now()
+      // The middleware sees the response after it is sent: the header goes on before that.
+      const setHeader: HttpApp.PreResponseHandler = (_, response) =>
+        Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
+      const record = (status: number) => {
+        const now = performance.now()
+        log.record(requestId, request.method, request.url, status, now - started, now)
+      }
+      return FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set("requestId", requestId as unknown)).pipe(
+        Effect.zipRight(HttpApp.appendPreResponseHandler(setHeader)),
+        Effect.zipRight(Effect.matchCauseEffect(app, {
+          onSuccess: (response) => {
+            record(response.status)
+            return Effect.succeed(response)
+          },
+          onFailure: (cause) => {
+            // A client that went away before its answer has no line: there was no response.
+            if (!Cause.isInterruptedOnly(cause)) record(500)
+            return Effect.failCause(cause)
+          }
+        }))
+      )
+    })
+  )
 
 const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive)
 
@@ -79,12 +98,30 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
 
 const EnvelopeLive = HttpApiBuilder.middleware(renderFailures(routeTable(Api)))
 
-export const makeHttpServer = (listen: { readonly port: number; readonly host: string }) =>
-  HttpApiBuilder.serve(requestLogging).pipe(
+export interface HttpServerOptions {
+  readonly port: number
+  readonly host: string
+  /** Log "Listening on ..." once listening (the API processes of `serve --processes N` leave it to the primary). */
+  readonly logAddress?: boolean
+  /** The request log's settings; sampling comes from the environment unless set here. */
+  readonly requestLog?: Partial<RequestLog.RequestLogOptions>
+}
+
+export const makeHttpServer = (options: HttpServerOptions) => {
+  const serve = Layer.unwrapEffect(
+    Effect.map(RequestLog.RequestLog, (log) => HttpApiBuilder.serve(requestLogging(log)))
+  ).pipe(
+    HttpMiddleware.withTracerDisabledWhen(() => true),
+    // Request fibers inherit the serving fiber's refs: no spans for statements either.
+    Layer.locally(FiberRef.currentTracerEnabled, false),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" })),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     Layer.provide(EnvelopeLive),
-    Layer.provide(ApiLive),
-    HttpServer.withLogAddress,
-    Layer.provideMerge(NodeHttpServer.layer(createServer, listen))
+    Layer.provide(ApiLive)
   )
+  return (options.logAddress === false ? serve : HttpServer.withLogAddress(serve)).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })),
+    // Built before the HTTP server and released after it: lines of requests that finish while it closes are written.
+    Layer.provide(RequestLog.layer(options.requestLog))
+  )
+}
