@@ -31,10 +31,10 @@
  *     by it; no other new invoice or ledger row.
  */
 import { SqlClient } from "@effect/sql"
+import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, execFileSync, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -79,31 +79,10 @@ const PLAN = {
   unitsUsed: 12
 } as const
 
-// ---------------------------------------------------------------------------
-// Ids shaped like src/ids.ts: prefix, 10 base-32 characters of milliseconds, 16 of
-// randomness incremented within a millisecond.
+// Ids from the service's own generator (src/ids.ts), so the backlog sorts and
+// looks like the intake's; `token(n)` is n random base-32 characters.
+const token = (length: number) => randomToken(8).slice(0, length)
 
-const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
-const encode = (value: bigint, length: number) => {
-  let out = ""
-  for (let i = 0; i < length; i++) {
-    out = alphabet[Number(value & 31n)] + out
-    value >>= 5n
-  }
-  return out
-}
-let lastTime = 0
-let lastRandom = 0n
-const makeId = (prefix: string) => {
-  const now = Date.now()
-  if (now <= lastTime) lastRandom = (lastRandom + 1n) & ((1n << 80n) - 1n)
-  else {
-    lastTime = now
-    lastRandom = BigInt(`0x${randomBytes(10).toString("hex")}`) >> 1n
-  }
-  return `${prefix}_${encode(BigInt(lastTime), 10)}${encode(lastRandom, 16)}`
-}
-const token = (length: number) => encode(BigInt(`0x${randomBytes(8).toString("hex")}`), length)
 
 // ---------------------------------------------------------------------------
 // Databases

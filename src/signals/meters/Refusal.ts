@@ -3,18 +3,7 @@
  * a refused signal's row records the status `errorStatus` gives it, the same
  * one the API answers for the same refusal.
  */
-import {
-  type CustomerArchived,
-  type CustomerNotFound,
-  errorStatus,
-  type InvalidUsage,
-  type ModelNotEnabled,
-  type NoActivePlan,
-  type NotOnPlan,
-  type OutOfAllowance,
-  type UnknownMember,
-  type UnknownTarget
-} from "../../errors.ts"
+import { type DomainError, errorStatus } from "../../errors.ts"
 
 export {
   CustomerArchived,
@@ -29,15 +18,7 @@ export {
   UnknownTarget
 } from "../../errors.ts"
 
-export type Refusal =
-  | CustomerNotFound
-  | CustomerArchived
-  | UnknownMember
-  | NoActivePlan
-  | UnknownTarget
-  | ModelNotEnabled
-  | NotOnPlan
-  | OutOfAllowance
-  | InvalidUsage
+/** Every domain error a meter or the drain can refuse a signal with (a key reuse never reaches the drain). */
+export type Refusal = Exclude<DomainError, { readonly _tag: "IdempotencyKeyReused" }>
 
 export const refusalStatus: Record<Refusal["_tag"], number> = errorStatus
