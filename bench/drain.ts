@@ -30,6 +30,7 @@
  *     equal to the sum of its usage rows' quantity.
  */
 import { SqlClient } from "@effect/sql"
+import { load } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
@@ -178,25 +179,6 @@ const progress = (text: string) => process.stderr.write(`${new Date().toISOStrin
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 const mb = (kb: number) => Math.round(kb / 1024)
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
-
-/** Runs `count` tasks `concurrency` at a time; per-task latencies in ms and the elapsed seconds. */
-const load = async (count: number, concurrency: number, task: (index: number) => Promise<void>) => {
-  const latencies = new Array<number>(count)
-  let next = 0
-  const started = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < count) {
-      const index = next++
-      const t0 = performance.now()
-      await task(index)
-      latencies[index] = performance.now() - t0
-    }
-  }))
-  const seconds = (performance.now() - started) / 1000
-  const sorted = [...latencies].sort((a, b) => a - b)
-  return { rate: Math.round(count / seconds), p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), seconds }
-}
 
 // ---------------------------------------------------------------------------
 // Setup through the API: catalogue, customers, purchases, template signals

@@ -24,6 +24,7 @@
  * it shares the two cores with the server and PostgreSQL).
  */
 import { SqlClient } from "@effect/sql"
+import { load } from "./support.ts"
 import { Effect, type Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -106,24 +107,6 @@ const treeMemoryMb = (pid: number) => {
   return [pid, ...children].map((p) => ({ pid: p, ...memoryMb(p) }))
 }
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
-
-const load = async (count: number, concurrency: number, task: (index: number) => Promise<void>) => {
-  const latencies = new Array<number>(count)
-  let next = 0
-  const started = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < count) {
-      const index = next++
-      const t0 = performance.now()
-      await task(index)
-      latencies[index] = performance.now() - t0
-    }
-  }))
-  const seconds = (performance.now() - started) / 1000
-  const sorted = [...latencies].sort((a, b) => a - b)
-  return { rate: count / seconds, p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), seconds }
-}
 
 const main = async () => {
   await runAdmin(`CREATE DATABASE "${databaseName}"`)

@@ -15,6 +15,7 @@
  *     with 1 and then 2 worker processes: signals per second, peak memory.
  */
 import { SqlClient } from "@effect/sql"
+import { load } from "./support.ts"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -95,25 +96,6 @@ const peakMemoryMb = (pid: number) => {
   return match ? Math.round(Number(match[1]) / 1024) : NaN
 }
 
-const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
-
-/** Runs `count` tasks `concurrency` at a time; per-task latencies in ms and the elapsed seconds. */
-const load = async (count: number, concurrency: number, task: (index: number) => Promise<void>) => {
-  const latencies = new Array<number>(count)
-  let next = 0
-  const started = performance.now()
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < count) {
-      const index = next++
-      const t0 = performance.now()
-      await task(index)
-      latencies[index] = performance.now() - t0
-    }
-  }))
-  const seconds = (performance.now() - started) / 1000
-  const sorted = [...latencies].sort((a, b) => a - b)
-  return { rate: Math.round(count / seconds), p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), seconds }
-}
 
 const waitForServer = async (baseUrl: string) => {
   for (let tries = 0; tries < 600; tries++) {
