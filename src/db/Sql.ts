@@ -7,7 +7,7 @@
  * defects too; the expected ones (unique violations) are caught by code.
  */
 import type { SqlClient, SqlError } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, type ParseResult, Schema } from "effect"
 
 /** PostgreSQL's SQLSTATE of a failed statement, when there is one. */
 export const sqlState = (error: SqlError.SqlError): string | undefined => {
@@ -20,11 +20,35 @@ export const isUniqueViolation = (error: SqlError.SqlError) => sqlState(error) =
 /** Runs a repository effect, turning unexpected SQL and row-decoding failures into defects. */
 export const orDie = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, never, R> => Effect.orDie(effect)
 
+/**
+ * The decoder of an array of `schema`, built once per schema: building it is
+ * several times the cost of running it, and repositories decode on every call.
+ */
+const arrayDecoders = new WeakMap<Schema.Schema.Any, (rows: unknown) => Effect.Effect<any, any, any>>()
+const arrayDecoder = <A, I, R>(schema: Schema.Schema<A, I, R>) => {
+  let decoder = arrayDecoders.get(schema)
+  if (decoder === undefined) {
+    decoder = Schema.decodeUnknown(Schema.Array(schema))
+    arrayDecoders.set(schema, decoder)
+  }
+  return decoder as (rows: unknown) => Effect.Effect<ReadonlyArray<A>, ParseResult.ParseError, R>
+}
+
+const rowDecoders = new WeakMap<Schema.Schema.Any, (row: unknown) => Effect.Effect<any, any, any>>()
+const rowDecoder = <A, I, R>(schema: Schema.Schema<A, I, R>) => {
+  let decoder = rowDecoders.get(schema)
+  if (decoder === undefined) {
+    decoder = Schema.decodeUnknown(schema)
+    rowDecoders.set(schema, decoder)
+  }
+  return decoder as (row: unknown) => Effect.Effect<A, ParseResult.ParseError, R>
+}
+
 /** Every row of `query`, decoded by `schema`. */
 export const findAll = <A, I, R>(
   schema: Schema.Schema<A, I, R>,
   query: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
-) => orDie(Effect.flatMap(query, Schema.decodeUnknown(Schema.Array(schema))))
+) => orDie(Effect.flatMap(query, arrayDecoder(schema)))
 
 /** The first row of `query`, decoded by `schema`, if there is one. */
 export const findOne = <A, I, R>(
@@ -33,7 +57,7 @@ export const findOne = <A, I, R>(
 ): Effect.Effect<Option.Option<A>, never, R> =>
   orDie(
     Effect.flatMap(query, (rows) =>
-      rows.length === 0 ? Effect.succeedNone : Effect.asSome(Schema.decodeUnknown(schema)(rows[0])))
+      rows.length === 0 ? Effect.succeedNone : Effect.asSome(rowDecoder(schema)(rows[0])))
   )
 
 /**
@@ -60,7 +84,7 @@ export const findByIdOr = <A, I, R, E>(
 
 /** Decodes rows that a statement returned; a row that does not decode is a defect. */
 export const decodeRows = <A, I, R>(schema: Schema.Schema<A, I, R>) => (rows: ReadonlyArray<unknown>) =>
-  Effect.orDie(Schema.decodeUnknown(Schema.Array(schema))(rows))
+  Effect.orDie(arrayDecoder(schema)(rows))
 
 /**
  * For statements guarded by a unique index: a unique violation becomes the
