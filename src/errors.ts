@@ -80,6 +80,9 @@ export type DomainError =
 
 export type ServiceError = ApiError | DomainError
 
+/** Why a signal was not billed: every domain error but a key reuse, which intake answers before a signal exists. */
+export type Refusal = Exclude<DomainError, IdempotencyKeyReused>
+
 /** The status of every failure a client can cause. */
 export const errorStatus: Record<ServiceError["_tag"], 400 | 401 | 403 | 404 | 409 | 422> = {
   BadRequest: 400,

@@ -11,7 +11,7 @@ import { Ledger } from "../ledger/Ledger.ts"
 import type { Decimal } from "../money.ts"
 import { type AllowanceDraw, type AllowanceKind, drawAllowance } from "../signals/meters/Allowance.ts"
 import type { PurchaseContext } from "../signals/meters/Context.ts"
-import { NoActivePlan } from "../signals/meters/Refusal.ts"
+import { NoActivePlan } from "../errors.ts"
 import { BalanceRow, PurchaseRow } from "./Purchase.ts"
 import type { PlanSnapshot } from "./Snapshot.ts"
 

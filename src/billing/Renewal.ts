@@ -45,20 +45,8 @@ export interface RenewalPurchase {
   readonly snapshot: PlanSnapshot
 }
 
-/** The balance row fields a step reads (a `BalanceRow` has them). */
-export interface RenewalBalance {
-  readonly componentId: string
-  readonly customerId: string
-  readonly type: string
-  readonly billingMode: string
-  readonly targetId: string | null
-  readonly granted: Decimal
-  readonly used: Decimal
-  readonly remaining: Decimal
-  readonly originalGranted: Decimal | null
-  readonly cycleQuantity: Decimal
-  readonly arrearAmount: Decimal
-}
+/** The balance row fields a step reads (a `BalanceRow` has them): a ledger row's values, keys aside. */
+export type RenewalBalance = Omit<BalanceValues, "organizationId" | "purchaseId">
 
 /** Everything a step needs, loaded (and locked) by the caller. */
 export interface RenewalState {

@@ -50,7 +50,7 @@ import {
   type Priced,
   type ResolvedTag
 } from "./meters/Meters.ts"
-import { CustomerArchived, CustomerNotFound, isRefusal, refusalStatus, UnknownMember, UnknownTarget } from "./meters/Refusal.ts"
+import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember, UnknownTarget } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 
 /**
@@ -81,6 +81,9 @@ const isRetryable = (cause: Cause.Cause<unknown>) =>
 class RetryableBatch extends Data.TaggedError("RetryableBatch") {}
 
 const Candidate = Schema.Struct({ organizationId: Schema.String, customerKey: Schema.String })
+
+/** A refused signal ends FAILED with the status the API answers the same refusal with. */
+const refused = (refusal: Refusal): Ended => ({ _tag: "Failed", status: errorStatus[refusal._tag], message: refusal.message })
 
 const internalError = { _tag: "Failed", status: 500, message: "Internal error while pricing this signal; replay it once fixed" } as const
 
@@ -244,13 +247,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       const record = signal.record
       const resolved = customerOf(record, context)
       if (Either.isLeft(resolved)) {
-        return { _tag: "Failed", status: refusalStatus[resolved.left._tag], message: resolved.left.message }
+        return refused(resolved.left)
       }
       const customer = resolved.right
       if (customer === null) return { _tag: "Pending", message: `No active customer has externalId ${record.externalId}` }
       if (record.member !== null && !context.isMember(record.organizationId, customer.id, record.member)) {
-        const refusal = new UnknownMember({ message: `member ${record.member} does not belong to customer ${customer.id}` })
-        return { _tag: "Failed", status: refusalStatus[refusal._tag], message: refusal.message }
+        return refused(new UnknownMember({ message: `member ${record.member} does not belong to customer ${customer.id}` }))
       }
       const key = customerKey({ organizationId: customer.organizationId, customerId: customer.id })
       let state = customers.get(key)
@@ -260,7 +262,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       }
       const metered = meter(signal, state, context, runCosts)
       if (Either.isLeft(metered)) {
-        return { _tag: "Failed", status: refusalStatus[metered.left._tag], message: metered.left.message }
+        return refused(metered.left)
       }
       const priced = metered.right
       const usageLogId = makeId("usg")
@@ -383,7 +385,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           try {
             ended = priceOne(signal, context, customers, runCosts, writes)
           } catch (error) {
-            yield* Effect.logError(`signal ${signal.record.id} failed`, isRefusal(error) ? error.message : error)
+            yield* Effect.logError(`signal ${signal.record.id} failed`, error)
             ended = internalError
           }
           results.push([signal.record, ended])

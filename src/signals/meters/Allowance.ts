@@ -22,7 +22,7 @@ import { compositesCovering, type PlanSnapshot, type SnapshotComponent, unitPric
 import { type Decimal, divideTo, ZERO } from "../../money.ts"
 import { unitCharge } from "../../pricing/Pricing.ts"
 import type { BalanceMove, PurchaseContext } from "./Context.ts"
-import { InvalidUsage, NotOnPlan, OutOfAllowance } from "./Refusal.ts"
+import { InvalidUsage, NotOnPlan, OutOfAllowance } from "../../errors.ts"
 
 export type AllowanceKind = "CREDIT" | "OUTCOME" | "UNIT" | "COMPOSITE"
 

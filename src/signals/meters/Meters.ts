@@ -11,7 +11,7 @@ import { chargeCredit, providerCost, type TokenUsage } from "../../pricing/Prici
 import type { Usage } from "../Signal.ts"
 import { type AllowanceDraw, drawAllowance, planCoverage } from "./Allowance.ts"
 import type { Catalogue, CompositeTarget, CustomerContext, PurchaseContext } from "./Context.ts"
-import { ModelNotEnabled, NoActivePlan, NotOnPlan, type Refusal, UnknownTarget } from "./Refusal.ts"
+import { ModelNotEnabled, NoActivePlan, NotOnPlan, type Refusal, UnknownTarget } from "../../errors.ts"
 
 export type UsageMeter = "CREDIT" | "OUTCOME_STEP" | "OUTCOME" | "UNIT" | "WALLET" | "COMPOSITE"
 
