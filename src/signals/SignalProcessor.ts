@@ -55,9 +55,10 @@ import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
- * statements cost ~0.02 a signal, small enough that a batch commits in tens
- * of milliseconds (an adjustment of a customer in the batch waits that long)
- * and holds a few MB in memory. `BILLING_SIGNAL_BATCH` overrides it.
+ * statements cost ~0.014 a signal, small enough that a batch takes about
+ * 0.1 s (an adjustment of a customer in the batch waits that long) and the
+ * heap stays small; batches of 500 were slower and no flatter in memory
+ * (docs/benchmarks.md). `BILLING_SIGNAL_BATCH` overrides it.
  */
 const BATCH_SIZE = Math.max(1, Number(process.env.BILLING_SIGNAL_BATCH ?? 1000))
 
