@@ -30,11 +30,11 @@
  *     equal to the sum of its usage rows' quantity.
  */
 import { SqlClient } from "@effect/sql"
-import { load } from "./support.ts"
+import { cliProcesses, load } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
-import { type ChildProcess, execFileSync, spawn } from "node:child_process"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -104,40 +104,9 @@ const num = (value: string | null | undefined) => Number(value ?? NaN)
 const env = { ...process.env, DATABASE_URL: databaseUrl, BILLING_WORKER_POLL_MS: "50" }
 // BENCH_NODE_ARGS passes flags to the measured processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
 const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
-const running = new Set<ChildProcess>()
 const tmpDir = fs.mkdtempSync(path.join(os.tmpdir(), "bench-drain-"))
 
-/** `node [--import count-statements] bin/billing.mjs ...args`, the node process itself (its pid is the CLI's). */
-const spawnCli = (args: ReadonlyArray<string>, statsFile?: string) => {
-  const child = spawn(
-    process.execPath,
-    [...(statsFile ? ["--import", preload] : []), ...nodeArgs, cliPath, ...args],
-    {
-      cwd: root,
-      env: statsFile ? { ...env, BENCH_STATEMENTS_FILE: statsFile } : env,
-      stdio: ["ignore", "pipe", "pipe"]
-    }
-  )
-  running.add(child)
-  return child
-}
-
-interface Finished {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-const finished = (child: ChildProcess) =>
-  new Promise<Finished>((resolve) => {
-    let stdout = ""
-    let stderr = ""
-    child.stdout?.on("data", (chunk) => (stdout += chunk))
-    child.stderr?.on("data", (chunk) => (stderr = (stderr + chunk).slice(-8000)))
-    child.on("close", (code) => {
-      running.delete(child)
-      resolve({ code, stdout, stderr })
-    })
-  })
+const { finished, running, spawnCli } = cliProcesses({ root, cliPath, preload, env, nodeArgs })
 
 const cli = async (args: ReadonlyArray<string>) => {
   const result = await finished(spawnCli([...args, "--json"]))

@@ -1,3 +1,5 @@
+import { type ChildProcess, spawn } from "node:child_process"
+
 /** What the benchmarks share: a bounded-concurrency load runner with latency percentiles. */
 
 export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
@@ -19,4 +21,52 @@ export const load = async (count: number, concurrency: number, task: (index: num
   const seconds = (performance.now() - started) / 1000
   const sorted = [...latencies].sort((a, b) => a - b)
   return { rate: Math.round(count / seconds), p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), seconds }
+}
+
+/** A CLI process's exit code and output (stderr: its last 8,000 characters). */
+export interface Finished {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+/**
+ * Spawns `node [--import preload] [nodeArgs] bin/billing.mjs ...args` (the node
+ * process itself, so its pid is the CLI's), keeping every child in `running`
+ * so a bench can end them all on Ctrl-C. With `statsFile`, the statement
+ * counter (bench/count-statements.mjs) appends its line there on exit.
+ */
+export const cliProcesses = (options: {
+  readonly root: string
+  readonly cliPath: string
+  readonly preload: string
+  readonly env: NodeJS.ProcessEnv
+  readonly nodeArgs: ReadonlyArray<string>
+}) => {
+  const running = new Set<ChildProcess>()
+  const spawnCli = (args: ReadonlyArray<string>, statsFile?: string) => {
+    const child = spawn(
+      process.execPath,
+      [...(statsFile ? ["--import", options.preload] : []), ...options.nodeArgs, options.cliPath, ...args],
+      {
+        cwd: options.root,
+        env: statsFile ? { ...options.env, BENCH_STATEMENTS_FILE: statsFile } : options.env,
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    running.add(child)
+    return child
+  }
+  const finished = (child: ChildProcess) =>
+    new Promise<Finished>((resolve) => {
+      let stdout = ""
+      let stderr = ""
+      child.stdout?.on("data", (chunk) => (stdout += chunk))
+      child.stderr?.on("data", (chunk) => (stderr = (stderr + chunk).slice(-8000)))
+      child.on("close", (code) => {
+        running.delete(child)
+        resolve({ code, stdout, stderr })
+      })
+    })
+  return { running, spawnCli, finished }
 }
