@@ -6,6 +6,7 @@ import { runMigrations } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/http/Server.ts"
 import { DatabaseLive, fromEmbedded, fromUrl } from "../../src/db/Database.ts"
 import { serveDataDir } from "../../src/db/Embedded.ts"
+import { limitHeapGrowth } from "../../src/HeapGrowth.ts"
 import { DatabaseConfig } from "../../src/config.ts"
 import { AppServicesLive, ServicesLive } from "../../src/Services.ts"
 import { Text } from "ink"
@@ -40,6 +41,12 @@ const processesFlag = (value: string): number => {
 const processSettings = Layer.merge(Logger.json, Layer.setTracerEnabled(false))
 
 const worker = Layer.scopedDiscard(Effect.forkScoped(runWorker(workerJobs, { once: false, idle: pollInterval() })))
+
+/** `BILLING_HEAP_GROWTH_PERCENT`, default 50: see src/HeapGrowth.ts and docs/benchmarks.md for the figures behind it. */
+const heapGrowthPercent = () => {
+  const value = Number(process.env.BILLING_HEAP_GROWTH_PERCENT ?? 50)
+  return Number.isInteger(value) && value >= 0 ? value : 50
+}
 
 class ApiProcessFailed extends Data.TaggedError("ApiProcessFailed")<{ readonly message: string }> {}
 
@@ -168,6 +175,7 @@ export const registerServe = (program: Command) => {
       const port = options.port ?? Number(process.env.PORT ?? 8787)
       const host = options.host ?? process.env.HOST ?? "127.0.0.1"
       const processes = options.processes ?? 1
+      limitHeapGrowth(heapGrowthPercent())
       if (cluster.isWorker && process.env[apiProcessVariable] === "1") return runApiProcess({ port, host }, processes)
 
       const workerLoop = options.worker ? worker : Layer.empty
