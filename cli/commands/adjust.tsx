@@ -63,6 +63,8 @@ export const registerAdjust = (program: Command) => {
             <Details
               title={result.replayed ? "Already processed: nothing adjusted again" : "Balance adjusted"}
               fields={[
+                ["applied", BigDecimal.format(result.appliedDelta)],
+                ["floored", result.floored ? "yes: the claw-back was larger than the balance, which stopped at zero" : "no"],
                 ["remaining", BigDecimal.format(result.remaining)],
                 ["adjusted at", result.adjustedAt.toISOString()],
                 ["customer archived", result.customerArchived ? "yes" : "no"]
