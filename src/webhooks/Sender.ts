@@ -147,7 +147,8 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
                 ORDER BY d.next_attempt_at, d.id
                 LIMIT greatest(${PER_ENDPOINT} - coalesce(busy.in_flight, 0), 0)
               ) due
-              WHERE e.enabled AND e.removed_at IS NULL
+              -- A listen session's deliveries are forwarded by its own process (src/webhooks/Listen.ts).
+              WHERE e.enabled AND e.removed_at IS NULL AND e.listen_until IS NULL
             ), claimed AS (
               SELECT d.organization_id, d.id
               FROM webhook_deliveries d
@@ -220,8 +221,10 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
     const queueState = (now: Date) =>
       orDie(sql<{ depth: string; oldest: Date | string | null }>`
         SELECT count(*) AS depth, min(next_attempt_at) AS oldest
-        FROM (SELECT next_attempt_at FROM webhook_deliveries
-              WHERE status = 'PENDING' AND next_attempt_at <= ${now} LIMIT ${QUEUE_DEPTH_CAP}) due`).pipe(
+        FROM (SELECT d.next_attempt_at FROM webhook_deliveries d
+              JOIN webhook_endpoints e ON e.organization_id = d.organization_id AND e.id = d.endpoint_id
+              WHERE d.status = 'PENDING' AND d.next_attempt_at <= ${now} AND e.listen_until IS NULL
+              LIMIT ${QUEUE_DEPTH_CAP}) due`).pipe(
         Effect.map(([row]) => ({
           depth: Number(row?.depth ?? 0),
           lagMs: row?.oldest == null ? 0 : Math.max(0, now.getTime() - new Date(row.oldest).getTime())
