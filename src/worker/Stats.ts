@@ -85,7 +85,9 @@ export interface JobSummary {
 }
 
 export const summarize = (jobs: ReadonlyArray<string>, reports: Iterable<BatchReport>): ReadonlyArray<JobSummary> => {
-  const summaries = new Map(jobs.map((job) => [job, { job, batches: 0, handled: 0, byOrganization: {} } as JobSummary & { batches: number; handled: number }]))
+  const summaries = new Map<string, { job: string; batches: number; handled: number; byOrganization: Record<string, Record<string, number>> }>(
+    jobs.map((job) => [job, { job, batches: 0, handled: 0, byOrganization: {} }])
+  )
   for (const report of reports) {
     const summary = summaries.get(report.job)
     if (summary === undefined || report.handled === 0) continue
