@@ -37,9 +37,13 @@ const logLine = (report: BatchReport) =>
     ...(report.queue !== null ? { queue: report.queue } : {})
   })
 
+/**
+ * Only batches that finished something: an idle poll, or a webhook batch that
+ * only waits on deliveries still in flight, says nothing new.
+ */
 const printLogLine = (report: BatchReport) =>
   Effect.sync(() => {
-    if (report.handled > 0) process.stdout.write(`${logLine(report)}\n`)
+    if (report.handled > 0 && Object.keys(report.byOrganization).length > 0) process.stdout.write(`${logLine(report)}\n`)
   })
 
 /** Warnings and errors on stderr; stdout is the view's or the log lines'. */
