@@ -23,6 +23,7 @@ import { registerSignal } from "./commands/signal.tsx"
 import { registerStatus } from "./commands/status.tsx"
 import { registerUsage } from "./commands/usage.tsx"
 import { registerWorker } from "./commands/worker.tsx"
+import { registerListen } from "./commands/listen.tsx"
 import { registerWebhook } from "./commands/webhook.tsx"
 import { registerToolkit } from "./commands/toolkit.tsx"
 import { registerUnit } from "./commands/unit.tsx"
@@ -54,6 +55,7 @@ registerModel(program)
 registerCredit(program)
 registerOutcome(program)
 registerWebhook(program)
+registerListen(program)
 registerToolkit(program)
 registerUnit(program)
 registerComposite(program)

@@ -13,6 +13,7 @@ import YAML from "yaml"
 import { BadRequest, isServiceError } from "../src/errors.ts"
 import { describeIssues } from "../src/http/Envelope.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
+import { acceptDecimalText } from "../src/schema.ts"
 import { AppServicesLive } from "../src/Services.ts"
 
 export type AppServices = Layer.Layer.Success<typeof AppServicesLive>
@@ -98,7 +99,7 @@ export const readBodyFile = (file: string): Effect.Effect<unknown, BadRequest> =
 /** Decodes CLI input with the same schema the HTTP API uses; failures name the field. */
 export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, input: unknown): Effect.Effect<A, BadRequest> =>
   Effect.mapError(
-    Schema.decodeUnknown(schema, { errors: "all" })(input),
+    acceptDecimalText(Schema.decodeUnknown(schema, { errors: "all" })(input)),
     (error) => new BadRequest({ message: `invalid input: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
   )
 

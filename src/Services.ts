@@ -20,6 +20,7 @@ import { WebhookOutbox } from "./webhooks/Outbox.ts"
 import { SignalsLive } from "./signals/SignalsLive.ts"
 import { WebhookDeliveries } from "./webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "./webhooks/Endpoints.ts"
+import { WebhookListen } from "./webhooks/Listen.ts"
 import { WebhookSender } from "./webhooks/Sender.ts"
 
 // Services that others depend on sit in the lower layer.
@@ -34,6 +35,7 @@ export const ServicesLive = Layer.mergeAll(
   WebhookEndpoints.Default,
   WebhookDeliveries.Default,
   WebhookSender.Default,
+  WebhookListen.Default,
   SignalsLive,
   OperationsStatus.Default
 ).pipe(Layer.provideMerge(BillingFoundationLive))

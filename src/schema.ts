@@ -3,7 +3,7 @@
  * place, plus the two representation-crossing types (timestamps and money) that
  * decode from database rows and encode to the wire.
  */
-import { BigDecimal, ParseResult, Schema } from "effect"
+import { BigDecimal, Effect, FiberRef, ParseResult, Schema } from "effect"
 
 /** A timestamp: a Date from the database (or an ISO string), an ISO 8601 string on the wire. */
 export const Timestamp = Schema.transformOrFail(
@@ -40,13 +40,42 @@ export const Money = Schema.transformOrFail(
   }
 ).annotations({ identifier: "Money", jsonSchema: { type: "number" } })
 
-/** A decimal sent by a client: a finite JSON number, kept exact from its shortest text. */
+/**
+ * Whether amounts may also be written as decimal strings (`"0.05"`). The API
+ * takes JSON numbers only (the spec's contract); input typed by a person (CLI
+ * flags, `--file` bodies, YAML/JSON fixtures) is text already, and a string
+ * is the one way to write an amount that no float ever touches. Set with
+ * `acceptDecimalText` around such a decode; off everywhere else.
+ */
+export const DecimalTextAccepted = FiberRef.unsafeMake(false)
+
+/** Runs a decode (or anything) that takes amounts written as decimal strings, exactly. */
+export const acceptDecimalText = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.locally(effect, DecimalTextAccepted, true)
+
+/** Plain decimal notation only: no exponent, no spaces, no `+`, no thousands separators. */
+const decimalText = /^-?(?:\d+(?:\.\d*)?|\.\d+)$/
+
+/**
+ * A decimal sent by a client: a finite JSON number, kept exact from its
+ * shortest text; or, where `DecimalTextAccepted`, a decimal string taken
+ * digit for digit.
+ */
 export const MoneyInput = Schema.transformOrFail(
-  Schema.Number,
+  Schema.Union(Schema.Number, Schema.String),
   Schema.BigDecimalFromSelf,
   {
     strict: true,
     decode: (value, _, ast) => {
+      if (typeof value === "string") {
+        return Effect.flatMap(FiberRef.get(DecimalTextAccepted), (accepted) => {
+          const parsed = accepted && decimalText.test(value) ? BigDecimal.fromString(value) : undefined
+          if (parsed?._tag === "Some") return ParseResult.succeed(BigDecimal.normalize(parsed.value))
+          return ParseResult.fail(
+            new ParseResult.Type(ast, value, accepted ? "must be a decimal number such as 0.05" : "must be a finite number")
+          )
+        })
+      }
       const parsed = BigDecimal.safeFromNumber(value)
       return parsed._tag === "Some"
         ? ParseResult.succeed(BigDecimal.normalize(parsed.value))

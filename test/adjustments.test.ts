@@ -69,11 +69,13 @@ describe("adjusting prepaid balances", () => {
       replayed: false,
       adjustedAt: expect.any(String),
       remaining: 150,
-      customerArchived: false
+      customerArchived: false,
+      floored: false,
+      appliedDelta: 50
     })
     expect((await balancesOf(customer.id)).credits[0]).toMatchObject({ granted: 150, used: 0, remaining: 150 })
     const clawed = ok(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: -1000 }))
-    expect(clawed.remaining).toBe(0)
+    expect(clawed).toMatchObject({ remaining: 0, floored: true, appliedDelta: -150 })
     expect((await balancesOf(customer.id)).credits[0]).toMatchObject({ granted: 0, remaining: 0 })
   })
 
@@ -179,7 +181,15 @@ describe("idempotency keys", () => {
     const again = await api.post(`/customers/${customer.id}/credits/adjust`, body)
     const replay = ok(again)
     expect(again.body.statusDetail.message).toMatch(/^Already processed/)
-    expect(replay).toEqual({ adjusted: false, replayed: true, adjustedAt: first.adjustedAt, remaining: 115, customerArchived: false })
+    expect(replay).toEqual({
+      adjusted: false,
+      replayed: true,
+      adjustedAt: first.adjustedAt,
+      remaining: 115,
+      customerArchived: false,
+      floored: false,
+      appliedDelta: 10
+    })
     expect((await balancesOf(customer.id)).credits[0].remaining).toBe(115)
   })
 
@@ -209,6 +219,32 @@ describe("idempotency keys", () => {
     expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 0, idempotencyKey: "retry-me" }), 400)
     const result = ok(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 3, idempotencyKey: "retry-me" }))
     expect(result).toMatchObject({ adjusted: true, replayed: false, remaining: 103 })
+  })
+
+  it("says a claw-back was floored, with the delta applied, on the first answer and on its replays", async () => {
+    const customer = await customerOnPlan()
+    const body = { agentKey: unit.agentKey, delta: -12.5, idempotencyKey: "claw-floored" }
+    const first = ok(await api.post(`/customers/${customer.id}/units/adjust`, body))
+    expect(first).toMatchObject({ adjusted: true, remaining: 0, floored: true, appliedDelta: -10 })
+    ok(await api.post(`/customers/${customer.id}/units/adjust`, { agentKey: unit.agentKey, delta: 4 }))
+    const replay = ok(await api.post(`/customers/${customer.id}/units/adjust`, body))
+    expect(replay).toMatchObject({ replayed: true, remaining: 4, floored: true, appliedDelta: -10 })
+    const partial = ok(await api.post(`/customers/${customer.id}/units/adjust`, { agentKey: unit.agentKey, delta: -1.5 }))
+    expect(partial).toMatchObject({ remaining: 2.5, floored: false, appliedDelta: -1.5 })
+    const wallet = ok(await api.post(`/customers/${customer.id}/wallet/adjust`, { delta: -50 }))
+    expect(wallet).toMatchObject({ remaining: -45, floored: false, appliedDelta: -50 })
+  })
+
+  it("says so from the CLI when a claw-back was floored", async () => {
+    const customer = await customerOnPlan()
+    const args = ["adjust", "credits", customer.id, "--agent-key", credit.agentKey, "--delta", "-5000", "--org", acme.organizationId]
+    const json = await app.cli([...args, "--json"])
+    expect(json.code, json.stderr).toBe(0)
+    expect(json.json).toMatchObject({ remaining: 0, floored: true, appliedDelta: -100 })
+    const text = await app.cli(args)
+    expect(text.code, text.stderr).toBe(0)
+    expect(text.stdout).toMatch(/floored\s+yes/)
+    expect(text.stdout).toMatch(/applied\s+0/)
   })
 
   it("adjusts twice without a key", async () => {

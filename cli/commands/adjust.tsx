@@ -2,8 +2,9 @@ import type { Command } from "commander"
 import { BigDecimal, Effect, type Schema } from "effect"
 import { type AdjustEndpoint, AdjustResult, Adjustments, FractionAdjust, WalletAdjust, WholeAdjust } from "../../src/billing/Adjustments.ts"
 import { Details } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
 import { customerIdOf } from "./balance.tsx"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const schemaOf: Record<AdjustEndpoint, Schema.Schema<any, any>> = {
   credits: WholeAdjust,
@@ -26,7 +27,7 @@ interface AdjustOptions {
   readonly org?: string
   readonly externalId?: string
   readonly agentKey?: string
-  readonly delta: number
+  readonly delta: string
   readonly notes?: string
   readonly idempotencyKey?: string
   readonly reserved?: boolean
@@ -37,7 +38,7 @@ export const registerAdjust = (program: Command) => {
   for (const endpoint of Object.keys(schemaOf) as Array<AdjustEndpoint>) {
     const command = withOrg(adjust.command(endpoint).description(`adjust ${what[endpoint]}`).argument("[customerId]"))
       .option("--external-id <id>", "the active customer with this external id")
-      .requiredOption("--delta <n>", "positive grants, negative claws back", numberFlag)
+      .requiredOption("--delta <n>", "positive grants, negative claws back", decimalFlag)
       .option("--notes <text>", "why (at most 200 characters)")
       .option("--idempotency-key <key>", "a repeat with this key adjusts nothing and says so")
     if (endpoint !== "wallet") command.requiredOption("--agent-key <key>", "what to adjust")
@@ -63,6 +64,8 @@ export const registerAdjust = (program: Command) => {
             <Details
               title={result.replayed ? "Already processed: nothing adjusted again" : "Balance adjusted"}
               fields={[
+                ["applied", BigDecimal.format(result.appliedDelta)],
+                ["floored", result.floored ? "yes: the claw-back was larger than the balance, which stopped at zero" : "no"],
                 ["remaining", BigDecimal.format(result.remaining)],
                 ["adjusted at", result.adjustedAt.toISOString()],
                 ["customer archived", result.customerArchived ? "yes" : "no"]

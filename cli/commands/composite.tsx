@@ -3,7 +3,8 @@ import { Composite, CompositeCreate, CompositeUpdate } from "../../src/composite
 import { Composites } from "../../src/composites/Composites.ts"
 import { Details } from "../ui/Table.tsx"
 import { registerCatalogue, statusOf } from "../catalogue.tsx"
-import { encode, numberFlag } from "../run.ts"
+import { encode } from "../run.ts"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const compositeJson = encode(Composite)
 
@@ -33,7 +34,7 @@ interface CompositeFlags {
   readonly name?: string
   readonly refId?: string
   readonly description?: string
-  readonly price?: number
+  readonly price?: string
   readonly creditIds?: string
   readonly outcomeIds?: string
   readonly unitIds?: string
@@ -74,7 +75,7 @@ export const registerComposite = (program: Command) =>
         .option("--name <name>")
         .option("--ref-id <refId>", "the property name used in composite tags on signals")
         .option("--description <text>")
-        .option("--price <usd>", "price per occurrence (0 to 10,000,000)", numberFlag)
+        .option("--price <usd>", "price per occurrence (0 to 10,000,000)", decimalFlag)
         .option("--credit-ids <ids>", "comma-separated credit ids")
         .option("--outcome-ids <ids>", "comma-separated outcome ids")
         .option("--unit-ids <ids>", "comma-separated unit ids"),

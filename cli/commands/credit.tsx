@@ -4,7 +4,8 @@ import { Credits } from "../../src/credits/Credits.ts"
 import { BundleItem } from "../../src/models/Model.ts"
 import { Details } from "../ui/Table.tsx"
 import { registerCatalogue, statusOf } from "../catalogue.tsx"
-import { encode, jsonFlag, numberFlag } from "../run.ts"
+import { encode, jsonFlag } from "../run.ts"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const creditJson = encode(Credit)
 const bundleItemJson = encode(BundleItem)
@@ -51,7 +52,7 @@ export const registerCredit = (program: Command) =>
         .option("--name <name>")
         .option("--agent-key <key>")
         .option("--description <text>")
-        .option("--margin <percent>", "marginPercent (at least -100)", numberFlag)
+        .option("--margin <percent>", "marginPercent (at least -100)", decimalFlag)
         .option("--model-bundle <json>", "model bundle items as a JSON array", jsonFlag),
     bodyOf: (options) => ({
       name: options.name,

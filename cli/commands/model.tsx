@@ -3,7 +3,8 @@ import { Effect } from "effect"
 import { Model, ModelSet } from "../../src/models/Model.ts"
 import { Models } from "../../src/models/Models.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const modelJson = encode(Model)
 
@@ -34,20 +35,20 @@ const presentOne = (title: string) => ({
 })
 
 /** A cache rate flag: a number, or `none` to remove the rate. */
-const optionalRateFlag = (value: string): number | "none" =>
-  value.trim().toLowerCase() === "none" ? "none" : numberFlag(value)
+const optionalRateFlag = (value: string): string | "none" =>
+  value.trim().toLowerCase() === "none" ? "none" : decimalFlag(value)
 
-const optionalRate = (flag: number | "none" | undefined) => (flag === "none" ? null : flag)
+const optionalRate = (flag: string | "none" | undefined) => (flag === "none" ? null : flag)
 
 interface ModelFlags {
   readonly json?: boolean
   readonly org?: string
   readonly id?: string
   readonly name?: string
-  readonly input?: number
-  readonly output?: number
-  readonly cacheRead?: number | "none"
-  readonly cacheWrite?: number | "none"
+  readonly input?: string
+  readonly output?: string
+  readonly cacheRead?: string | "none"
+  readonly cacheWrite?: string | "none"
 }
 
 const toggle = (title: string, act: (models: Models, org: string, id: string) => Effect.Effect<Model, unknown>) =>
@@ -96,8 +97,8 @@ export const registerModel = (program: Command) => {
   withOrg(model.command("set").description("add a model or change its name and rates (USD per million tokens)"))
     .requiredOption("--id <id>", "model id, e.g. gpt-4o")
     .option("--name <name>", "display name (required for a new model)")
-    .option("--input <usd>", "input rate (required for a new model)", numberFlag)
-    .option("--output <usd>", "output rate (required for a new model)", numberFlag)
+    .option("--input <usd>", "input rate (required for a new model)", decimalFlag)
+    .option("--output <usd>", "output rate (required for a new model)", decimalFlag)
     .option("--cache-read <usd>", "cache-read rate, or none", optionalRateFlag)
     .option("--cache-write <usd>", "cache-write rate, or none", optionalRateFlag)
     .action((options: ModelFlags) =>

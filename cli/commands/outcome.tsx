@@ -5,8 +5,9 @@ import { Outcomes } from "../../src/outcomes/Outcomes.ts"
 import { Money } from "../../src/schema.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { registerCatalogue, statusOf } from "../catalogue.tsx"
-import { encode, jsonFlag, numberFlag } from "../run.ts"
+import { encode, jsonFlag } from "../run.ts"
 import { bundleText } from "./credit.tsx"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const outcomeJson = encode(Outcome)
 const outcomeWithStepsJson = encode(OutcomeWithSteps)
@@ -61,7 +62,7 @@ export const registerOutcome = (program: Command) =>
         .option("--name <name>")
         .option("--agent-key <key>")
         .option("--description <text>")
-        .option("--margin <percent>", "marginPercent (at least -100)", numberFlag)
+        .option("--margin <percent>", "marginPercent (at least -100)", decimalFlag)
         .option("--steps <json>", "steps as a JSON array of {id?, name, agentKey, modelBundle}", jsonFlag),
     bodyOf: (options) => ({
       name: options.name,

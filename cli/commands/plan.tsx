@@ -3,7 +3,8 @@ import { Plan, PlanCreate, PlanUpdate } from "../../src/plans/Plan.ts"
 import { Plans } from "../../src/plans/Plans.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { registerCatalogue, statusOf } from "../catalogue.tsx"
-import { encode, numberFlag } from "../run.ts"
+import { encode } from "../run.ts"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const planJson = encode(Plan)
 
@@ -50,7 +51,7 @@ export const registerPlan = (program: Command) =>
       command
         .option("--name <name>")
         .option("--description <text>")
-        .option("--price-adjustment <usd>", "added to the plan cost (negative for a discount)", numberFlag)
+        .option("--price-adjustment <usd>", "added to the plan cost (negative for a discount)", decimalFlag)
         .option("--wallet-funded-arrear", "debit ARREAR charges from the ADVANCE wallet as they happen")
         .option("--no-wallet-funded-arrear", "invoice ARREAR charges at the cycle end"),
     bodyOf: (options) => ({

@@ -1,6 +1,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { type Command, InvalidArgumentError } from "commander"
-import { Data, Deferred, Effect, Exit, Layer, Logger, Option, Runtime } from "effect"
+import { HttpServer } from "@effect/platform"
+import { Context, Data, Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Runtime } from "effect"
 import cluster, { type Worker } from "node:cluster"
 import { runMigrations } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/http/Server.ts"
@@ -12,6 +13,8 @@ import { AppServicesLive, ServicesLive } from "../../src/Services.ts"
 import { Text } from "ink"
 import { workerJobs } from "../../src/worker/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
+import * as path from "node:path"
+import { outputMode } from "../Output.ts"
 import { numberFlag, runOn, withJson } from "../run.ts"
 
 /** Set in the environment of the API processes `serve --processes N` starts. */
@@ -47,6 +50,52 @@ const heapGrowthPercent = () => {
   const value = Number(process.env.BILLING_HEAP_GROWTH_PERCENT ?? 50)
   return Number.isInteger(value) && value >= 0 ? value : 50
 }
+
+/** The database in use, for the start banner: never the password. */
+const databaseInUse = Effect.map(DatabaseConfig, (config) => {
+  if (Option.isNone(config.url)) return { kind: "embedded" as const, dataDir: path.resolve(config.dataDir) }
+  try {
+    const url = new URL(Redacted.value(config.url.value))
+    return { kind: "postgresql" as const, host: url.port ? `${url.hostname}:${url.port}` : url.hostname, database: url.pathname.slice(1) }
+  } catch {
+    return { kind: "postgresql" as const, host: "(unparsable DATABASE_URL)", database: "" }
+  }
+})
+
+/**
+ * Says where the API is once it listens. A person at a terminal gets the API
+ * and docs URLs and the database in a few lines; anything else (a process
+ * manager, a test, a pipe) gets the one JSON log line it can parse, with the
+ * same facts as annotations.
+ */
+const announce = (origin: string, worker: boolean, extra: Record<string, unknown> = {}) =>
+  Effect.gen(function*() {
+    const database = yield* databaseInUse
+    const api = `${origin}/api/v1`
+    const docs = `${origin}/docs`
+    if (outputMode({}) === "tty") {
+      const where = database.kind === "embedded"
+        ? `embedded PGlite in ${database.dataDir}`
+        : `PostgreSQL ${database.host}/${database.database}`
+      process.stdout.write(
+        [
+          `billing API  ${api}`,
+          `docs         ${docs}`,
+          `database     ${where}`,
+          `worker       ${worker ? "running in this process" : "not in this process (--no-worker)"}`,
+          "Ctrl-C stops.",
+          ""
+        ].join("\n")
+      )
+      return
+    }
+    yield* Effect.logInfo(`Listening on ${origin}`).pipe(Effect.annotateLogs({ api, docs, database, worker, ...extra }))
+  }).pipe(Effect.orDie)
+
+const originOf = (address: HttpServer.Address) =>
+  address._tag === "UnixAddress"
+    ? `http+unix://${address.path}`
+    : `http://${address.hostname === "::" || address.hostname === "0.0.0.0" ? "0.0.0.0" : address.hostname}:${address.port}`
 
 class ApiProcessFailed extends Data.TaggedError("ApiProcessFailed")<{ readonly message: string }> {}
 
@@ -88,7 +137,7 @@ const runApiProcess = (listen: { readonly port: number; readonly host: string },
  * exits before it listens (a port in use, a start-up failure), or more than
  * 10 replacements in a minute.
  */
-const superviseApiProcesses = (count: number, host: string) =>
+const superviseApiProcesses = (count: number, host: string, withWorker: boolean) =>
   Effect.gen(function*() {
     const runtime = yield* Effect.runtime<never>()
     const log = (effect: Effect.Effect<void>) => Runtime.runFork(runtime)(effect)
@@ -157,9 +206,7 @@ const superviseApiProcesses = (count: number, host: string) =>
     })
     const { port } = addresses[0]!
     const hostname = host === "::" ? "0.0.0.0" : host
-    yield* Effect.logInfo(`Listening on http://${hostname}:${port}`).pipe(
-      Effect.annotateLogs({ processes: count, pids: [...live].map((child) => child.process.pid) })
-    )
+    yield* announce(`http://${hostname}:${port}`, withWorker, { processes: count, pids: [...live].map((child) => child.process.pid) })
     return Deferred.await(failed)
   })
 
@@ -180,7 +227,10 @@ export const registerServe = (program: Command) => {
 
       const workerLoop = options.worker ? worker : Layer.empty
       if (processes === 1) {
-        const server = Layer.merge(makeHttpServer({ port, host }), workerLoop).pipe(
+        const api = makeHttpServer({ port, host, logAddress: false }).pipe(
+          Layer.tap((context) => announce(originOf(Context.get(context, HttpServer.HttpServer).address), options.worker))
+        )
+        const server = Layer.merge(api, workerLoop).pipe(
           Layer.provide(AppServicesLive),
           Layer.provide(processSettings)
         )
@@ -196,7 +246,7 @@ export const registerServe = (program: Command) => {
       // processes join), the worker loop once, and the API processes. SIGTERM
       // stops the API processes first (their in-flight requests finish), then
       // the worker loop, then the database.
-      const primary = Effect.scoped(Effect.flatten(superviseApiProcesses(processes, host))).pipe(
+      const primary = Effect.scoped(Effect.flatten(superviseApiProcesses(processes, host, options.worker))).pipe(
         Effect.provide(workerLoop.pipe(Layer.provideMerge(AppServicesLive))),
         Effect.provide(processSettings)
       )

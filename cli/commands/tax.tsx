@@ -3,7 +3,8 @@ import { BigDecimal, Effect } from "effect"
 import { Tax, TaxCreate, Taxes, TaxUpdate } from "../../src/billing/Taxes.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const taxJson = encode(Tax)
 
@@ -50,8 +51,8 @@ export const registerTax = (program: Command) => {
 
   withOrg(tax.command("create").description("create a tax"))
     .requiredOption("--name <name>")
-    .requiredOption("--rate <percent>", "0 to 100", numberFlag)
-    .action((options: { json?: boolean; org?: string; name: string; rate: number }) =>
+    .requiredOption("--rate <percent>", "0 to 100", decimalFlag)
+    .action((options: { json?: boolean; org?: string; name: string; rate: string }) =>
       run(
         options,
         withTaxes(options, (taxes, org) =>
@@ -66,9 +67,9 @@ export const registerTax = (program: Command) => {
 
   withOrg(tax.command("update").description("change a tax").argument("<id>"))
     .option("--name <name>")
-    .option("--rate <percent>", "0 to 100", numberFlag)
+    .option("--rate <percent>", "0 to 100", decimalFlag)
     .option("--active <on|off>", "off: no longer applied to new invoices")
-    .action((id: string, options: { json?: boolean; org?: string; name?: string; rate?: number; active?: string }) =>
+    .action((id: string, options: { json?: boolean; org?: string; name?: string; rate?: string; active?: string }) =>
       run(
         options,
         withTaxes(options, (taxes, org) =>

@@ -3,8 +3,9 @@ import { Unit, UnitCreate, UnitUpdate } from "../../src/units/Unit.ts"
 import { Units } from "../../src/units/Units.ts"
 import { Details } from "../ui/Table.tsx"
 import { registerCatalogue, statusOf } from "../catalogue.tsx"
-import { encode, numberFlag } from "../run.ts"
+import { encode } from "../run.ts"
 import { Effect } from "effect"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 const unitJson = encode(Unit)
 
@@ -44,7 +45,7 @@ export const registerUnit = (program: Command) =>
         .option("--agent-key <key>")
         .option("--description <text>")
         .option("--pricing-type <type>", "FLAT, SLAB or VOLUME")
-        .option("--flat-price <usd>", "price of one unit (FLAT)", numberFlag),
+        .option("--flat-price <usd>", "price of one unit (FLAT)", decimalFlag),
     bodyOf: (options) => ({
       name: options.name,
       agentKey: options.agentKey,

@@ -6,6 +6,7 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { customerIdOf } from "./balance.tsx"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 interface WalletOptions {
   readonly json?: boolean
@@ -29,7 +30,7 @@ export const registerWallet = (program: Command) => {
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
           const customerId = yield* customerIdOf(organizationId, id, options.externalId)
-          const threshold = options.threshold === "none" ? null : Number(options.threshold)
+          const threshold = options.threshold === "none" ? null : options.threshold
           const body = yield* decodeInput(WalletAlertBody, { threshold })
           return yield* Effect.flatMap(Wallets, (wallets) => wallets.setAlert(organizationId, customerId, body.threshold))
         }),
@@ -41,8 +42,8 @@ export const registerWallet = (program: Command) => {
     )
 
   withCustomer(wallet.command("grant").description("USD credited to the wallet at every cycle start (0 stops it)"))
-    .requiredOption("--quantity <usd>", "USD per cycle", numberFlag)
-    .action((id: string | undefined, options: WalletOptions & { quantity: number }) =>
+    .requiredOption("--quantity <usd>", "USD per cycle", decimalFlag)
+    .action((id: string | undefined, options: WalletOptions & { quantity: string }) =>
       run(
         options,
         Effect.gen(function*() {

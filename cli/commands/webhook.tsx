@@ -11,6 +11,7 @@ import { progressReporter, watch } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { parseInstant } from "./worker.tsx"
+import { decimalFlag } from "../DecimalFlag.ts"
 
 interface Flags {
   readonly json?: boolean
@@ -113,8 +114,8 @@ export const registerWebhook = (program: Command) => {
   withOrg(webhook.command("add").description("subscribe an endpoint to wallet events"))
     .requiredOption("--url <url>", "where events are POSTed")
     .option("--events <list>", "comma-separated event types (default: all)", parseEvents)
-    .option("--threshold <usd>", "drop level for customers without an alert level of their own", numberFlag)
-    .action((options: Flags & { url: string; events?: Array<string>; threshold?: number }) =>
+    .option("--threshold <usd>", "drop level for customers without an alert level of their own", decimalFlag)
+    .action((options: Flags & { url: string; events?: Array<string>; threshold?: string }) =>
       run(
         options,
         Effect.gen(function*() {

@@ -1,10 +1,14 @@
 import type { Command } from "commander"
-import { Text } from "ink"
+import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { render } from "ink"
 import { BadRequest } from "../../src/errors.ts"
+import { AppServicesLive } from "../../src/Services.ts"
 import { workerJobs } from "../../src/worker/Jobs.ts"
+import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
-import { Effect } from "effect"
+import { isInteractive, outputMode } from "../Output.ts"
 import { run, withJson } from "../run.ts"
+import { WorkerLiveView, WorkerStatsStore, WorkerSummary } from "../ui/WorkerView.tsx"
 
 export const parseInstant = (value: string | undefined) => {
   if (value === undefined) return Effect.succeed(undefined)
@@ -14,19 +18,110 @@ export const parseInstant = (value: string | undefined) => {
     : Effect.succeed(date)
 }
 
+interface WorkerFlags {
+  readonly json?: boolean
+  readonly once?: boolean
+  readonly now?: string
+}
+
+/** One JSON line for a batch that did work: what a log collector reads. */
+const logLine = (report: BatchReport) =>
+  JSON.stringify({
+    level: "INFO",
+    time: report.at.toISOString(),
+    message: "worker batch",
+    job: report.job,
+    handled: report.handled,
+    durationMs: report.durationMs,
+    byOrganization: report.byOrganization,
+    ...(report.queue !== null ? { queue: report.queue } : {})
+  })
+
+/**
+ * Only batches that finished something: an idle poll, or a webhook batch that
+ * only waits on deliveries still in flight, says nothing new.
+ */
+const printLogLine = (report: BatchReport) =>
+  Effect.sync(() => {
+    if (report.handled > 0 && Object.keys(report.byOrganization).length > 0) process.stdout.write(`${logLine(report)}\n`)
+  })
+
+/** Warnings and errors on stderr; stdout is the view's or the log lines'. */
+const quietLogs = Layer.merge(
+  Logger.minimumLogLevel(LogLevel.Warning),
+  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+)
+
+/** `--once`: drain, then a per-job, per-organisation summary (one document with --json). */
+const drainOnce = (options: WorkerFlags) => {
+  const reports: Array<BatchReport> = []
+  const mode = outputMode(options)
+  const onBatch = (report: BatchReport) =>
+    Effect.zipRight(
+      Effect.sync(() => reports.push(report)),
+      mode === "plain" ? printLogLine(report) : Effect.void
+    )
+  return run(
+    options,
+    Effect.flatMap(parseInstant(options.now), (now) =>
+      Effect.map(
+        runWorker(workerJobs, { once: true, now, idle: pollInterval(), onBatch }),
+        (handled) => ({ handled, jobs: summarize(workerJobs.map((job) => job.name), reports) })
+      )),
+    {
+      json: (result) => result,
+      view: (result) => <WorkerSummary summaries={result.jobs} handled={result.handled} />
+    }
+  )
+}
+
+/**
+ * The loop, until Ctrl-C (or `q` on a terminal): a live view on a terminal,
+ * JSON lines elsewhere. Stopping interrupts the jobs between statements; a
+ * batch in flight rolls back and its work is taken again by the next worker.
+ */
+const loop = async (options: WorkerFlags) => {
+  const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs)))
+  const live = outputMode(options) === "tty"
+  const store = new WorkerStatsStore(workerJobs.map((job) => job.name))
+  const onBatch = live ? (report: BatchReport) => Effect.sync(() => store.add(report)) : printLogLine
+  const fiber = runtime.runFork(
+    Effect.flatMap(parseInstant(options.now), (now) =>
+      runWorker(workerJobs, { once: false, now, idle: pollInterval(), onBatch }))
+  )
+  let stopping = false
+  const stop = () => {
+    if (stopping) return
+    stopping = true
+    void runtime.runPromise(Fiber.interrupt(fiber))
+  }
+  const view = live
+    ? render(<WorkerLiveView store={store} interactive={isInteractive(options)} onQuit={stop} />, {
+      exitOnCtrlC: false,
+      patchConsole: false
+    })
+    : undefined
+  process.once("SIGINT", stop)
+  process.once("SIGTERM", stop)
+  const exit = await runtime.runPromise(Fiber.await(fiber))
+  view?.unmount()
+  await runtime.dispose()
+  process.off("SIGINT", stop)
+  process.off("SIGTERM", stop)
+  if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
+    const failure = Cause.squash(exit.cause)
+    process.stderr.write(`error: ${failure instanceof Error ? failure.message : String(failure)}\n`)
+    process.exitCode = 1
+    return
+  }
+  // stdin in raw mode (Ink's useInput) would keep the process alive.
+  if (process.stdin.isTTY) process.stdin.unref()
+  process.exitCode = 0
+}
+
 export const registerWorker = (program: Command) => {
   withJson(program.command("worker").description("price queued signals, deliver webhooks, renew billing cycles"))
-    .option("--once", "drain every job, then exit (for cron)")
+    .option("--once", "drain every job, then exit (for cron) with a summary per job and organisation")
     .option("--now <iso>", "the instant billing cycles treat as now")
-    .action((options: { json?: boolean; once?: boolean; now?: string }) =>
-      run(
-        options,
-        Effect.flatMap(parseInstant(options.now), (now) =>
-          runWorker(workerJobs, { once: options.once ?? false, now, idle: pollInterval() })),
-        {
-          json: (handled) => ({ handled }),
-          view: (handled) => <Text>Worker drained {handled} item(s).</Text>
-        }
-      )
-    )
+    .action((options: WorkerFlags) => (options.once ? drainOnce(options) : loop(options)))
 }

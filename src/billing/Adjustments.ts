@@ -83,15 +83,29 @@ export const AdjustResult = Schema.Struct({
   replayed: Schema.Boolean,
   adjustedAt: Timestamp,
   remaining: Money,
-  customerArchived: Schema.Boolean
+  customerArchived: Schema.Boolean,
+  /** True when a claw-back took the balance below zero and was clamped there. */
+  floored: Schema.Boolean.annotations({
+    description: "true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved"
+  }),
+  /** What the balance actually moved: `delta`, or less than it in magnitude when floored. */
+  appliedDelta: Money.annotations({ description: "the change actually applied to the balance" })
 })
 export type AdjustResult = typeof AdjustResult.Type
 
 const KeyedRow = Schema.Struct({
   fingerprint: Schema.String,
+  delta: Money,
+  appliedDelta: Money,
   purchaseId: Schema.NullOr(Schema.String),
   componentId: Schema.NullOr(Schema.String),
   adjustedAt: Timestamp
+})
+
+/** Whether the floor at zero cut the requested delta short. */
+const flooring = (requested: Decimal, applied: Decimal) => ({
+  floored: !BigDecimal.equals(requested, applied),
+  appliedDelta: BigDecimal.normalize(applied)
 })
 
 const kindOf: Record<Exclude<AdjustEndpoint, "wallet">, SnapshotComponent["type"]> = {
@@ -213,7 +227,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
           if (inserted.length === 0) {
             const existing = (yield* findAll(
               KeyedRow,
-              sql`SELECT fingerprint, purchase_id, component_id, adjusted_at FROM balance_adjustments
+              sql`SELECT fingerprint, delta, applied_delta, purchase_id, component_id, adjusted_at FROM balance_adjustments
                   WHERE organization_id = ${organizationId} AND endpoint = ${endpoint}
                     AND idempotency_key = ${input.idempotencyKey}`
             ))[0]!
@@ -224,7 +238,9 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
               replayed: true,
               adjustedAt: existing.adjustedAt,
               remaining: yield* currentRemaining(organizationId, customerId, existing, walletKind),
-              customerArchived
+              customerArchived,
+              // The original's answer: a replay says what the first request applied.
+              ...flooring(existing.delta, existing.appliedDelta)
             } satisfies AdjustResult
           }
         }
@@ -286,7 +302,14 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
             })
           }`
         }
-        return { adjusted: true, replayed: false, adjustedAt: now, remaining, customerArchived } satisfies AdjustResult
+        return {
+          adjusted: true,
+          replayed: false,
+          adjustedAt: now,
+          remaining,
+          customerArchived,
+          ...flooring(input.delta, applied)
+        } satisfies AdjustResult
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     return { adjust } as const

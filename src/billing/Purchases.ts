@@ -47,6 +47,7 @@ import {
   type WalletState
 } from "./Renewal.ts"
 import { loadSnapshot, PlanSnapshot } from "./Snapshot.ts"
+import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../worker/Fault.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Purchase ${id} not found` })
@@ -258,12 +259,18 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
     const renewBatch = (now: Date, limit: number) =>
       Effect.gen(function*() {
         const claimed = yield* claimDue(now, limit)
-        if (claimed.length === 0) return 0
+        if (claimed.length === 0) return claimed
         const states = yield* loadStates(claimed)
         yield* write(states.map((state) => renewal(state)), claimed)
         yield* faultPoint("cycles.before-commit") // tests: dies with the batch written, before its commit
-        return claimed.length
-      }).pipe(sql.withTransaction, Effect.orDie)
+        return claimed
+      }).pipe(
+        sql.withTransaction,
+        Effect.orDie,
+        // Counted for the worker's watchers once committed.
+        Effect.tap((claimed) => tally(claimed.map((purchase) => [purchase.organizationId, "renewed"]))),
+        Effect.map((claimed) => claimed.length)
+      )
 
     const create = (organizationId: string, input: PurchaseCreate) =>
       Effect.gen(function*() {

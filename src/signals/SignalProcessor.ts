@@ -29,6 +29,7 @@ import { type Decimal, toSql, ZERO } from "../money.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { faultPoint } from "../worker/Fault.ts"
 import { periodicCollection } from "../worker/Memory.ts"
+import { QUEUE_DEPTH_CAP, reportQueue, tally } from "../worker/Stats.ts"
 import {
   type BatchContext,
   ClaimedSignal,
@@ -361,8 +362,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** The ids of the last batch claimed, to fail its signal when a batch of one cannot commit. */
     let lastClaimed: ReadonlyArray<SignalRecord> = []
 
+    /** How the last batch's signals ended, counted for watchers once the batch committed. */
+    let lastResults: ReadonlyArray<readonly [SignalRecord, Ended]> = []
+
     const batch = (limit: number) =>
       Effect.gen(function*() {
+        lastResults = []
         const records = yield* claim(limit)
         lastClaimed = records
         if (records.length === 0) return 0
@@ -400,6 +405,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         yield* insertRows(sql, "usage_log", writes.usageRows)
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
         yield* finish(results)
+        lastResults = results
         yield* faultPoint("signals.before-commit")
         return records.length
       }).pipe(sql.withTransaction, orDie)
@@ -439,6 +445,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       return Effect.zipRight(ensurePartitions, batch(limit)).pipe(
         Effect.catchAllCause((cause) => (isRetryable(cause) ? Effect.fail(new RetryableBatch()) : Effect.failCause(cause))),
         Effect.retry({ while: (e) => e instanceof RetryableBatch, schedule: Schedule.spaced("20 millis"), times: 10 }),
+        Effect.tap(() => tally(lastResults.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
         Effect.tap((handled) =>
           Effect.sync(() => {
             if (isolating > 0) isolating -= Math.max(handled, 1)
@@ -451,7 +458,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             isolating -= 1
             return Effect.zipRight(
               Effect.logError(`signal ${failed[0]!.id} could not be written; marked FAILED`, cause),
-              Effect.as(failAlone(failed[0]!), 1)
+              Effect.as(Effect.zipRight(failAlone(failed[0]!), tally([[failed[0]!.organizationId, "failed"]])), 1)
             )
           }
           isolating = failed.length
@@ -474,18 +481,28 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      * hold right now, it waits for them rather than reporting idle, so that
      * `worker --once` never stops while signals remain.
      */
+    /** The queue left behind: signals waiting, and how long the oldest has waited. */
+    const queueState = orDie(sql<{ depth: string; oldest: Date | string | null }>`
+      SELECT (SELECT count(*) FROM (SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT ${QUEUE_DEPTH_CAP}) q) AS depth,
+             (SELECT received_at FROM signals WHERE status = 'QUEUED' ORDER BY id LIMIT 1) AS oldest`).pipe(
+      Effect.map(([row]) => ({
+        depth: Number(row?.depth ?? 0),
+        lagMs: row?.oldest == null ? 0 : Math.max(0, Date.now() - new Date(row.oldest).getTime())
+      }))
+    )
+
     const runOnce: Effect.Effect<number> = Effect.flatMap(oneBatch, (handled) =>
       handled > 0
-        ? Effect.sync(() => {
-          collect(handled)
-          return handled
-        })
+        ? Effect.as(Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))), handled)
         : Effect.flatMap(queueIsEmpty, (empty) =>
           empty ? Effect.succeed(0) : Effect.zipRight(Effect.sleep("20 millis"), Effect.suspend(() => runOnce))))
 
     return { runOnce } as const
   })
 }) {}
+
+/** What a signal's end is called in the worker's stats. */
+const counterOf: Record<Ended["_tag"], string> = { Processed: "priced", Pending: "pending", Failed: "failed" }
 
 /** The worker job: one batch of queued signals per call. */
 export const signalsJob: WorkerJob = {

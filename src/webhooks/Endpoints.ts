@@ -40,6 +40,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
         Endpoint,
         sql`SELECT * FROM webhook_endpoints
             WHERE organization_id = ${organizationId} AND (${options.includeRemoved ?? false} OR removed_at IS NULL)
+              AND listen_until IS NULL
             ORDER BY id`
       )
 
@@ -49,7 +50,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
         findOne(
           Endpoint,
           sql`SELECT * FROM webhook_endpoints
-              WHERE organization_id = ${organizationId} AND id = ${id} AND removed_at IS NULL`
+              WHERE organization_id = ${organizationId} AND id = ${id} AND removed_at IS NULL AND listen_until IS NULL`
         ),
         Option.match({
           onNone: () => Effect.fail(new NotFound({ message: `Webhook endpoint ${id} not found` })),

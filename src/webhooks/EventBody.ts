@@ -23,5 +23,7 @@ export interface WebhookEventBody {
   readonly event_type: EventType
   /** ISO 8601; orders events, which may arrive out of order or more than once. */
   readonly triggered_at: string
+  /** Present (true) only on an event made by `billing trigger`: nothing happened to the wallet. */
+  readonly test?: true
   readonly data: WalletBalanceEventData
 }

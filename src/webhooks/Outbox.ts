@@ -54,7 +54,8 @@ const eventBody = (
   id: string,
   eventType: EventType,
   change: WalletChange,
-  level: { readonly threshold: Decimal; readonly source: LevelSource } | undefined
+  level: { readonly threshold: Decimal; readonly source: LevelSource } | undefined,
+  test = false
 ) => {
   const data: Array<readonly [string, string]> = [
     ["customer_id", JSON.stringify(change.customerId)],
@@ -69,7 +70,7 @@ const eventBody = (
   const dataJson = `{${data.map(([key, value]) => `${JSON.stringify(key)}:${value}`).join(",")}}`
   return `{"id":${JSON.stringify(id)},"event_type":${JSON.stringify(eventType)},"triggered_at":${
     JSON.stringify(change.at.toISOString())
-  },"data":${dataJson}}`
+  },${test ? `"test":true,` : ""}"data":${dataJson}}`
 }
 
 /** The balance went from above `level` to at or below it. */
@@ -95,6 +96,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
           Subscriber,
           sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
               WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
+                AND (listen_until IS NULL OR listen_until > now())
               ORDER BY organization_id, id`
         )
         if (endpoints.length === 0) return
@@ -161,6 +163,66 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
 
     const walletChanged = (change: WalletChange): Effect.Effect<void> => walletChangedMany([change])
 
-    return { walletChanged, walletChangedMany } as const
+    /**
+     * `billing trigger EVENT`: an event of that type for a real customer of the
+     * organisation, marked `"test": true`, with nothing moved (delta 0, both
+     * balances the wallet's current one; a drop's threshold is that balance).
+     * It goes to every enabled endpoint and live listen session subscribed to
+     * the type, thresholds aside, through the same deliveries as a real event.
+     * The number of recipients; none stores nothing, as for real events.
+     */
+    const testEvent = (
+      organizationId: string,
+      eventType: EventType,
+      customer: { readonly id: string; readonly externalId: string | null; readonly balance: Decimal }
+    ) =>
+      Effect.gen(function*() {
+        const recipients = yield* findAll(
+          Subscriber,
+          sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
+              WHERE organization_id = ${organizationId} AND enabled AND removed_at IS NULL
+                AND (listen_until IS NULL OR listen_until > now()) AND ${eventType} = ANY(events)
+              ORDER BY id`
+        )
+        const id = makeId("evt")
+        const at = new Date()
+        if (recipients.length === 0) return { id, eventType, recipients: 0 }
+        const change: WalletChange = {
+          organizationId,
+          customerId: customer.id,
+          externalId: customer.externalId,
+          previousBalance: customer.balance,
+          currentBalance: customer.balance,
+          delta: BigDecimal.fromBigInt(0n),
+          source: "ADJUSTMENT",
+          usageLogId: null,
+          alertLevel: null,
+          at
+        }
+        const level = eventType === "wallet.balance.drop" ? { threshold: customer.balance, source: "CUSTOMER" as const } : undefined
+        yield* insertRows(sql, "webhook_events", [{
+          organizationId,
+          id,
+          eventType,
+          customerId: customer.id,
+          triggeredAt: at.toISOString(),
+          body: eventBody(id, eventType, change, level, true)
+        }])
+        yield* insertRows(
+          sql,
+          "webhook_deliveries",
+          recipients.map((endpoint) => ({
+            organizationId,
+            id: makeId("whd"),
+            eventId: id,
+            endpointId: endpoint.id,
+            status: "PENDING",
+            nextAttemptAt: at.toISOString()
+          }))
+        )
+        return { id, eventType, recipients: recipients.length }
+      }).pipe(sql.withTransaction)
+
+    return { walletChanged, walletChangedMany, testEvent } as const
   })
 }) {}

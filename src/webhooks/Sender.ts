@@ -13,6 +13,7 @@ import { SqlClient } from "@effect/sql"
 import { Config, ConfigError, Effect, Either, FiberSet, Schema } from "effect"
 import { findAll, orDie } from "../db/Sql.ts"
 import { faultPoint } from "../worker/Fault.ts"
+import { QUEUE_DEPTH_CAP, reportQueue, tally } from "../worker/Stats.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { signatureHeader } from "./Signature.ts"
 
@@ -122,6 +123,8 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
     /** Deliveries in flight in this process, by endpoint. */
     const inFlight = new Map<string, number>()
     let finishedSinceLastBatch = 0
+    /** Settled attempts since the last batch, by organisation: what the worker's watchers count. */
+    let settledSinceLastBatch: Array<readonly [string, "sent" | "failed"]> = []
 
     const claim = (now: Date, room: number, leaseUntil: Date) => {
       const busy = [...inFlight.entries()]
@@ -144,7 +147,8 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
                 ORDER BY d.next_attempt_at, d.id
                 LIMIT greatest(${PER_ENDPOINT} - coalesce(busy.in_flight, 0), 0)
               ) due
-              WHERE e.enabled AND e.removed_at IS NULL
+              -- A listen session's deliveries are forwarded by its own process (src/webhooks/Listen.ts).
+              WHERE e.enabled AND e.removed_at IS NULL AND e.listen_until IS NULL
             ), claimed AS (
               SELECT d.organization_id, d.id
               FROM webhook_deliveries d
@@ -191,7 +195,16 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
                    WHERE organization_id = ${delivery.organizationId} AND id = ${delivery.id}
                      AND status = 'PENDING' AND attempts = ${delivery.attempts}`
         yield* faultPoint("webhooks.before-commit") // tests: dies after the POST, before its result commits
-      }).pipe(sql.withTransaction, orDie)
+        return delivered
+      }).pipe(
+        sql.withTransaction,
+        orDie,
+        Effect.tap((delivered) =>
+          Effect.sync(() => {
+            settledSinceLastBatch.push([delivery.organizationId, delivered ? "sent" : "failed"])
+          })
+        )
+      )
 
     const attempt = (delivery: Claimed, now: Date, retryDelaysMs: ReadonlyArray<number>, timeoutMs: number) =>
       Effect.gen(function*() {
@@ -203,6 +216,20 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
         const nextAttemptAt = delay === undefined ? null : new Date(now.getTime() + durationMs + delay)
         yield* settle(delivery, startedAt, durationMs, outcome, nextAttemptAt)
       })
+
+    /** Deliveries due and not yet being sent, and how late the oldest is. */
+    const queueState = (now: Date) =>
+      orDie(sql<{ depth: string; oldest: Date | string | null }>`
+        SELECT count(*) AS depth, min(next_attempt_at) AS oldest
+        FROM (SELECT d.next_attempt_at FROM webhook_deliveries d
+              JOIN webhook_endpoints e ON e.organization_id = d.organization_id AND e.id = d.endpoint_id
+              WHERE d.status = 'PENDING' AND d.next_attempt_at <= ${now} AND e.listen_until IS NULL
+              LIMIT ${QUEUE_DEPTH_CAP}) due`).pipe(
+        Effect.map(([row]) => ({
+          depth: Number(row?.depth ?? 0),
+          lagMs: row?.oldest == null ? 0 : Math.max(0, now.getTime() - new Date(row.oldest).getTime())
+        }))
+      )
 
     const release = (endpointId: string) =>
       Effect.sync(() => {
@@ -237,6 +264,10 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
         if (claimed.length === 0 && sending > 0) yield* Effect.sleep(IN_FLIGHT_POLL_MS)
         const finished = finishedSinceLastBatch
         finishedSinceLastBatch = 0
+        const settled = settledSinceLastBatch
+        settledSinceLastBatch = []
+        yield* tally(settled)
+        if (claimed.length + finished > 0) yield* reportQueue(queueState(now))
         return claimed.length + finished + (inFlight.size > 0 ? 1 : 0)
       })
 

@@ -8,6 +8,7 @@
  */
 import { Duration, Effect, type Layer, Schedule } from "effect"
 import type { AppServicesLive } from "../Services.ts"
+import { type BatchReport, watchBatch } from "./Stats.ts"
 
 export type WorkerServices = Layer.Layer.Success<typeof AppServicesLive>
 
@@ -24,6 +25,11 @@ export interface WorkerOptions {
   readonly now?: Date | undefined
   /** How long to sleep when every job is idle. */
   readonly idle: Duration.DurationInput
+  /**
+   * Told what every batch did (idle polls included, with `handled: 0`), for a
+   * live view or log lines. Without it, jobs count nothing and probe no queue.
+   */
+  readonly onBatch?: ((report: BatchReport) => Effect.Effect<void>) | undefined
 }
 
 const clock = (options: WorkerOptions) => options.now ?? new Date()
@@ -42,11 +48,14 @@ const batch = (job: WorkerJob, options: WorkerOptions) =>
     Effect.catchAll((cause) => Effect.as(Effect.logError(`worker job ${job.name} failed`, cause), 0))
   )
 
+const watched = (job: WorkerJob, options: WorkerOptions) =>
+  options.onBatch === undefined ? batch(job, options) : watchBatch(job.name, batch(job, options), options.onBatch)
+
 /** Repeats a job's batches until one handles nothing; the total handled. */
 const drain = (job: WorkerJob, options: WorkerOptions) =>
   Effect.iterate({ total: 0, last: -1 }, {
     while: (state) => state.last !== 0,
-    body: (state) => Effect.map(batch(job, options), (handled) => ({ total: state.total + handled, last: handled }))
+    body: (state) => Effect.map(watched(job, options), (handled) => ({ total: state.total + handled, last: handled }))
   }).pipe(Effect.map((state) => state.total))
 
 /**
