@@ -7,7 +7,8 @@ import { Duration, Effect } from "effect"
 import { billingCycleJob } from "../src/billing/CycleJob.ts"
 import { runWorker } from "../src/worker/Worker.ts"
 import { type Client, clientOf, ok } from "./support/Http.ts"
-import type { TestApp, Tenant } from "./support/TestApp.ts"
+import { onTestFinished } from "vitest"
+import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
 export { type Client, clientOf, expectError, ok } from "./support/Http.ts"
 
@@ -107,3 +108,16 @@ export const buy = async (client: Client, customerId: string, planId: string, ex
 /** Drains the billing cycle job at `now`; the number of purchase steps it took. */
 export const runCycles = (app: TestApp, now: Date) =>
   app.run(runWorker([billingCycleJob], { once: true, now, idle: Duration.millis(10) }).pipe(Effect.orDie))
+
+/**
+ * A database of the test's own, closed when the test ends, for a test that counts
+ * the purchases the cycle job handled: the job renews every organisation's due
+ * purchases, so on a database shared with other tests their purchases would be
+ * counted too, and the count would depend on which tests ran first.
+ */
+export const ownTestApp = async (tenantName = "Acme") => {
+  const app = await startTestApp()
+  onTestFinished(() => app.close())
+  const tenant = await app.tenant(tenantName)
+  return { app, tenant, api: clientOf(app, tenant) }
+}
