@@ -7,7 +7,7 @@ import { Duration, Effect } from "effect"
 import { billingCycleJob } from "../src/billing/CycleJob.ts"
 import { runWorker } from "../src/worker/Worker.ts"
 import { type Client, clientOf, ok } from "./support/Http.ts"
-import { onTestFinished } from "vitest"
+import { expect, onTestFinished } from "vitest"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
 export { type Client, clientOf, expectError, ok } from "./support/Http.ts"
@@ -120,4 +120,19 @@ export const ownTestApp = async (tenantName = "Acme") => {
   onTestFinished(() => app.close())
   const tenant = await app.tenant(tenantName)
   return { app, tenant, api: clientOf(app, tenant) }
+}
+
+/**
+ * Runs the cycle job for every purchase due up to one millisecond before `end`
+ * and checks that `purchaseId`'s own purchase was left alone. The job renews
+ * every organisation's due purchases, so other tests' purchases would otherwise
+ * be counted by a run at `end`; after this, a run at `end` handles only the
+ * purchases whose cycle ends at that very millisecond: in a test file, the
+ * test's own. (A test that runs the job at several far instants needs a
+ * database of its own instead: `ownTestApp`.)
+ */
+export const settleOthersBefore = async (app: TestApp, client: Client, purchaseId: string, end: Date) => {
+  const before = ok(await client.get(`/purchases/${purchaseId}`)).purchase
+  await runCycles(app, new Date(end.getTime() - 1))
+  expect(ok(await client.get(`/purchases/${purchaseId}`)).purchase, "renewed before its cycle ended").toEqual(before)
 }
