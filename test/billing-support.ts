@@ -7,7 +7,8 @@ import { Duration, Effect } from "effect"
 import { billingCycleJob } from "../src/billing/CycleJob.ts"
 import { runWorker } from "../src/worker/Worker.ts"
 import { type Client, clientOf, ok } from "./support/Http.ts"
-import type { TestApp, Tenant } from "./support/TestApp.ts"
+import { expect, onTestFinished } from "vitest"
+import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
 export { type Client, clientOf, expectError, ok } from "./support/Http.ts"
 
@@ -107,3 +108,31 @@ export const buy = async (client: Client, customerId: string, planId: string, ex
 /** Drains the billing cycle job at `now`; the number of purchase steps it took. */
 export const runCycles = (app: TestApp, now: Date) =>
   app.run(runWorker([billingCycleJob], { once: true, now, idle: Duration.millis(10) }).pipe(Effect.orDie))
+
+/**
+ * A database of the test's own, closed when the test ends, for a test that counts
+ * the purchases the cycle job handled: the job renews every organisation's due
+ * purchases, so on a database shared with other tests their purchases would be
+ * counted too, and the count would depend on which tests ran first.
+ */
+export const ownTestApp = async (tenantName = "Acme") => {
+  const app = await startTestApp()
+  onTestFinished(() => app.close())
+  const tenant = await app.tenant(tenantName)
+  return { app, tenant, api: clientOf(app, tenant) }
+}
+
+/**
+ * Runs the cycle job for every purchase due up to one millisecond before `end`
+ * and checks that `purchaseId`'s own purchase was left alone. The job renews
+ * every organisation's due purchases, so other tests' purchases would otherwise
+ * be counted by a run at `end`; after this, a run at `end` handles only the
+ * purchases whose cycle ends at that very millisecond: in a test file, the
+ * test's own. (A test that runs the job at several far instants needs a
+ * database of its own instead: `ownTestApp`.)
+ */
+export const settleOthersBefore = async (app: TestApp, client: Client, purchaseId: string, end: Date) => {
+  const before = ok(await client.get(`/purchases/${purchaseId}`)).purchase
+  await runCycles(app, new Date(end.getTime() - 1))
+  expect(ok(await client.get(`/purchases/${purchaseId}`)).purchase, "renewed before its cycle ended").toEqual(before)
+}

@@ -7,7 +7,7 @@
  */
 import { PGlite } from "@electric-sql/pglite"
 import { SqlClient } from "@effect/sql"
-import { afterEach, beforeEach, describe, expect, it } from "@effect/vitest"
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as net from "node:net"
 import { fromEmbedded } from "../src/db/Database.ts"
@@ -84,14 +84,32 @@ const rawClient = async (server: SocketServer) => {
 const firstColumns = (messages: ReadonlyArray<BackendMessage>) =>
   messages.filter((message) => message.type === "D").map(({ body }) => body.subarray(6, 6 + body.readInt32BE(2)).toString())
 
+/** What the database does with one protocol message; a test may put failures and delays in front of it. */
+type Wrap = (message: Uint8Array, execute: () => Promise<void>) => Promise<void>
+const passThrough: Wrap = (_message, execute) => execute()
+
+/**
+ * One embedded database for the file: starting PGlite is most of this file's
+ * time, while a socket server and a client pool on it cost next to nothing.
+ * Each test gets a server and a pool of its own, and puts its own `wrap` in
+ * front of the database (pass-through unless it says otherwise).
+ */
 let db: PGlite
+let wrap: Wrap = passThrough
 let server: SocketServer
 let scope: Scope.CloseableScope
 let sql: SqlClient.SqlClient
 
-const startServer = async (database: PGlite) => {
-  db = database
+beforeAll(async () => {
+  db = new PGlite()
   await db.waitReady
+  const execute = db.execProtocolRawStream.bind(db)
+  db.execProtocolRawStream = (message, options) => wrap(message, () => execute(message, options))
+})
+afterAll(() => db.close())
+
+const startServer = async (testWrap: Wrap = passThrough) => {
+  wrap = testWrap
   server = await serveSocket(db, { host: "127.0.0.1", port: 0, maxConnections: 16 })
   scope = Effect.runSync(Scope.make())
   const context = await Effect.runPromise(Layer.buildWithScope(fromEmbedded(server), scope))
@@ -104,11 +122,13 @@ const runExit = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromiseExit(eff
 afterEach(async () => {
   await Effect.runPromise(Scope.close(scope, Exit.void))
   await server.stop()
-  await db.close()
+  wrap = passThrough
+  // Whatever a failed test left open in the one session ends here, not in the next test.
+  if (db.isInTransaction()) await db.exec("ROLLBACK")
 })
 
 describe("one session, many clients", () => {
-  beforeEach(() => startServer(new PGlite()))
+  beforeEach(() => startServer())
 
   it("keeps a client's extended-protocol exchange whole while another client queries", async () => {
     const raw = await rawClient(server)
@@ -124,6 +144,7 @@ describe("one session, many clients", () => {
   })
 
   it("keeps a client's transaction whole, and rolls it back when the client goes away", async () => {
+    await run(sql`DROP TABLE IF EXISTS notes`)
     await run(sql`CREATE TABLE notes (body text)`)
     const raw = await rawClient(server)
     raw.send(query("BEGIN"))
@@ -147,26 +168,16 @@ describe("one session, many clients", () => {
   })
 })
 
-/** A PGlite whose protocol calls go through `wrap` first: failures and delays on cue. */
-const pgliteWith = (
-  wrap: (message: Uint8Array, execute: () => Promise<void>) => Promise<void>
-): PGlite => {
-  const database = new PGlite()
-  const execute = database.execProtocolRawStream.bind(database)
-  database.execProtocolRawStream = (message, options) => wrap(message, () => execute(message, options))
-  return database
-}
-
 const isParse = (message: Uint8Array) => message[0] === "P".charCodeAt(0)
 
 describe("a failure inside the database", () => {
   beforeEach(() => {
     let failed = false
-    return startServer(pgliteWith((message, execute) => {
+    return startServer((message, execute) => {
       if (failed || !isParse(message)) return execute()
       failed = true
       return Promise.reject(new Error("injected failure"))
-    }))
+    })
   })
 
   it("fails that client's statement and answers the next one", async () => {
@@ -178,12 +189,12 @@ describe("a failure inside the database", () => {
 
 describe("a client that leaves while its message runs", () => {
   beforeEach(() =>
-    startServer(pgliteWith(async (message, execute) => {
+    startServer(async (message, execute) => {
       if (isParse(message) && Buffer.from(message).includes("slow_parse")) {
         await new Promise((resolve) => setTimeout(resolve, 300))
       }
       return execute()
-    }))
+    })
   )
 
   it("still gives the session back to the others", async () => {

@@ -10,19 +10,13 @@ import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 
 let app: TestApp
 let acme: Tenant
-let customerId: string
+/** The catalogue and plan, made once and only read: every test buys the plan for a customer of its own. */
 const ids: Record<string, string> = {}
 
 const post = (path: string, body?: unknown) => client(app, acme).post(path, body)
 const get = (path: string) => client(app, acme).get(path)
 const created = (path: string, body: unknown, field: string) => client(app, acme).created(path, body, field)
 const drain = () => drainIn(app)
-
-const signal = async (path: string, body: Record<string, unknown>) => {
-  const response = await post(path, { customerId, ...body })
-  expect(response.status).toBe(202)
-  return response.body.result.rawId as string
-}
 
 const signalStatus = async (rawId: string) =>
   (await query<{ status: string; errorStatus: number | null; errorMessage: string | null }>(
@@ -31,15 +25,32 @@ const signalStatus = async (rawId: string) =>
     [acme.organizationId, rawId]
   ))[0]!
 
-const usageRows = async (query = "") => {
-  const response = await get(`/signal/usage-log?customerId=${customerId}&limit=200${query}`)
-  expect(response.status).toBe(200)
-  return response.body.result.usageLogs as Array<any>
+let customerSeq = 0
+
+/** A new customer on the plan, with full balances, and the requests a test makes as or about it. */
+const newCustomer = async () => {
+  const externalId = `jo-${++customerSeq}`
+  const customerId = await created("/customers", { name: "Jo", email: `${externalId}@example.com`, externalId }, "customer")
+  const purchase = await post("/purchases", { customerId, planId: ids.plan })
+  if (purchase.status !== 201) throw new Error(`purchase: ${purchase.status} ${JSON.stringify(purchase.body)}`)
+  const usageRows = async (query = "") => {
+    const response = await get(`/signal/usage-log?customerId=${customerId}&limit=200${query}`)
+    expect(response.status).toBe(200)
+    return response.body.result.usageLogs as Array<any>
+  }
+  return {
+    customerId,
+    externalId,
+    signal: async (path: string, body: Record<string, unknown>) => {
+      const response = await post(path, { customerId, ...body })
+      expect(response.status).toBe(202)
+      return response.body.result.rawId as string
+    },
+    usageRows,
+    rowOf: async (rawId: string) => (await usageRows()).find((row) => row.rawId === rawId),
+    balances: async () => (await get(`/customers/${customerId}/balances`)).body.result
+  }
 }
-
-const rowOf = async (rawId: string) => (await usageRows()).find((row) => row.rawId === rawId)
-
-const balances = async () => (await get(`/customers/${customerId}/balances`)).body.result
 
 beforeAll(async () => {
   app = await startTestApp()
@@ -86,18 +97,16 @@ beforeAll(async () => {
       { type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: ids.bundle, quantity: 2 }
     ]
   }, "plan")
-  customerId = await created("/customers", { name: "Jo", email: "jo@example.com", externalId: "jo-1" }, "customer")
-  const purchase = await post("/purchases", { customerId, planId: ids.plan })
-  if (purchase.status !== 201) throw new Error(`purchase: ${purchase.status} ${JSON.stringify(purchase.body)}`)
 })
 afterAll(() => app.close())
 
 describe("credit signals", () => {
   it("draw the ADVANCE balance by providerCost / basePrice and cost it with the margin", async () => {
+    const { customerId, externalId, signal, rowOf, balances } = await newCustomer()
     // providerCost = (1000 * 2.5 + 500 * 10) / 1e6 = 0.0075; credits = 0.0075 / 0.00625 = 1.2; cost = 0.009
     const first = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 } })
     const second = await signal("/signal/credit", {
-      externalId: "jo-1",
+      externalId,
       customerId: undefined,
       agentKey: "chat",
       usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 },
@@ -127,6 +136,7 @@ describe("credit signals", () => {
   })
 
   it("fail with 422 for an agentKey not sold on the plan, an unknown key and a model not enabled", async () => {
+    const { signal, rowOf, balances } = await newCustomer()
     const unsold = await signal("/signal/credit", { agentKey: "unsold", usage: { model: "gpt-4o", inputTokens: 10 } })
     const unknown = await signal("/signal/credit", { agentKey: "nobody", usage: { model: "gpt-4o", inputTokens: 10 } })
     const model = await signal("/signal/credit", { agentKey: "chat", usage: { model: "no-such-model", inputTokens: 10 } })
@@ -136,23 +146,26 @@ describe("credit signals", () => {
       expect(await rowOf(rawId)).toBeUndefined()
     }
     expect((await signalStatus(model)).errorMessage).toContain("no-such-model")
-    expect((await balances()).credits.find((c: any) => c.creditId === ids.chat).remaining).toBe(7.6)
+    expect((await balances()).credits.find((c: any) => c.creditId === ids.chat)).toMatchObject({ used: 0, remaining: 10 })
   })
 
   it("refuse usage beyond the ADVANCE allowance with 422 out of allowance, charging nothing", async () => {
-    // 7.6 credits left; 10,000 input tokens of gpt-4o is 0.025 USD = 4 credits, twice is 8.
-    const fits = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 10000 } })
+    const { signal, rowOf, balances } = await newCustomer()
+    // 10 credits granted; 24,000 input tokens of gpt-4o is 0.06 USD = 9.6 credits, and 10,000 more is 4.
+    const fits = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 24000 } })
     const over = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 10000 } })
     await drain()
-    expect((await rowOf(fits)).balance.remaining).toBe(3.6)
+    expect((await rowOf(fits)).balance.remaining).toBe(0.4)
     expect(await signalStatus(over)).toMatchObject({ status: "FAILED", errorStatus: 422 })
     expect((await signalStatus(over)).errorMessage).toContain("allowance")
-    expect((await balances()).credits.find((c: any) => c.creditId === ids.chat).remaining).toBe(3.6)
+    expect(await rowOf(over)).toBeUndefined()
+    expect((await balances()).credits.find((c: any) => c.creditId === ids.chat).remaining).toBe(0.4)
   })
 })
 
 describe("wallet signals", () => {
   it("debit exactly the provider cost from the wallet, with no margin", async () => {
+    const { signal, rowOf, balances } = await newCustomer()
     // (2000 * 2.5 + 1000 * 10) / 1e6 = 0.015
     const rawId = await signal("/signal/wallet", { usage: { model: "gpt-4o", inputTokens: 2000, outputTokens: 1000 } })
     await drain()
@@ -169,6 +182,7 @@ describe("wallet signals", () => {
 
 describe("unit signals", () => {
   it("bill ARREAR units at the unit's price, quantity 1 by default", async () => {
+    const { signal, rowOf } = await newCustomer()
     const three = await signal("/signal/unit", { agentKey: "pages", quantity: 3 })
     const one = await signal("/signal/unit", { agentKey: "pages" })
     await drain()
@@ -179,6 +193,7 @@ describe("unit signals", () => {
 
 describe("members", () => {
   it("attribute a signal to a member of the customer, matched case-insensitively; a stranger is 422", async () => {
+    const { customerId, signal, rowOf } = await newCustomer()
     const added = await post(`/customers/${customerId}/members`, { email: "Ana@Example.com" })
     expect(added.status).toBe(201)
     const member = await signal("/signal/unit", { agentKey: "pages", member: "ana@example.com" })
@@ -192,6 +207,7 @@ describe("members", () => {
 
 describe("outcome runs", () => {
   it("record steps with their provider cost, bill nothing, and bill one outcome on complete", async () => {
+    const { customerId, signal, rowOf, balances } = await newCustomer()
     const draft = await signal("/signal/outcome", {
       agentKey: "draft",
       runId: "run-1",
@@ -228,6 +244,7 @@ describe("outcome runs", () => {
 
 describe("composite occurrences", () => {
   it("park until the last signal arrives, then complete themselves and bill once", async () => {
+    const { customerId, signal, rowOf, usageRows, balances } = await newCustomer()
     const summarize = await signal("/signal/credit", {
       agentKey: "summarize",
       usage: { model: "gpt-4o", inputTokens: 1000 },
@@ -279,17 +296,21 @@ describe("composite occurrences", () => {
   })
 
   it("complete at once when every signal is in the inbox, even unprocessed", async () => {
+    const { externalId, signal, usageRows, balances } = await newCustomer()
     await signal("/signal/credit", { agentKey: "summarize", usage: { model: "gpt-4o", inputTokens: 1 }, composite: { bundle: "job-2" } })
     await signal("/signal/unit", { agentKey: "exports", composite: { bundle: "job-2" } })
-    const done = await post("/signal/composite/complete", { externalId: "jo-1", composite: { bundle: "job-2" } })
+    const done = await post("/signal/composite/complete", { externalId, composite: { bundle: "job-2" } })
     expect(done.status).toBe(200)
     expect(done.body.result.value).toBe("job-2")
     await drain()
-    expect(await usageRows("&meter=COMPOSITE")).toHaveLength(2)
-    expect((await balances()).composites.find((c: any) => c.compositeId === ids.bundle).remaining).toBe(0)
+    const compositeRows = await usageRows("&meter=COMPOSITE")
+    expect(compositeRows).toHaveLength(1)
+    expect(compositeRows[0]).toMatchObject({ rawId: done.body.result.rawId, composite: { value: "job-2" }, customerCost: 2 })
+    expect((await balances()).composites.find((c: any) => c.compositeId === ids.bundle).remaining).toBe(1)
   })
 
   it("ignore a tag naming no live composite", async () => {
+    const { signal, rowOf } = await newCustomer()
     const rawId = await signal("/signal/unit", { agentKey: "pages", composite: { "no-such-thing": "x" } })
     await drain()
     expect(await rowOf(rawId)).toMatchObject({ composite: null, customerCost: 0.5 })
@@ -297,9 +318,20 @@ describe("composite occurrences", () => {
 })
 
 describe("the usage log", () => {
+  /** A customer with six usage rows: a wallet debit, a credit draw and four pages. */
+  const customerWithUsage = async () => {
+    const customer = await newCustomer()
+    await customer.signal("/signal/wallet", { usage: { model: "gpt-4o", inputTokens: 2000 } })
+    await customer.signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1000 } })
+    for (const quantity of [1, 2, 3, 4]) await customer.signal("/signal/unit", { agentKey: "pages", quantity })
+    await drain()
+    return customer
+  }
+
   it("pages by cursor, filters by meter and time, and the lookup returns rows in the order asked", async () => {
+    const { customerId, externalId, usageRows } = await customerWithUsage()
     const all = await usageRows()
-    expect(all.length).toBeGreaterThan(5)
+    expect(all).toHaveLength(6)
     const firstPage = await get(`/signal/usage-log?customerId=${customerId}&limit=2`)
     expect(firstPage.body.result.usageLogs.map((r: any) => r.id)).toEqual(all.slice(0, 2).map((r) => r.id))
     const next = await get(`/signal/usage-log?customerId=${customerId}&limit=2&cursor=${all[1].id}`)
@@ -312,7 +344,7 @@ describe("the usage log", () => {
     expect(lookup.status).toBe(200)
     expect(lookup.body.result.usageLogs.map((r: any) => r.id)).toEqual([all[3].id, all[0].id])
     expect(lookup.body.result.notFound).toEqual(["usg_missing"])
-    expect(lookup.body.result.usageLogs[0]).toMatchObject({ customerId, externalId: "jo-1", rawId: all[3].rawId })
+    expect(lookup.body.result.usageLogs[0]).toMatchObject({ customerId, externalId, rawId: all[3].rawId })
 
     const stranger = await app.tenant("Stranger")
     const hidden = await app.request("POST", "/signal/usage-log/lookup", { key: stranger.apiKey, body: { ids: [all[0].id] } })
@@ -320,6 +352,7 @@ describe("the usage log", () => {
   })
 
   it("keeps rows in the partition of their month, never the default one", async () => {
+    await customerWithUsage()
     const partitions = await query<{ partition: string; rows: string }>(
       app,
       "SELECT tableoid::regclass::text AS partition, count(*) AS rows FROM usage_log GROUP BY 1"
@@ -329,14 +362,18 @@ describe("the usage log", () => {
   })
 
   it("billing usage prints the rows and totals per meter", async () => {
+    // Pages of 1 + 2 + 3 + 4 at 0.5 each: 5 in units, beside a wallet and a credit row the filter leaves out.
+    const { customerId } = await customerWithUsage()
     const result = await app.cli(["usage", "--customer", customerId, "--org", acme.organizationId, "--json", "--meter", "unit"])
     expect(result.code).toBe(0)
     const unitTotal = result.json.totals.find((t: any) => t.meter === "UNIT")
-    expect(unitTotal.customerCost).toBe(3)
+    expect(unitTotal.customerCost).toBe(5)
+    expect(result.json.usageLogs).toHaveLength(4)
     expect(result.json.usageLogs.every((r: any) => r.meter === "UNIT")).toBe(true)
   })
 
   it("billing worker --once drains the queue in its own process", async () => {
+    const { signal } = await newCustomer()
     const rawId = await signal("/signal/unit", { agentKey: "pages" })
     const worker = await app.cli(["worker", "--once", "--json"])
     expect(worker.code).toBe(0)

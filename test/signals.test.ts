@@ -97,9 +97,13 @@ describe("signal intake", () => {
   })
 
   it("answers 404 for an unknown customerId, and for another organisation's customer", async () => {
+    // An organisation of its own: other tests queue signals for `other`.
+    const stranger = await app.tenant("Stranger")
+    const before = (await signalRows(acme.organizationId)).length
     expectError(await as(acme).post("/signal/unit", { customerId: "cus_missing", agentKey: "pages" }), 404)
-    expectError(await as(other).post("/signal/unit", { customerId, agentKey: "pages" }), 404)
-    expect((await signalRows(other.organizationId)).length).toBe(0)
+    expectError(await as(stranger).post("/signal/unit", { customerId, agentKey: "pages" }), 404)
+    expect((await signalRows(stranger.organizationId)).length).toBe(0)
+    expect((await signalRows(acme.organizationId)).length).toBe(before)
   })
 
   it("uses customerId when both are sent, ignoring the externalId", async () => {

@@ -323,7 +323,9 @@ describe("retries", () => {
     // Full collections while the attempts wait: the timeout must fire all the same. (A timeout
     // signal inside AbortSignal.any() is held only weakly by Node and was collected unfired:
     // the attempt then lasted as long as the receiver, nodejs/node#57736.)
-    const collecting = setInterval(collectGarbage, 100)
+    // Every 200 ms: at least one collection inside each 400 ms wait. (Every 100 ms, back-to-back full
+    // collections on a loaded machine starved the sender itself: 8-15 s for this test, up to its 30 s limit.)
+    const collecting = setInterval(collectGarbage, 200)
     try {
       await drainSender(app)
     } finally {
