@@ -1,6 +1,6 @@
 /** A composite: credits, outcomes and units billed together, one `price` per occurrence. */
 import { BigDecimal, Schema } from "effect"
-import { Description, Money, MoneyInput, Name, RefId, Timestamp } from "../schema.ts"
+import { Description, Money, MoneyInput, Name, RefId, strict, Timestamp } from "../schema.ts"
 
 export class CompositeMember extends Schema.Class<CompositeMember>("CompositeMember")({
   id: Schema.String,
@@ -58,7 +58,7 @@ export const CompositeCreate = Schema.Struct({
   description: Schema.optional(Schema.NullOr(Description)),
   price: CompositePrice,
   entitlements: CompositeEntitlementIds
-})
+}).annotations(strict)
 export type CompositeCreate = typeof CompositeCreate.Type
 
 /** A PATCH: only the sent fields change; sending `entitlements` replaces the whole set. */
@@ -68,5 +68,5 @@ export const CompositeUpdate = Schema.Struct({
   description: Schema.optional(Schema.NullOr(Description)),
   price: Schema.optional(CompositePrice),
   entitlements: Schema.optional(CompositeEntitlementIds)
-})
+}).annotations(strict)
 export type CompositeUpdate = typeof CompositeUpdate.Type

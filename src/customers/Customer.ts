@@ -1,6 +1,6 @@
 /** The customer: the billing identity of the organisation's own customer. */
 import { Schema } from "effect"
-import { CurrencyCode, ExternalId, Timestamp } from "../schema.ts"
+import { CurrencyCode, ExternalId, strict, Timestamp } from "../schema.ts"
 
 const text = (max: number) =>
   Schema.String.pipe(Schema.maxLength(max, { message: () => `must be at most ${max} characters` }))
@@ -74,7 +74,7 @@ export const CustomerCreate = Schema.Struct({
   pincode: optionalNullable(profileFields.pincode),
   taxId: optionalNullable(profileFields.taxId),
   currencyCode: Schema.optional(CurrencyCode)
-})
+}).annotations(strict)
 export type CustomerCreate = typeof CustomerCreate.Type
 
 /** A PATCH: omitted fields are untouched; null clears an optional field (or the externalId). */
@@ -82,7 +82,7 @@ export const CustomerUpdate = Schema.Struct({
   ...CustomerCreate.fields,
   name: Schema.optional(CustomerName),
   email: Schema.optional(Email)
-})
+}).annotations(strict)
 export type CustomerUpdate = typeof CustomerUpdate.Type
 
 /** How a request names its customer: `customerId` wins; otherwise `externalId`. */

@@ -3,7 +3,7 @@
  * purchases. `cost` is computed on read from the current catalogue prices.
  */
 import { Schema } from "effect"
-import { Description, Money, MoneyInput, Name, Timestamp } from "../schema.ts"
+import { Description, Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
 
 export const ComponentType = Schema.Literal("WALLET", "CREDIT", "OUTCOME", "UNIT", "PRICING_METRIC").annotations({
   message: () => "must be WALLET, CREDIT, OUTCOME, UNIT or PRICING_METRIC"
@@ -92,7 +92,7 @@ export const PlanCreate = Schema.Struct({
   priceAdjustment: Schema.optional(MoneyInput),
   walletFundedArrear: Schema.optional(Schema.Boolean),
   entitlements: Components
-})
+}).annotations(strict)
 export type PlanCreate = typeof PlanCreate.Type
 
 /** A PATCH: only the sent fields change; sending `entitlements` replaces every component. */
@@ -103,5 +103,5 @@ export const PlanUpdate = Schema.Struct({
   priceAdjustment: Schema.optional(MoneyInput),
   walletFundedArrear: Schema.optional(Schema.Boolean),
   entitlements: Schema.optional(Components)
-})
+}).annotations(strict)
 export type PlanUpdate = typeof PlanUpdate.Type

@@ -1,6 +1,6 @@
 /** A unit: a counted event priced FLAT, SLAB or VOLUME (DESIGN.md §4), with no model and no tokens. */
 import { Schema } from "effect"
-import { AgentKey, Description, Money, MoneyInput, Name, Timestamp } from "../schema.ts"
+import { AgentKey, Description, Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
 
 export const PricingType = Schema.Literal("FLAT", "SLAB", "VOLUME").annotations({
   message: () => "must be FLAT, SLAB or VOLUME"
@@ -51,7 +51,7 @@ export const UnitCreate = Schema.Struct({
   pricingType: PricingType,
   flatPrice: Schema.optional(Schema.NullOr(MoneyInput)),
   tiers: Schema.optional(Tiers)
-})
+}).annotations(strict)
 export type UnitCreate = typeof UnitCreate.Type
 
 /** A PATCH: only the sent fields change; the result is validated as a whole. */
@@ -60,5 +60,5 @@ export const UnitUpdate = Schema.Struct({
   name: Schema.optional(Name),
   agentKey: Schema.optional(AgentKey),
   pricingType: Schema.optional(PricingType)
-})
+}).annotations(strict)
 export type UnitUpdate = typeof UnitUpdate.Type
