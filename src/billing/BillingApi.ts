@@ -171,14 +171,20 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
 {}
 
 const NonNegative = MoneyInput.pipe(
-  Schema.filter((value) => !BigDecimal.isNegative(value) || "must be 0 or more")
+  Schema.filter((value) => !BigDecimal.isNegative(value) || "must be 0 or more", {
+    jsonSchema: { type: "number", minimum: 0, description: "USD, 0 or more; fractions allowed." }
+  })
 )
 
-export const WalletAlertBody = Schema.Struct({ threshold: Schema.NullOr(NonNegative) }).annotations(strict)
+export const WalletAlertBody = Schema.Struct({
+  threshold: Schema.NullOr(NonNegative).annotations({
+    description: "The alert level in USD, 0 or more (fractions allowed), or null to remove it."
+  })
+}).annotations(strict)
 
 export const RecurringGrantBody = Schema.Struct({
-  kind: Schema.Literal("wallet"),
-  quantity: NonNegative
+  kind: Schema.Literal("wallet").annotations({ description: "What is granted: `wallet`, the only kind." }),
+  quantity: NonNegative.annotations({ description: "USD added each cycle, 0 or more; 0 removes the grant." })
 }).annotations(strict)
 
 const AlertResult = Schema.Struct({ lowBalanceAlertUsd: Schema.NullOr(Money) })

@@ -25,7 +25,7 @@ export const LookupRequest = Schema.Struct({
   ids: Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).pipe(
     Schema.minItems(1, { message: () => "must hold at least one id" }),
     Schema.maxItems(MAX_LOOKUP_IDS, { message: () => `must hold at most ${MAX_LOOKUP_IDS} ids` })
-  )
+  ).annotations({ description: `1 to ${MAX_LOOKUP_IDS} usage-log row ids of the workspace.` })
 }).annotations(strict)
 
 export class UsageApi extends HttpApiGroup.make("usage")
