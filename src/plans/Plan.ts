@@ -75,7 +75,14 @@ const TargetId = (kind: string) =>
     description: `The ${kind} sold, on a component of that type; left out, null or "" otherwise.`
   })
 
+const readBack = (field: string) =>
+  Schema.optional(Schema.String).annotations({
+    description: `Ignored: \`${field}\` is accepted only so that a component read back from the API can be sent again as it is.`
+  })
+
 export const PlanComponentInput = Schema.Struct({
+  id: readBack("id"),
+  targetName: readBack("targetName"),
   type: ComponentType,
   billingMode: BillingMode,
   creditId: TargetId("credit"),
