@@ -55,7 +55,7 @@ const archiveDoc = {
   summary: "Archive a customer",
   description: "Archives the customer: nothing is deleted, the customer becomes read-only, signals and wallet " +
     "changes against it are refused (409), and its `externalId` may be reused by another customer. Archiving an " +
-    "archived customer answers it again unchanged.",
+    "archived customer answers it again and keeps its first `archivedAt`.",
   errors: { 404: customerNotFound.byId }
 }
 

@@ -54,6 +54,10 @@ export const catalogueGroup = <
 }) => {
   const { docs, group, key, label, record } = resource
   const lower = label.toLowerCase()
+  const outOfSale: { readonly [group: string]: string } = {
+    plans: "cannot be bought by a new purchase",
+    composites: "cannot be put on a new plan"
+  }
   const notFound = `No ${lower} with this id in the workspace (another organisation's ${lower}s are not found either).`
   return HttpApiGroup.make(group)
     .add(
@@ -101,8 +105,9 @@ export const catalogueGroup = <
         .annotateContext(documented({
           summary: `Archive a ${lower}`,
           description: `Takes the ${lower} out of sale: nothing is deleted, it drops out of \`active=true\` lists and ` +
-            `cannot be put on a new plan or composite. What customers already hold is kept. Archiving an archived ` +
-            `${lower} changes nothing.`,
+            `${outOfSale[group] ?? "cannot be put on a new plan or composite"}. What customers already hold is kept. ` +
+            `Archiving an archived ` +
+            `${lower} answers it again, still archived.`,
           errors: { 404: notFound }
         }))
     )
@@ -112,7 +117,7 @@ export const catalogueGroup = <
         .addSuccess(Success(keyed(key, record, flag("unarchived")), { message: `${label} unarchived` }))
         .annotateContext(documented({
           summary: `Unarchive a ${lower}`,
-          description: `Makes an archived ${lower} active again. Unarchiving an active ${lower} changes nothing.`,
+          description: `Makes an archived ${lower} active again. Unarchiving an active ${lower} answers it again, still active.`,
           errors: { 404: notFound, ...(docs.unarchiveConflict ? { 409: docs.unarchiveConflict } : {}) }
         }))
     )
