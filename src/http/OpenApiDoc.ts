@@ -87,9 +87,26 @@ const collectRefs = (value: unknown, refs: Set<string>) => {
   }
 }
 
+/** Effect's generated wording: a refinement's name as a title ("maxLength(80)"), its text as a description. */
+const generatedTitle = /^[A-Za-z]+\(.*\)$/
+const generatedDescription = /^(an? (string|number|integer)\b|Expected )/
+
+/** Drops the generated words, which say nothing the constraints beside them do not; a person's words stay. */
+const dropGeneratedWords = (value: unknown): void => {
+  if (Array.isArray(value)) {
+    for (const item of value) dropGeneratedWords(item)
+  } else if (typeof value === "object" && value !== null) {
+    const record = value as Record<string, unknown>
+    if (typeof record.title === "string" && generatedTitle.test(record.title)) delete record.title
+    if (typeof record.description === "string" && generatedDescription.test(record.description)) delete record.description
+    for (const item of Object.values(record)) dropGeneratedWords(item)
+  }
+}
+
 /**
  * The errors every operation shares, then only the component schemas something
- * references (the framework's own `HttpApiDecodeError`, `Issue`, ... are never sent).
+ * references (the framework's own `HttpApiDecodeError`, `Issue`, ... are never
+ * sent), without the generated words.
  */
 export const documentApi = OpenApi.annotations({
   transform: (spec) => {
@@ -134,6 +151,8 @@ export const documentApi = OpenApi.annotations({
       for (const name of [...referenced]) collectRefs(schemas[name], referenced)
     }
     for (const name of Object.keys(schemas)) if (!referenced.has(name)) delete schemas[name]
+    dropGeneratedWords(spec.paths)
+    dropGeneratedWords(spec.components)
     return spec
   }
 })
