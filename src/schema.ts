@@ -38,7 +38,15 @@ export const Money = Schema.transformOrFail(
     },
     encode: (value) => ParseResult.succeed(BigDecimal.unsafeToNumber(value))
   }
-).annotations({ identifier: "Money", jsonSchema: { type: "number" } })
+).annotations({
+  identifier: "Money",
+  jsonSchema: {
+    type: "number",
+    description: "An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit " +
+      "prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, " +
+      "when adding amounts up."
+  }
+})
 
 /**
  * Whether amounts may also be written as decimal strings (`"0.05"`). The API
@@ -83,7 +91,13 @@ export const MoneyInput = Schema.transformOrFail(
     },
     encode: (value) => ParseResult.succeed(BigDecimal.unsafeToNumber(value))
   }
-).annotations({ identifier: "Decimal", jsonSchema: { type: "number" } })
+).annotations({
+  identifier: "Decimal",
+  jsonSchema: {
+    type: "number",
+    description: "A finite JSON number, kept exactly as written (the decimal of its shortest text), never as a float."
+  }
+})
 
 const slugPattern = /^[a-z0-9._-]+$/
 
@@ -91,36 +105,65 @@ const slugPattern = /^[a-z0-9._-]+$/
 export const Name = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(80, { message: () => "must be at most 80 characters" })
-)
+).annotations({ description: "A name for people, 1 to 80 characters." })
 
 /** agentKey and refId of catalogue records: 1 to 80 characters of `a-z 0-9 . _ -`. */
 export const AgentKey = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(80, { message: () => "must be at most 80 characters" }),
   Schema.pattern(slugPattern, { message: () => "must match ^[a-z0-9._-]+$" })
-)
+).annotations({
+  description: "The key signals name this record by: 1 to 80 characters of `a-z 0-9 . _ -`, not held by another " +
+    "active record of its kind."
+})
 
-export const RefId = AgentKey
+export const RefId = AgentKey.annotations({
+  description: "The composite's name in signal tags (`composite: {refId: value}`): 1 to 80 characters of " +
+    "`a-z 0-9 . _ -`, not held by another active composite."
+})
 
 export const Description = Schema.String.pipe(
   Schema.maxLength(400, { message: () => "must be at most 400 characters" })
-)
+).annotations({ description: "Free text for people, at most 400 characters; null clears it." })
 
 /** The caller's own customer id: 1 to 32 characters from `A-Z a-z 0-9 -`, case-sensitive. */
 export const ExternalId = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9-]{1,32}$/, {
     message: () => "externalId must be 1 to 32 characters from letters, numbers and -"
   })
-)
+).annotations({
+  description: "Your own id of the customer: 1 to 32 characters from `A-Z a-z 0-9 -`, case-sensitive, unique among " +
+    "active customers; null clears it."
+})
 
 export const IdempotencyKey = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(255, { message: () => "must be at most 255 characters" })
-)
+).annotations({
+  description: "1 to 255 characters. The same key with the same request does nothing again and answers the first " +
+    "result; the same key with a different request is refused (422)."
+})
 
 export const CurrencyCode = Schema.String.pipe(
   Schema.pattern(/^[A-Z]{3}$/, { message: () => "must be a 3-letter ISO 4217 code such as USD" })
-)
+).annotations({ description: "A 3-letter ISO 4217 currency code such as `USD`." })
+
+/**
+ * Any JSON value. Documented by its JSON types: the generated `$id: /schemas/unknown`
+ * would be defined once per use, which a strict OpenAPI validator refuses.
+ */
+export const AnyJson = Schema.Unknown.annotations({
+  jsonSchema: { type: ["object", "array", "string", "number", "boolean", "null"] }
+})
+
+/**
+ * The spec's rule that a body names its customer by `customerId` or by
+ * `externalId`, for the document (the service checks it when it resolves the
+ * customer). An `allOf` so that the generated object schema is kept beside it.
+ */
+export const namesCustomer = {
+  jsonSchema: { allOf: [{ anyOf: [{ required: ["customerId"] }, { required: ["externalId"] }] }] }
+} as const
 
 /** Rejects unknown fields: a client can never smuggle a price or a type past the schema. */
 export const strict = { parseOptions: { onExcessProperty: "error" } } as const

@@ -39,12 +39,26 @@ const delta = (options: { readonly integer: boolean }) =>
       if (BigDecimal.greaterThan(BigDecimal.abs(value), LIMIT)) return "absolute value must be at most 10,000,000"
       if (options.integer && !BigDecimal.isInteger(value)) return "must be a whole number"
       return true
+    }, {
+      jsonSchema: {
+        type: options.integer ? "integer" : "number",
+        minimum: -10_000_000,
+        maximum: 10_000_000,
+        not: { const: 0 },
+        description: `${options.integer ? "A whole number" : "A number (fractions allowed)"}, not zero, at most ` +
+          "10,000,000 either way: positive grants, negative claws back."
+      }
     })
   )
 
-const Notes = Schema.String.pipe(Schema.maxLength(200, { message: () => "must be at most 200 characters" }))
+const Notes = Schema.String.pipe(Schema.maxLength(200, { message: () => "must be at most 200 characters" })).annotations({
+  description: "Why, for people reading the ledger; at most 200 characters."
+})
 
-const AgentKeyField = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))
+const AgentKeyField = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
+  description: "What to adjust: a credit's `agentKey`, an outcome step's `agentKey`, a unit's `agentKey` or a " +
+    "composite's `refId`, by route."
+})
 
 const targeted = (integer: boolean) =>
   Schema.Struct({
@@ -58,7 +72,9 @@ const targeted = (integer: boolean) =>
 export const WholeAdjust = targeted(true)
 /** Units: fractions allowed. */
 export const FractionAdjust = targeted(false)
-export const WalletKind = Schema.Literal("ORDINARY", "RESERVED")
+export const WalletKind = Schema.Literal("ORDINARY", "RESERVED").annotations({
+  description: "Which wallet: the ordinary Wallet (default) or the Reserved Wallet, where the workspace enabled it."
+})
 export type WalletKind = typeof WalletKind.Type
 
 /** The wallet: USD, fractions allowed; the ordinary Wallet may go below zero. */

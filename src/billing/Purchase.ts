@@ -1,6 +1,6 @@
 /** Purchases and their per-component balance counters: rows, API shapes and requests. */
 import { Schema } from "effect"
-import { Money, strict, Timestamp } from "../schema.ts"
+import { ExternalId, Money, namesCustomer, strict, Timestamp } from "../schema.ts"
 import { BillingMode, ComponentType, PlanSnapshot } from "./Snapshot.ts"
 
 export const PurchaseStatus = Schema.Literal("SCHEDULED", "ACTIVE", "CANCELLED")
@@ -110,13 +110,23 @@ export const toPurchaseJson = (row: PurchaseRow): PurchaseJson => ({
 })
 
 export const PurchaseCreate = Schema.Struct({
-  customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))),
-  externalId: Schema.optional(Schema.String),
-  planId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })),
-  billingDate: Schema.optional(Timestamp)
-}).annotations(strict)
+  customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).annotations({
+    description: "The service's customer id. Required unless `externalId` is sent; wins when both are."
+  }),
+  externalId: Schema.optional(ExternalId).annotations({
+    description: "Your own id of an active customer, used when `customerId` is not sent."
+  }),
+  planId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
+    description: "An active plan of the workspace."
+  }),
+  billingDate: Schema.optional(Timestamp).annotations({
+    description: "When the first cycle starts: today or later (ISO 8601); now when left out. A future date schedules the purchase."
+  })
+}).annotations({ ...strict, ...namesCustomer })
 export type PurchaseCreate = typeof PurchaseCreate.Type
 
-export const PurchaseUpdate = Schema.Struct({ autoPayment: Schema.Boolean }).annotations(strict)
+export const PurchaseUpdate = Schema.Struct({
+  autoPayment: Schema.Boolean.annotations({ description: "Whether the purchase's invoices are paid automatically." })
+}).annotations(strict)
 export type PurchaseUpdate = typeof PurchaseUpdate.Type
 

@@ -20,16 +20,22 @@ export class Tax extends Schema.Class<Tax>("Tax")({
   updatedAt: Timestamp
 }) {}
 
+const RatePercent = MoneyInput.annotations({
+  jsonSchema: { type: "number", minimum: 0, maximum: 100, description: "The rate in percent, 0 to 100; fractions allowed." }
+})
+
 export const TaxCreate = Schema.Struct({
   name: Name,
-  ratePercent: MoneyInput
+  ratePercent: RatePercent
 }).annotations(strict)
 export type TaxCreate = typeof TaxCreate.Type
 
 export const TaxUpdate = Schema.Struct({
   name: Schema.optional(Name),
-  ratePercent: Schema.optional(MoneyInput),
-  active: Schema.optional(Schema.Boolean)
+  ratePercent: Schema.optional(RatePercent),
+  active: Schema.optional(Schema.Boolean).annotations({
+    description: "Whether the tax applies to invoices created from now on."
+  })
 }).annotations(strict)
 export type TaxUpdate = typeof TaxUpdate.Type
 

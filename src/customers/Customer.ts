@@ -1,32 +1,34 @@
 /** The customer: the billing identity of the organisation's own customer. */
 import { Schema } from "effect"
-import { CurrencyCode, ExternalId, Timestamp } from "../schema.ts"
+import { CurrencyCode, ExternalId, strict, Timestamp } from "../schema.ts"
 
-const text = (max: number) =>
-  Schema.String.pipe(Schema.maxLength(max, { message: () => `must be at most ${max} characters` }))
+const text = (max: number, what: string) =>
+  Schema.String.pipe(Schema.maxLength(max, { message: () => `must be at most ${max} characters` })).annotations({
+    description: `${what}, at most ${max} characters; null clears it.`
+  })
 
 export const CustomerName = Schema.String.pipe(
   Schema.filter((s) => s.trim().length > 0 || "must not be empty"),
   Schema.maxLength(200, { message: () => "must be at most 200 characters" })
-)
+).annotations({ description: "The customer's name, 1 to 200 characters, not blank." })
 
 export const Email = Schema.String.pipe(
   Schema.maxLength(254, { message: () => "must be at most 254 characters" }),
   Schema.pattern(/^[^\s@]+@[^\s@]+\.[^\s@]+$/, { message: () => "must be a valid e-mail address" })
-)
+).annotations({ description: "An e-mail address, at most 254 characters." })
 
 /** Optional profile fields and their length limits (the spec leaves these open; see docs/api.md). */
 export const profileFields = {
-  description: text(400),
-  website: text(255),
-  phone: text(40),
-  legalName: text(200),
-  addressLine1: text(255),
-  city: text(120),
-  state: text(120),
-  country: text(120),
-  pincode: text(20),
-  taxId: text(64)
+  description: text(400, "Free text about the customer"),
+  website: text(255, "Website address"),
+  phone: text(40, "Phone number"),
+  legalName: text(200, "Registered legal name"),
+  addressLine1: text(255, "First line of the postal address"),
+  city: text(120, "City"),
+  state: text(120, "State or region"),
+  country: text(120, "Country"),
+  pincode: text(20, "Postal code"),
+  taxId: text(64, "Tax registration number")
 } as const
 
 export type ProfileField = keyof typeof profileFields
@@ -73,8 +75,10 @@ export const CustomerCreate = Schema.Struct({
   country: optionalNullable(profileFields.country),
   pincode: optionalNullable(profileFields.pincode),
   taxId: optionalNullable(profileFields.taxId),
-  currencyCode: Schema.optional(CurrencyCode)
-})
+  currencyCode: Schema.optional(CurrencyCode).annotations({
+    description: "The customer's currency, a 3-letter ISO 4217 code; the workspace's primary currency by default."
+  })
+}).annotations(strict)
 export type CustomerCreate = typeof CustomerCreate.Type
 
 /** A PATCH: omitted fields are untouched; null clears an optional field (or the externalId). */
@@ -82,7 +86,7 @@ export const CustomerUpdate = Schema.Struct({
   ...CustomerCreate.fields,
   name: Schema.optional(CustomerName),
   email: Schema.optional(Email)
-})
+}).annotations(strict)
 export type CustomerUpdate = typeof CustomerUpdate.Type
 
 /** How a request names its customer: `customerId` wins; otherwise `externalId`. */

@@ -12,6 +12,8 @@ import { CreditsApi } from "../credits/CreditsApi.ts"
 import { OutcomesApi } from "../outcomes/OutcomesApi.ts"
 import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "../errors.ts"
 import { Authentication } from "./Auth.ts"
+import { declaredError, ErrorEnvelope } from "./Envelope.ts"
+import { documentApi } from "./OpenApiDoc.ts"
 import { SignalsApi } from "../signals/SignalsApi.ts"
 import { UsageApi } from "../usage/UsageApi.ts"
 import { UnitsApi } from "../units/UnitsApi.ts"
@@ -32,13 +34,16 @@ export class Api extends HttpApi.make("billing")
   .add(PlansApi.middleware(Authentication))
   .add(SignalsApi.middleware(Authentication))
   .add(UsageApi.middleware(Authentication))
-  .addError(BadRequest, { status: 400 })
-  .addError(Unauthorized, { status: 401 })
-  .addError(Forbidden, { status: 403 })
-  .addError(NotFound, { status: 404 })
-  .addError(Conflict, { status: 409 })
-  .addError(Unprocessable, { status: 422 })
+  .addError(declaredError(BadRequest, 400))
+  .addError(declaredError(Unauthorized, 401))
+  .addError(declaredError(Forbidden, 403))
+  .addError(declaredError(NotFound, 404))
+  .addError(declaredError(Conflict, 409))
+  .addError(declaredError(Unprocessable, 422))
   .prefix("/api/v1")
   .annotate(OpenApi.Title, "Usage metering and billing API")
   .annotate(OpenApi.Version, "1")
+  // The statuses no declared error class carries: documented from the same envelope schemas.
+  .annotate(HttpApi.AdditionalSchemas, [ErrorEnvelope[405], ErrorEnvelope[415], ErrorEnvelope[500]])
+  .annotateContext(documentApi)
 {}

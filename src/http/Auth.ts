@@ -5,16 +5,17 @@
  * The lookup is `ApiKeys.authenticate`, answered from the process's key cache
  * (src/organizations/KeyCache.ts): no database round trip for a known key.
  */
-import { HttpApiMiddleware, HttpApiSchema, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
+import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { type ApiError, type DomainError, isDomainError, toApiError, Unauthorized } from "../errors.ts"
+import { declaredError } from "./Envelope.ts"
 import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
 
 /** The organisation (and key) the current request acts for. */
 export class CurrentOrganization extends Context.Tag("CurrentOrganization")<CurrentOrganization, Caller>() {}
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
-  failure: Unauthorized.annotations(HttpApiSchema.annotations({ status: 401 })),
+  failure: declaredError(Unauthorized, 401),
   provides: CurrentOrganization,
   security: { bearer: HttpApiSecurity.bearer }
 }) {}

@@ -3,12 +3,15 @@
  * composites, plans): list, create, update, get, archive, unarchive, with the
  * spec's result shapes (`{credits: [...]}`, `{created: true, credit}`, ...).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Success } from "./Envelope.ts"
+import { documented } from "./OpenApiDoc.ts"
 import { CatalogueListParams } from "./Pagination.ts"
 
-const IdPath = Schema.Struct({ id: Schema.String })
+const IdPath = Schema.Struct({ id: Schema.String.annotations({ description: "The record's id, as returned on create." }) })
+
+type ErrorDescriptions = Parameters<typeof documented>[0]["errors"]
 
 /** `{ [key]: schema }` plus `fields`, with the key kept in the type. */
 const keyed = <K extends string, S extends Schema.Schema.Any, F extends Schema.Struct.Fields = {}>(
@@ -38,38 +41,85 @@ export const catalogueGroup = <
   readonly record: Record
   readonly create: Create
   readonly update: Update
+  /** For people: the group's tag description, then what each operation adds to the shared text. */
+  readonly docs: {
+    readonly tag: string
+    readonly create: string
+    readonly update: string
+    readonly createErrors: ErrorDescriptions
+    readonly updateErrors: ErrorDescriptions
+    /** 409 of unarchive: the key a record gets back may be held by an active twin. */
+    readonly unarchiveConflict?: string
+  }
 }) => {
-  const { group, key, label, record } = resource
+  const { docs, group, key, label, record } = resource
+  const lower = label.toLowerCase()
+  const outOfSale: { readonly [group: string]: string } = {
+    plans: "cannot be bought by a new purchase",
+    composites: "cannot be put on a new plan"
+  }
+  const notFound = `No ${lower} with this id in the workspace (another organisation's ${lower}s are not found either).`
   return HttpApiGroup.make(group)
     .add(
       HttpApiEndpoint.get("list", `/${group}`)
         .setUrlParams(CatalogueListParams)
         .addSuccess(Success(keyed(group, Schema.Array(resource.listed)), { message: `${label}s` }))
+        .annotateContext(documented({
+          summary: `List ${lower}s`,
+          description: `A page of the workspace's ${lower}s, oldest first. \`active=true\` lists active ones only, ` +
+            `\`active=false\` archived ones only, and no \`active\` lists both. Page with \`limit\` and \`cursor\`: ` +
+            `a page shorter than \`limit\` is the last.`
+        }))
     )
     .add(
       HttpApiEndpoint.post("create", `/${group}`)
         .setPayload(resource.create)
         .addSuccess(Success(keyed(key, record, flag("created")), { status: 201, message: `${label} created` }))
+        .annotateContext(documented({ summary: `Create a ${lower}`, description: docs.create, errors: docs.createErrors }))
     )
     .add(
       HttpApiEndpoint.patch("update", `/${group}/:id`)
         .setPath(IdPath)
         .setPayload(resource.update)
         .addSuccess(Success(keyed(key, record, flag("updated")), { message: `${label} updated` }))
+        .annotateContext(documented({
+          summary: `Update a ${lower}`,
+          description: docs.update,
+          errors: { 404: notFound, ...docs.updateErrors }
+        }))
     )
     .add(
       HttpApiEndpoint.get("get", `/${group}/:id`)
         .setPath(IdPath)
         .addSuccess(Success(keyed(key, record), { message: label }))
+        .annotateContext(documented({
+          summary: `Get a ${lower}`,
+          description: `One ${lower} by id, archived or not.`,
+          errors: { 404: notFound }
+        }))
     )
     .add(
       HttpApiEndpoint.post("archive", `/${group}/:id/archive`)
         .setPath(IdPath)
         .addSuccess(Success(keyed(key, record, flag("archived")), { message: `${label} archived` }))
+        .annotateContext(documented({
+          summary: `Archive a ${lower}`,
+          description: `Takes the ${lower} out of sale: nothing is deleted, it drops out of \`active=true\` lists and ` +
+            `${outOfSale[group] ?? "cannot be put on a new plan or composite"}. What customers already hold is kept. ` +
+            `Archiving an archived ` +
+            `${lower} answers it again, still archived.`,
+          errors: { 404: notFound }
+        }))
     )
     .add(
       HttpApiEndpoint.post("unarchive", `/${group}/:id/unarchive`)
         .setPath(IdPath)
         .addSuccess(Success(keyed(key, record, flag("unarchived")), { message: `${label} unarchived` }))
+        .annotateContext(documented({
+          summary: `Unarchive a ${lower}`,
+          description: `Makes an archived ${lower} active again. Unarchiving an active ${lower} answers it again, still active.`,
+          errors: { 404: notFound, ...(docs.unarchiveConflict ? { 409: docs.unarchiveConflict } : {}) }
+        }))
     )
+    .annotate(OpenApi.Description, docs.tag)
 }

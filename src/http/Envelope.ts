@@ -40,7 +40,7 @@ export const Success = <S extends Schema.Schema.Any>(
   const status = options.status ?? 200
   const messageOf = typeof options.message === "string" ? () => options.message as string : options.message
   return Schema.transform(
-    Schema.Struct({ statusCode: Schema.Int, statusDetail: SuccessDetail, result }),
+    Schema.Struct({ statusCode: Schema.Literal(status), statusDetail: SuccessDetail, result }),
     Schema.typeSchema(result),
     {
       strict: false,
@@ -54,18 +54,66 @@ export const Success = <S extends Schema.Schema.Any>(
   ).annotations(HttpApiSchema.annotations({ status }))
 }
 
-/** The envelope schema of an error, for documentation. */
-export const ErrorEnvelope = Schema.Struct({
-  statusCode: Schema.Int,
-  statusDetail: Schema.Struct({ status: Schema.Literal("ERROR"), message: Schema.String }),
-  result: Schema.Struct({})
+/** Every status an error answer can carry; each has its envelope schema below. */
+export const errorStatuses = [400, 401, 403, 404, 405, 409, 415, 422, 500, 503] as const
+export type ErrorStatus = (typeof errorStatuses)[number]
+
+const EmptyResult = Schema.Struct({}).annotations({
+  description: "Always an empty object on an error.",
+  jsonSchema: { type: "object", properties: {}, additionalProperties: false }
 })
 
-export const errorResponse = (status: number, message: string) =>
+const makeErrorEnvelope = <S extends ErrorStatus>(status: S) =>
+  Schema.Struct({
+    statusCode: Schema.Literal(status).annotations({ description: "Equals the HTTP status." }),
+    statusDetail: Schema.Struct({
+      status: Schema.Literal("ERROR"),
+      message: Schema.String.annotations({ description: "What was wrong, for people; not a stable code." })
+    }),
+    result: EmptyResult
+  }).annotations({
+    identifier: `Error${status}`,
+    title: `Error ${status}`,
+    description: `The envelope of every ${status} answer.`
+  })
+
+/**
+ * The envelope of each error status. These schemas are both what the OpenAPI
+ * document shows for an error and what `errorResponse` encodes every error
+ * answer through, so the document cannot drift from the wire.
+ */
+export const ErrorEnvelope = Object.fromEntries(errorStatuses.map((status) => [status, makeErrorEnvelope(status)])) as {
+  readonly [S in ErrorStatus]: ReturnType<typeof makeErrorEnvelope<S>>
+}
+
+const encodeErrorEnvelope = Object.fromEntries(
+  errorStatuses.map((status) => [status, Schema.encodeSync(ErrorEnvelope[status] as Schema.Schema<unknown>)])
+) as Record<ErrorStatus, (envelope: unknown) => unknown>
+
+export const errorResponse = (status: ErrorStatus, message: string) =>
   HttpServerResponse.unsafeJson(
-    { statusCode: status, statusDetail: { status: "ERROR", message }, result: {} },
+    encodeErrorEnvelope[status]({ statusCode: status, statusDetail: { status: "ERROR", message }, result: {} }),
     { status }
   )
+
+/**
+ * A declared API error whose encoding is its status's envelope: the handler
+ * fails with the typed error (`BadRequest`, ...), the document and the
+ * encoder both see `ErrorEnvelope[status]`.
+ */
+export const declaredError = <Self extends { readonly message: string }, S extends ErrorStatus>(
+  errorClass: Schema.Schema<Self, any, never> & { new(props: { readonly message: string }): Self },
+  status: S
+) =>
+  Schema.transform(ErrorEnvelope[status], Schema.typeSchema(errorClass), {
+    strict: false,
+    decode: (envelope) => new errorClass({ message: envelope.statusDetail.message }),
+    encode: (error) => ({ statusCode: status, statusDetail: { status: "ERROR" as const, message: error.message }, result: {} })
+  }).annotations({
+    // The document names a transformation by its own identifier, not its encoded side's.
+    ...ErrorEnvelope[status].ast.annotations,
+    ...HttpApiSchema.annotations({ status })
+  })
 
 export const successResponse = (status: number, message: string, result: unknown) =>
   HttpServerResponse.unsafeJson(

@@ -12,18 +12,29 @@ export { type CatalogueListQuery, DEFAULT_LIMIT, MAX_LIMIT, type Page }
 const Limit = Schema.NumberFromString.pipe(
   Schema.int({ message: () => "must be a whole number" }),
   Schema.greaterThanOrEqualTo(1, { message: () => "must be at least 1" })
-)
+).annotations({
+  // Values above the maximum are clamped, not refused: the document has no `maximum` because none is refused.
+  jsonSchema: {
+    type: "integer",
+    minimum: 1,
+    default: DEFAULT_LIMIT,
+    description: `Rows per page: a whole number of at least 1, ${DEFAULT_LIMIT} by default; values above ` +
+      `${MAX_LIMIT} are clamped to ${MAX_LIMIT}.`
+  }
+})
 
 export const PageParams = {
   limit: Schema.optional(Limit),
-  cursor: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })))
+  cursor: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).annotations({
+    description: "The id of the previous page's last row; the page starts after it."
+  })
 }
 
 /** `active=true|false` on catalogue lists. */
 export const ActiveParam = {
   active: Schema.optional(
     Schema.Literal("true", "false").annotations({ message: () => "must be true or false" })
-  )
+  ).annotations({ description: "`true`: active records only; `false`: archived ones only; left out: both." })
 }
 
 export const toPage = (params: { readonly limit?: number | undefined; readonly cursor?: string | undefined }): Page => ({

@@ -13,7 +13,9 @@ import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { strict, Timestamp } from "../schema.ts"
 
-export const MemberRole = Schema.Literal("OWNER", "ADMIN", "MEMBER")
+export const MemberRole = Schema.Literal("OWNER", "ADMIN", "MEMBER").annotations({
+  description: "The member's role at the customer: OWNER, ADMIN or MEMBER (the default)."
+})
 
 export class Member extends Schema.Class<Member>("Member")({
   id: Schema.String,
@@ -28,7 +30,7 @@ export class Member extends Schema.Class<Member>("Member")({
 const MemberName = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(200, { message: () => "must be at most 200 characters" })
-)
+).annotations({ description: "The member's name, 1 to 200 characters; null clears it." })
 
 export const MemberCreate = Schema.Struct({
   email: Email,

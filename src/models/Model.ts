@@ -58,15 +58,33 @@ export type ModelSet = typeof ModelSet.Type
 
 /** marginPercent of credits and outcomes: at least -100, so a price never goes below zero. */
 export const MarginPercent = MoneyInput.pipe(
-  Schema.filter((margin) => BigDecimal.lessThan(margin, BigDecimal.fromBigInt(-100n)) ? "must be at least -100" : undefined)
+  Schema.filter((margin) => BigDecimal.lessThan(margin, BigDecimal.fromBigInt(-100n)) ? "must be at least -100" : undefined, {
+    jsonSchema: {
+      type: "number",
+      minimum: -100,
+      description: "Percent added to the base price (negative gives a discount); at least -100, so a price never goes below zero."
+    }
+  })
 )
 
-const Weight = MoneyInput.annotations({ description: "whole percentage of the call's tokens, 0 to 100" })
+// Checked when the bundle is priced (src/pricing/Pricing.ts); the document states the same rule.
+const Weight = MoneyInput.annotations({
+  jsonSchema: {
+    type: "integer",
+    minimum: 0,
+    maximum: 100,
+    description: "Whole percentage of the call's tokens in this class, 0 to 100."
+  }
+})
 
 /** A bundle item as a client sends it; `modelName` is never accepted. */
 export const BundleItemInput = Schema.Struct({
-  modelId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })),
-  averageTokensPerLLMCall: MoneyInput,
+  modelId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
+    description: "A model enabled in the workspace, such as `gpt-4o`."
+  }),
+  averageTokensPerLLMCall: MoneyInput.annotations({
+    jsonSchema: { type: "number", exclusiveMinimum: 0, description: "Tokens of one model call, on average; above 0." }
+  }),
   input: Weight,
   output: Weight,
   cache: Schema.optionalWith(Weight, { default: () => BigDecimal.fromBigInt(0n) }),
@@ -80,7 +98,10 @@ const MAX_BUNDLE_ITEMS = 50
 export const ModelBundleInput = Schema.Array(BundleItemInput).pipe(
   Schema.minItems(1, { message: () => "must hold at least 1 item" }),
   Schema.maxItems(MAX_BUNDLE_ITEMS, { message: () => `must hold at most ${MAX_BUNDLE_ITEMS} items` })
-)
+).annotations({
+  description: `The models a call uses and how its tokens split between their classes: 1 to ${MAX_BUNDLE_ITEMS} ` +
+    "items; the price is computed from them."
+})
 
 /**
  * A priced bundle item, as stored (jsonb, decimals as strings) and returned

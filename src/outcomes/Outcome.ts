@@ -55,7 +55,9 @@ export type StepCreate = typeof StepCreate.Type
  * sent change); without `id` it is a new step and needs every field.
  */
 export const StepUpdate = Schema.Struct({
-  id: Schema.optional(Schema.String),
+  id: Schema.optional(Schema.String).annotations({
+    description: "The id of a step the outcome keeps; left out for a new step."
+  }),
   name: Schema.optional(Name),
   agentKey: Schema.optional(AgentKey),
   modelBundle: Schema.optional(ModelBundleInput)
@@ -70,7 +72,7 @@ export const OutcomeCreate = Schema.Struct({
   steps: Schema.Array(StepCreate).pipe(
     Schema.minItems(1, stepCount.min),
     Schema.maxItems(MAX_STEPS, stepCount.max)
-  )
+  ).annotations({ description: `The run's steps in order, 1 to ${MAX_STEPS}, each priced from its own model bundle.` })
 }).annotations(strict)
 export type OutcomeCreate = typeof OutcomeCreate.Type
 
@@ -82,6 +84,6 @@ export const OutcomeUpdate = Schema.Struct({
   marginPercent: Schema.optional(MarginPercent),
   steps: Schema.optional(
     Schema.Array(StepUpdate).pipe(Schema.minItems(1, stepCount.min), Schema.maxItems(MAX_STEPS, stepCount.max))
-  )
+  ).annotations({ description: "The whole new step list: steps with an `id` are kept, others are added, missing ones removed." })
 }).annotations(strict)
 export type OutcomeUpdate = typeof OutcomeUpdate.Type

@@ -1,13 +1,17 @@
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Success } from "../http/Envelope.ts"
+import { documented } from "../http/OpenApiDoc.ts"
 import { strict, Timestamp } from "../schema.ts"
+import { customerNotFound } from "../customers/CustomersApi.ts"
 
 const NonEmpty = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))
 
 export const PortalTokenRequest = Schema.Struct({
-  customerId: NonEmpty,
-  organizationId: Schema.optional(NonEmpty)
+  customerId: NonEmpty.annotations({ description: "The service's id of the customer the portal shows." }),
+  organizationId: Schema.optional(NonEmpty).annotations({
+    description: "Your organisation's id; when sent it must be the key's organisation (403 otherwise)."
+  })
 }).annotations(strict)
 
 export const PortalToken = Schema.Struct({
@@ -22,5 +26,15 @@ export class PortalApi extends HttpApiGroup.make("portal")
     HttpApiEndpoint.post("token", "/portal/token")
       .setPayload(PortalTokenRequest)
       .addSuccess(Success(PortalToken, { message: "Portal token created" }))
+      .annotateContext(documented({
+        summary: "Mint a customer-portal token",
+        description: "A short-lived signed token that opens the customer portal (balances, usage, invoices) for one " +
+          "customer, to hand to that customer's browser. It grants nothing else.",
+        errors: {
+          403: "`organizationId` is sent and is not the key's organisation.",
+          404: customerNotFound.byId
+        }
+      }))
   )
+  .annotate(OpenApi.Description, "Portal: access tokens for the hosted customer portal.")
 {}

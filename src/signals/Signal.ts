@@ -5,7 +5,7 @@
  */
 import { BigDecimal, Schema, SchemaAST } from "effect"
 import { Email } from "../customers/Customer.ts"
-import { ExternalId, IdempotencyKey, MoneyInput, strict, Timestamp } from "../schema.ts"
+import { AnyJson, ExternalId, IdempotencyKey, MoneyInput, namesCustomer, strict, Timestamp } from "../schema.ts"
 
 /** The route of a signal: it decides the meter, and scopes idempotency keys. */
 export const SignalRoute = Schema.Literal("CREDIT", "OUTCOME", "OUTCOME_COMPLETE", "UNIT", "WALLET", "COMPOSITE_COMPLETE")
@@ -17,26 +17,34 @@ export type SignalStatus = typeof SignalStatus.Type
 const TokenCount = Schema.Int.pipe(
   Schema.nonNegative({ message: () => "must be a whole number of 0 or more" }),
   Schema.lessThanOrEqualTo(1_000_000_000_000, { message: () => "must be at most 1e12" })
-)
+).annotations({ description: "Tokens of this class in the call: a whole number from 0 to 10^12; 0 when left out." })
 
 /** Tokens of one model call. `model` is required; token counts default to 0. */
 export const Usage = Schema.Struct({
   model: Schema.String.pipe(
     Schema.minLength(1, { message: () => "must not be empty" }),
     Schema.maxLength(120, { message: () => "must be at most 120 characters" })
-  ),
+  ).annotations({ description: "The model called, enabled in the workspace, such as `gpt-4o`." }),
   inputTokens: Schema.optional(TokenCount),
   outputTokens: Schema.optional(TokenCount),
   cacheTokens: Schema.optional(TokenCount),
   cacheWriteTokens: Schema.optional(TokenCount)
-}).annotations(strict)
+}).annotations({
+  ...strict,
+  description: "The tokens of one model call. When the model has both cache rates, `cacheTokens` counts cache reads " +
+    "only and cache writes go in `cacheWriteTokens`."
+})
 export type Usage = typeof Usage.Type
 
 const customMaxBytes = 8192
 
 /** Free-form metadata, stored as sent (at most 8 KB of JSON). */
-export const Custom = Schema.Record({ key: Schema.String, value: Schema.Unknown }).pipe(
-  Schema.filter((custom) => JSON.stringify(custom).length <= customMaxBytes || `must be at most ${customMaxBytes} bytes of JSON`)
+export const Custom = Schema.Record({ key: Schema.String, value: AnyJson }).pipe(
+  Schema.filter((custom) => JSON.stringify(custom).length <= customMaxBytes || `must be at most ${customMaxBytes} bytes of JSON`, {
+    jsonSchema: {
+      description: `Free-form metadata, stored as sent and returned on the usage log: an object of at most ${customMaxBytes} bytes of JSON.`
+    }
+  })
 )
 
 const TagValue = Schema.String.pipe(
@@ -46,7 +54,11 @@ const TagValue = Schema.String.pipe(
 
 /** `{refId: value}`: exactly one property, named by a composite's refId, valued by the caller's correlation id. */
 export const CompositeTag = Schema.Record({ key: Schema.String, value: TagValue }).pipe(
-  Schema.filter((tag) => Object.keys(tag).length === 1 || "must hold exactly one property: {refId: value}")
+  Schema.filter((tag) => Object.keys(tag).length === 1 || "must hold exactly one property: {refId: value}", {
+    jsonSchema: { minProperties: 1, maxProperties: 1 },
+    description: "A composite tag: one property named by a composite's `refId`, valued by your own correlation id of " +
+      "the occurrence. A tag that names no live composite is ignored."
+  })
 )
 export type CompositeTag = typeof CompositeTag.Type
 
@@ -59,26 +71,43 @@ export const tagOf = (tag: CompositeTag): { readonly refId: string; readonly val
 const AgentKeyField = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(80, { message: () => "must be at most 80 characters" })
-)
+).annotations({ description: "The `agentKey` of the credit, outcome step or unit this usage is for." })
 
 const RunId = Schema.String.pipe(
   Schema.minLength(1, { message: () => "must not be empty" }),
   Schema.maxLength(255, { message: () => "must be at most 255 characters" })
-)
+).annotations({ description: "Your id of the outcome run, 1 to 255 characters: every signal of one run shares it." })
 
 const maxQuantity = BigDecimal.fromBigInt(10_000_000n)
 
 const Quantity = MoneyInput.pipe(
   Schema.filter((q) => BigDecimal.isPositive(q) || "must be above 0"),
-  Schema.filter((q) => BigDecimal.lessThanOrEqualTo(q, maxQuantity) || "must be at most 10,000,000")
+  Schema.filter((q) => BigDecimal.lessThanOrEqualTo(q, maxQuantity) || "must be at most 10,000,000", {
+    jsonSchema: {
+      type: "number",
+      exclusiveMinimum: 0,
+      maximum: 10_000_000,
+      description: "How many units; above 0, at most 10,000,000, fractions allowed; 1 when left out."
+    }
+  })
 )
 
 /** Who a signal is for and the optional fields every route shares. */
 const common = {
-  customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))),
-  externalId: Schema.optional(ExternalId),
-  member: Schema.optional(Email),
-  idempotencyKey: Schema.optional(IdempotencyKey),
+  customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).annotations({
+    description: "The service's customer id. Required unless `externalId` is sent; wins when both are."
+  }),
+  externalId: Schema.optional(ExternalId).annotations({
+    description: "Your own id of the customer, used when `customerId` is not sent. One that matches no customer yet " +
+      "is accepted and kept Pending until the customer exists."
+  }),
+  member: Schema.optional(Email).annotations({
+    description: "E-mail of the customer's member the usage is attributed to (matched case-insensitively)."
+  }),
+  idempotencyKey: Schema.optional(IdempotencyKey).annotations({
+    description: "1 to 255 characters. A repeat with the same key on the same route answers the original signal " +
+      "again and records nothing new."
+  }),
   custom: Schema.optional(Custom)
 }
 
@@ -87,7 +116,7 @@ export const CreditSignal = Schema.Struct({
   agentKey: AgentKeyField,
   usage: Usage,
   composite: Schema.optional(CompositeTag)
-}).annotations(strict)
+}).annotations({ ...strict, ...namesCustomer })
 
 export const OutcomeStepSignal = Schema.Struct({
   ...common,
@@ -95,29 +124,29 @@ export const OutcomeStepSignal = Schema.Struct({
   runId: RunId,
   usage: Schema.optional(Usage),
   composite: Schema.optional(CompositeTag)
-}).annotations(strict)
+}).annotations({ ...strict, ...namesCustomer })
 
 export const OutcomeCompleteSignal = Schema.Struct({
   ...common,
   runId: RunId
-}).annotations(strict)
+}).annotations({ ...strict, ...namesCustomer })
 
 export const UnitSignal = Schema.Struct({
   ...common,
   agentKey: AgentKeyField,
   quantity: Schema.optional(Quantity),
   composite: Schema.optional(CompositeTag)
-}).annotations(strict)
+}).annotations({ ...strict, ...namesCustomer })
 
 export const WalletSignal = Schema.Struct({
   ...common,
   usage: Usage
-}).annotations(strict)
+}).annotations({ ...strict, ...namesCustomer })
 
 export const CompositeCompleteSignal = Schema.Struct({
   ...common,
   composite: CompositeTag
-}).annotations(strict)
+}).annotations({ ...strict, ...namesCustomer })
 
 /** Any accepted request, as the inbox keeps it. */
 export interface SignalInput {
@@ -154,7 +183,10 @@ const batchItem = <T extends BatchType, F extends Schema.Struct.Fields>(
   identifier: string,
   route: string
 ) =>
-  Schema.Struct({ type: Schema.Literal(type), ...body.fields }).annotations({
+  Schema.Struct({
+    type: Schema.Literal(type).annotations({ description: `Which route this item is the body of: ${route}.` }),
+    ...body.fields
+  }).annotations({
     ...strict,
     identifier,
     description: `A signal of ${route}, with "type": "${type}"`

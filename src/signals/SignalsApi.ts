@@ -1,5 +1,6 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Success } from "../http/Envelope.ts"
+import { documented } from "../http/OpenApiDoc.ts"
 import {
   Acknowledgement,
   CompositeCompleted,
@@ -24,30 +25,117 @@ const BatchAccepted = Success(SignalBatchResult, {
   }
 })
 
+const intake = "The signal is written to a durable inbox and answered 202 with its `messageId` and `rawId`; it is " +
+  "priced a moment later from live rates (a client never sends a price). Name the customer by `customerId` or " +
+  "`externalId` (`customerId` wins when both are sent). An `externalId` that matches no customer yet is accepted and " +
+  "kept Pending until the customer exists. The same `idempotencyKey` on the same route answers the original signal " +
+  "again and records nothing new."
+
+const intakeErrors = {
+  400: "The body fails its schema (the message names the field), or neither `customerId` nor `externalId` is sent.",
+  404: "`customerId` names no customer of the workspace.",
+  409: "The customer is archived and receives no more usage.",
+  422: "The `idempotencyKey` was used on this route with a different request."
+}
+
+const completionErrors = (conflict: string, unprocessable: string) => ({
+  400: "The body fails its schema (the message names the field), or neither `customerId` nor `externalId` is sent.",
+  404: "No such customer (by `customerId`, or an active one by `externalId`), or nothing to complete under the given name.",
+  409: conflict,
+  422: unprocessable
+})
+
 export class SignalsApi extends HttpApiGroup.make("signals")
-  .add(HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).addSuccess(Accepted))
-  .add(HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).addSuccess(Accepted))
+  .add(
+    HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).addSuccess(Accepted).annotateContext(
+      documented({
+        summary: "Send a credit signal",
+        description: "Meters one model call against a credit, named by its `agentKey`, from its token counts. The " +
+          "key must be sold on the customer's active plan, or covered by a composite that is. " + intake,
+        errors: intakeErrors
+      })
+    )
+  )
+  .add(
+    HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).addSuccess(Accepted).annotateContext(
+      documented({
+        summary: "Record an outcome step",
+        description: "Records one step of an outcome run (`runId`), named by the step's `agentKey`. Steps never " +
+          "bill and may repeat; the run is billed by `/signal/outcome/complete`. " + intake,
+        errors: intakeErrors
+      })
+    )
+  )
   .add(
     HttpApiEndpoint.post("outcomeComplete", "/signal/outcome/complete")
       .setPayload(OutcomeCompleteSignal)
       .addSuccess(Success(OutcomeCompleted, { message: "Outcome run completed" }))
+      .annotateContext(documented({
+        summary: "Complete and bill an outcome run",
+        description: "Closes the run named by `runId` and bills the outcome once. It is the only way to close a " +
+          "run; a composite carried by a step still needs its own `/signal/composite/complete`. Answered 200 " +
+          "once the run is billed. A repeat with the same `idempotencyKey` answers the first result again.",
+        errors: completionErrors(
+          "The run is already completed, or the customer is archived.",
+          "The customer has no active plan, the outcome is not on it, or its prepaid allowance is used up with no " +
+            "ARREAR component to take the rest."
+        )
+      }))
   )
-  .add(HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).addSuccess(Accepted))
-  .add(HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).addSuccess(Accepted))
+  .add(
+    HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).addSuccess(Accepted).annotateContext(
+      documented({
+        summary: "Send a unit signal",
+        description: "Records `quantity` units (1 by default) of the unit named by `agentKey`; no model, no " +
+          "tokens. " + intake,
+        errors: intakeErrors
+      })
+    )
+  )
+  .add(
+    HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).addSuccess(Accepted).annotateContext(
+      documented({
+        summary: "Send a wallet signal",
+        description: "Debits the customer's USD wallet at the model's provider cost for the tokens of one call. " +
+          "The wallet may go negative: a wallet signal is never refused for lack of funds. " + intake,
+        errors: intakeErrors
+      })
+    )
+  )
   .add(
     HttpApiEndpoint.post("batch", "/signal/batch")
       .setPayload(SignalBatch)
       .addSuccess(BatchAccepted)
-      .annotate(
-        OpenApi.Description,
-        "1 to 1,000 credit, outcome step, unit and wallet signals, each with its `type`. Each item is validated, " +
+      .annotateContext(documented({
+        summary: "Send up to 1,000 signals at once",
+        description: "1 to 1,000 credit, outcome step, unit and wallet signals, each with its `type`. Each item is validated, " +
           "keyed and queued as its own route would do it and gets its own answer, in order: queued (messageId, rawId) " +
-          "or refused (the status and message its route would answer). Completions are refused (400)."
-      )
+          "or refused (the status and message its route would answer). Completions are refused (400).",
+        errors: {
+          400: "The body is not a list of 1 to 1,000 items, or is not valid JSON. A single item's refusal is " +
+            "answered in its own place in the 202 answer, not with a 400."
+        }
+      }))
   )
   .add(
     HttpApiEndpoint.post("compositeComplete", "/signal/composite/complete")
       .setPayload(CompositeCompleteSignal)
       .addSuccess(Success(CompositeCompleted, { message: "Composite occurrence completed" }))
+      .annotateContext(documented({
+        summary: "Complete and bill a composite occurrence",
+        description: "Closes the occurrence named by the `composite` tag (`{refId: yourCorrelationId}`) and bills " +
+          "the composite once, when every credit, outcome and unit it is restricted to has reported under that " +
+          "value. Otherwise the answer is 422 and the occurrence is parked: it completes itself once the missing " +
+          "signals arrive. `custom` is stored on the occurrence.",
+        errors: completionErrors(
+          "The customer is archived, or the occurrence is already completed.",
+          "A signal the composite waits for has not arrived yet (the occurrence is parked and completes itself), " +
+            "the customer has no active plan, or the plan does not sell the composite."
+        )
+      }))
+  )
+  .annotate(
+    OpenApi.Description,
+    "Signals: usage intake. Each meter has its own route; the route decides the meter, so a body has no type field."
   )
 {}

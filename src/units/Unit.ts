@@ -1,9 +1,11 @@
 /** A unit: a counted event priced FLAT, SLAB or VOLUME (DESIGN.md §4), with no model and no tokens. */
 import { Schema } from "effect"
-import { AgentKey, Description, Money, MoneyInput, Name, Timestamp } from "../schema.ts"
+import { AgentKey, Description, Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
 
 export const PricingType = Schema.Literal("FLAT", "SLAB", "VOLUME").annotations({
-  message: () => "must be FLAT, SLAB or VOLUME"
+  message: () => "must be FLAT, SLAB or VOLUME",
+  description: "FLAT: `flatPrice` per unit; SLAB: each tier prices the units within it; VOLUME: the tier the " +
+    "total reaches prices every unit."
 })
 export type PricingType = typeof PricingType.Type
 
@@ -35,23 +37,29 @@ export class Unit extends Schema.Class<Unit>("Unit")({
 }) {}
 
 export const TierInput = Schema.Struct({
-  upTo: Schema.optionalWith(Schema.NullOr(MoneyInput), { default: () => null }),
-  price: MoneyInput
+  upTo: Schema.optionalWith(Schema.NullOr(MoneyInput), { default: () => null }).annotations({
+    description: "The tier's last unit count; ascending; null (or left out) on the last tier."
+  }),
+  price: MoneyInput.annotations({
+    jsonSchema: { type: "number", minimum: 0, description: "USD per unit in this tier, 0 or more." }
+  })
 })
 export type TierInput = typeof TierInput.Type
 
 const Tiers = Schema.Array(TierInput).pipe(
   Schema.maxItems(MAX_TIERS, { message: () => `must hold at most ${MAX_TIERS} tiers` })
-)
+).annotations({ description: `SLAB and VOLUME prices, at most ${MAX_TIERS} tiers in ascending \`upTo\`.` })
 
 export const UnitCreate = Schema.Struct({
   name: Name,
   agentKey: AgentKey,
   description: Schema.optional(Schema.NullOr(Description)),
   pricingType: PricingType,
-  flatPrice: Schema.optional(Schema.NullOr(MoneyInput)),
+  flatPrice: Schema.optional(Schema.NullOr(MoneyInput)).annotations({
+    description: "USD per unit of a FLAT unit, 0 or more."
+  }),
   tiers: Schema.optional(Tiers)
-})
+}).annotations(strict)
 export type UnitCreate = typeof UnitCreate.Type
 
 /** A PATCH: only the sent fields change; the result is validated as a whole. */
@@ -60,5 +68,5 @@ export const UnitUpdate = Schema.Struct({
   name: Schema.optional(Name),
   agentKey: Schema.optional(AgentKey),
   pricingType: Schema.optional(PricingType)
-})
+}).annotations(strict)
 export type UnitUpdate = typeof UnitUpdate.Type

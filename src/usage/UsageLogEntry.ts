@@ -4,7 +4,7 @@
  * organisation-wide lookup, which also names the customer's externalId.
  */
 import { Schema } from "effect"
-import { Money, Timestamp } from "../schema.ts"
+import { AnyJson, Money, Timestamp } from "../schema.ts"
 
 export const Meter = Schema.Literal("CREDIT", "OUTCOME_STEP", "OUTCOME", "UNIT", "WALLET", "COMPOSITE")
 export type Meter = typeof Meter.Type
@@ -36,7 +36,7 @@ export class UsageRecord extends Schema.Class<UsageRecord>("UsageRecord")({
   compositeRef: Schema.NullOr(Schema.String),
   compositeValue: Schema.NullOr(Schema.String),
   member: Schema.NullOr(Schema.String),
-  custom: Schema.NullOr(Schema.Unknown),
+  custom: Schema.NullOr(AnyJson),
   createdAt: Timestamp
 }) {}
 
@@ -67,7 +67,7 @@ export const UsageLogEntry = Schema.Struct({
   runId: Schema.NullOr(Schema.String),
   composite: Schema.NullOr(Schema.Struct({ id: Schema.String, refId: Schema.String, value: Schema.String })),
   member: Schema.NullOr(Schema.String),
-  custom: Schema.NullOr(Schema.Unknown),
+  custom: Schema.NullOr(AnyJson),
   createdAt: Timestamp
 })
 export type UsageLogEntry = typeof UsageLogEntry.Type

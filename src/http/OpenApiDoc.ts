@@ -1,0 +1,159 @@
+/**
+ * The words and error statuses of the OpenAPI document. Each endpoint says, next
+ * to its declaration, its summary, its description and the error statuses it can
+ * answer beyond the ones every route shares (`documented`); the API adds the
+ * shared ones and drops what the framework documents that is never sent
+ * (`documentApi`).
+ *
+ * Every error response references `ErrorEnvelope[status]` (src/http/Envelope.ts),
+ * the schema every error answer is encoded through.
+ *
+ * The framework documents each declared error class on every operation and its
+ * own `HttpApiDecodeError` as a 400; neither is what is sent (every failure is
+ * answered with the envelope by `renderFailures`), so an operation's error
+ * responses are written here from its own list.
+ */
+import { OpenApi } from "@effect/platform"
+import type { ErrorStatus } from "./Envelope.ts"
+
+type ErrorDescriptions = Partial<Record<ErrorStatus, string>>
+
+/** The error responses written here, told apart from the ones the framework generates. */
+const written = new WeakSet<object>()
+
+const errorResponse = (status: ErrorStatus, description: string) => {
+  const response = {
+    description,
+    content: { "application/json": { schema: { $ref: `#/components/schemas/Error${status}` } } }
+  }
+  written.add(response)
+  return response
+}
+
+const isError = (status: string) => Number(status) >= 400
+
+/**
+ * Summary, description and the operation's own error statuses, each with when
+ * it happens. 401, 405 and 500 are on every operation; 400 is on every one (a
+ * path that is not valid percent-encoding), described from the inputs the
+ * operation has unless `errors[400]` says more; 415 on every operation with a body.
+ */
+export const documented = (doc: {
+  readonly summary: string
+  readonly description: string
+  readonly errors?: ErrorDescriptions
+}) =>
+  OpenApi.annotations({
+    summary: doc.summary,
+    description: doc.description,
+    transform: (operation) => {
+      const responses: Record<string, unknown> = {}
+      for (const [status, response] of Object.entries(operation.responses as Record<string, unknown>)) {
+        if (!isError(status)) responses[status] = response
+      }
+      for (const [status, description] of Object.entries(doc.errors ?? {})) {
+        responses[status] = errorResponse(Number(status) as ErrorStatus, description)
+      }
+      return { ...operation, responses }
+    }
+  })
+
+const bodyRefusals =
+  "The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL " +
+  "character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation " +
+  "does not take (unknown fields are refused, never ignored). The message names the field."
+
+const parameterRefusals =
+  "A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding."
+
+const pathRefusal = "The path is not valid percent-encoding."
+
+type Operation = {
+  requestBody?: unknown
+  parameters?: ReadonlyArray<{ readonly in: string }>
+  responses: Record<string, unknown>
+}
+
+const methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"] as const
+
+const collectRefs = (value: unknown, refs: Set<string>) => {
+  if (Array.isArray(value)) {
+    for (const item of value) collectRefs(item, refs)
+  } else if (typeof value === "object" && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      if (key === "$ref" && typeof item === "string") refs.add(item.replace("#/components/schemas/", ""))
+      else collectRefs(item, refs)
+    }
+  }
+}
+
+/** Effect's generated wording: a refinement's name as a title ("maxLength(80)"), its text as a description. */
+const generatedTitle = /^[A-Za-z]+\(.*\)$/
+const generatedDescription = /^(an? (string|number|integer)\b|Expected )/
+
+/** Drops the generated words, which say nothing the constraints beside them do not; a person's words stay. */
+const dropGeneratedWords = (value: unknown): void => {
+  if (Array.isArray(value)) {
+    for (const item of value) dropGeneratedWords(item)
+  } else if (typeof value === "object" && value !== null) {
+    const record = value as Record<string, unknown>
+    if (typeof record.title === "string" && generatedTitle.test(record.title)) delete record.title
+    if (typeof record.description === "string" && generatedDescription.test(record.description)) delete record.description
+    for (const item of Object.values(record)) dropGeneratedWords(item)
+  }
+}
+
+/**
+ * The errors every operation shares, then only the component schemas something
+ * references (the framework's own `HttpApiDecodeError`, `Issue`, ... are never
+ * sent), without the generated words.
+ */
+export const documentApi = OpenApi.annotations({
+  transform: (spec) => {
+    const paths = spec.paths as Record<string, Record<string, Operation>>
+    for (const item of Object.values(paths)) {
+      const allowed = methods.filter((method) => item[method] !== undefined)
+      for (const method of allowed) {
+        const operation = item[method]!
+        const own = operation.responses
+        const hasParameters = (operation.parameters ?? []).length > 0
+        const shared: ErrorDescriptions = {
+          400: operation.requestBody !== undefined ? bodyRefusals : hasParameters ? parameterRefusals : pathRefusal,
+          401: "The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired.",
+          405: `This path does not take the method used; it takes ${allowed.map((m) => m.toUpperCase()).join(", ")}.`,
+          ...(operation.requestBody !== undefined
+            ? { 415: "The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON)." }
+            : {}),
+          500: "A failure inside the service; the message discloses nothing internal. Retry with backoff."
+        }
+        const responses: Record<string, unknown> = {}
+        for (const [status, response] of Object.entries(own)) {
+          if (!isError(status)) responses[status] = response
+        }
+        const errors: Record<string, unknown> = {}
+        for (const [status, description] of Object.entries(shared)) {
+          errors[status] = errorResponse(Number(status) as ErrorStatus, description)
+        }
+        for (const [status, response] of Object.entries(own)) {
+          if (isError(status) && written.has(response as object)) errors[status] = response
+        }
+        for (const status of Object.keys(errors).sort()) responses[status] = errors[status]
+        operation.responses = responses
+      }
+    }
+    const schemas = spec.components.schemas as Record<string, unknown>
+    const referenced = new Set<string>()
+    collectRefs(spec.paths, referenced)
+    // Schemas referenced only from other schemas count too: follow until nothing new.
+    let size = -1
+    while (size !== referenced.size) {
+      size = referenced.size
+      for (const name of [...referenced]) collectRefs(schemas[name], referenced)
+    }
+    for (const name of Object.keys(schemas)) if (!referenced.has(name)) delete schemas[name]
+    dropGeneratedWords(spec.paths)
+    dropGeneratedWords(spec.components)
+    return spec
+  }
+})
+

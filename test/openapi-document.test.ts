@@ -1,0 +1,153 @@
+/**
+ * The OpenAPI document itself: valid for a strict OpenAPI 3.1 validator, every
+ * error documented as the envelope it is sent as, and words for people on every
+ * operation, parameter and field a client fills. Built from the API definition
+ * (as `/api/v1/openapi.json` serves it), so no database is needed.
+ */
+import { OpenApi } from "@effect/platform"
+import { Validator } from "@seriousme/openapi-schema-validator"
+import { describe, expect, it } from "vitest"
+import { Api } from "../src/http/Api.ts"
+import { ErrorEnvelope, errorResponse, errorStatuses } from "../src/http/Envelope.ts"
+
+const document = JSON.parse(JSON.stringify(OpenApi.fromApi(Api))) as any
+
+const operations = Object.entries<any>(document.paths).flatMap(([path, item]) =>
+  Object.entries<any>(item).map(([method, operation]) => ({ name: `${method.toUpperCase()} ${path}`, operation }))
+)
+
+const resolve = (schema: any): any =>
+  schema?.$ref ? resolve(document.components.schemas[schema.$ref.replace("#/components/schemas/", "")]) : schema
+
+/** `path: schema` of every property a client fills in a request body, nested objects and array items included. */
+const bodyFields = (schema: any, path: string, seen = new Set<any>()): Array<[string, any]> => {
+  const resolved = resolve(schema)
+  if (resolved === undefined || typeof resolved !== "object" || seen.has(resolved)) return []
+  seen.add(resolved)
+  const own = Object.entries<any>(resolved.properties ?? {}).flatMap(([name, property]) => [
+    [`${path}.${name}`, property] as [string, any],
+    ...bodyFields(property, `${path}.${name}`, seen)
+  ])
+  const nested = [
+    ...(resolved.items ? bodyFields(resolved.items, `${path}[]`, seen) : []),
+    ...[...(resolved.anyOf ?? []), ...(resolved.oneOf ?? [])].flatMap((member: any) => bodyFields(member, path, seen))
+  ]
+  return [...own, ...nested]
+}
+
+/** Effect's generated wording ("a string at most 80 character(s) long") says nothing a person needs. */
+const generated = /^(an? |Expected |minLength|maxLength)/
+
+const described = (schema: any): boolean => {
+  const text = schema?.description ?? resolve(schema)?.description
+  if (typeof text === "string") return text.length > 0 && !generated.test(text)
+  // A nullable field: its non-null member carries the words.
+  const members: Array<any> = schema?.anyOf ?? []
+  return members.some((member) => member.type !== "null" && described(member))
+}
+
+describe("the OpenAPI document", () => {
+  it("passes a strict OpenAPI 3.1 validator, every $ref resolving", async () => {
+    const validator = new Validator()
+    // The validator resolves references in the object it is given: it gets a copy.
+    const result = await validator.validate(structuredClone(document))
+    expect(result.errors ?? []).toEqual([])
+    expect(result.valid).toBe(true)
+    expect(validator.version).toBe("3.1")
+    expect(() => validator.resolveRefs()).not.toThrow()
+  })
+
+  it("documents every error as the envelope of its status, with when it happens", () => {
+    const wrong: Array<string> = []
+    for (const { name, operation } of operations) {
+      for (const [status, response] of Object.entries<any>(operation.responses)) {
+        if (Number(status) < 400) continue
+        const schema = response.content?.["application/json"]?.schema
+        if (schema?.$ref !== `#/components/schemas/Error${status}`) wrong.push(`${name} ${status}: ${JSON.stringify(schema)}`)
+        if (!response.description || response.description === "Error") wrong.push(`${name} ${status}: no description`)
+      }
+      for (const status of ["400", "401", "405", "500"]) {
+        if (!operation.responses[status]) wrong.push(`${name}: no ${status}`)
+      }
+      if (operation.requestBody && !operation.responses["415"]) wrong.push(`${name}: has a body but no 415`)
+      if (!operation.requestBody && operation.responses["415"]) wrong.push(`${name}: no body but a 415`)
+    }
+    expect(wrong).toEqual([])
+    // Only the portal token can be refused for another organisation.
+    expect(operations.filter(({ operation }) => operation.responses["403"]).map(({ name }) => name)).toEqual([
+      "POST /api/v1/portal/token"
+    ])
+    // Reads by id never clash with state.
+    expect(document.paths["/api/v1/customers/{id}"].get.responses["409"]).toBeUndefined()
+    expect(document.paths["/api/v1/customers/{id}"].get.responses["422"]).toBeUndefined()
+    // The framework's own error classes are never sent, so they are not in the document.
+    expect(Object.keys(document.components.schemas)).not.toContain("HttpApiDecodeError")
+    expect(Object.keys(document.components.schemas)).not.toContain("BadRequest")
+  })
+
+  it("each error envelope schema is what an error answer is encoded as", () => {
+    for (const status of errorStatuses) {
+      const response = errorResponse(status, "why")
+      const body = response.body
+      if (body._tag !== "Uint8Array") throw new Error("expected a JSON body")
+      expect(JSON.parse(new TextDecoder().decode(body.body))).toEqual({
+        statusCode: status,
+        statusDetail: { status: "ERROR", message: "why" },
+        result: {}
+      })
+      expect(ErrorEnvelope[status].ast.annotations).toBeDefined()
+    }
+    const error400 = document.components.schemas.Error400
+    expect(error400.properties.statusCode).toMatchObject({ enum: [400] })
+    expect(error400.properties.result).toMatchObject({ type: "object", additionalProperties: false })
+    expect(error400.additionalProperties).toBe(false)
+  })
+
+  it("has a summary and a description on every operation, and a description on every tag", () => {
+    expect(operations.length).toBeGreaterThan(80)
+    const bare = operations.filter(({ operation }) => !operation.summary || !operation.description).map(({ name }) => name)
+    expect(bare).toEqual([])
+    const summaries = operations.map(({ operation }) => operation.summary)
+    expect(new Set(summaries).size).toBe(summaries.length)
+    expect(document.tags.filter((tag: any) => !tag.description)).toEqual([])
+  })
+
+  it("describes every parameter and every field a client fills", () => {
+    const bare: Array<string> = []
+    for (const { name, operation } of operations) {
+      for (const parameter of operation.parameters ?? []) {
+        if (!described(parameter)) bare.push(`${name} ${parameter.in} ${parameter.name}`)
+      }
+      const body = operation.requestBody?.content?.["application/json"]?.schema
+      for (const [field, schema] of body ? bodyFields(body, "body") : []) {
+        if (!described(schema)) bare.push(`${name} ${field}`)
+      }
+    }
+    expect(bare).toEqual([])
+  })
+
+  it("states the limits the service enforces", () => {
+    const body = (path: string, method = "post") =>
+      resolve(document.paths[`/api/v1${path}`][method].requestBody.content["application/json"].schema)
+    const limit = document.paths["/api/v1/customers"].get.parameters.find((p: any) => p.name === "limit")
+    // Values above 200 are clamped, not refused: no maximum.
+    expect(limit.schema).toMatchObject({ type: "integer", minimum: 1 })
+    expect(limit.schema.maximum).toBeUndefined()
+    expect(body("/credits").properties.marginPercent).toMatchObject({ minimum: -100 })
+    expect(body("/composites").properties.price).toMatchObject({ minimum: 0, maximum: 10_000_000 })
+    expect(body("/customers/{id}/credits/adjust").properties.delta).toMatchObject({
+      type: "integer",
+      minimum: -10_000_000,
+      maximum: 10_000_000,
+      not: { const: 0 }
+    })
+    expect(body("/customers/{id}/units/adjust").properties.delta).toMatchObject({ type: "number", not: { const: 0 } })
+    expect(body("/customers/{id}/wallet/alert", "put").properties.threshold.anyOf).toContainEqual(
+      expect.objectContaining({ minimum: 0 })
+    )
+    for (const path of ["/signal/credit", "/signal/unit", "/signal/outcome/complete", "/purchases"]) {
+      expect(body(path).allOf).toEqual([{ anyOf: [{ required: ["customerId"] }, { required: ["externalId"] }] }])
+    }
+    expect(resolve({ $ref: "#/components/schemas/Money" }).description).toMatch(/decimal/)
+  })
+})

@@ -1,0 +1,350 @@
+/**
+ * Every answer matches the OpenAPI document, checked by Stoplight Prism's
+ * validation proxy (`prism proxy`) between this test and the real server.
+ *
+ * Every operation of the served document gets at least one valid request (its
+ * answer, success or documented error, must match the document) and one invalid
+ * one (Prism must see the request violation, and the service's answer to it must
+ * still match the document). Prism reports what it found in the `sl-violations`
+ * header of each answer it forwards; a response violation fails the test.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { startTestApp, type TestApp } from "./support/TestApp.ts"
+
+const prismCli = fileURLToPath(new URL("../node_modules/@stoplight/prism-cli/dist/index.js", import.meta.url))
+
+let app: TestApp
+let prism: ChildProcess | undefined
+let prismUrl: string
+let key: string
+let document: any
+let directory: string
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      server.close(() => resolve(typeof address === "object" && address ? address.port : 0))
+    })
+  })
+
+const waitForPrism = async (url: string, output: () => string) => {
+  for (let attempt = 0; attempt < 300; attempt++) {
+    if (prism?.exitCode !== null) throw new Error(`prism exited: ${output()}`)
+    try {
+      await fetch(`${url}/__ready`)
+      return
+    } catch {
+      await new Promise((resolve) => setTimeout(resolve, 100))
+    }
+  }
+  throw new Error(`prism did not start: ${output()}`)
+}
+
+beforeAll(async () => {
+  app = await startTestApp()
+  key = (await app.tenant()).apiKey
+  document = (await app.request("GET", "/openapi.json", { key: null })).body
+  directory = mkdtempSync(join(tmpdir(), "billing-prism-"))
+  const documentPath = join(directory, "openapi.json")
+  writeFileSync(documentPath, JSON.stringify(document))
+  const port = await freePort()
+  prismUrl = `http://127.0.0.1:${port}`
+  const upstream = app.baseUrl.replace(/\/api\/v1$/, "")
+  let output = ""
+  prism = spawn(process.execPath, [prismCli, "proxy", documentPath, upstream, "-p", String(port), "-v", "warn"], {
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  prism.stdout?.on("data", (chunk) => (output += chunk))
+  prism.stderr?.on("data", (chunk) => (output += chunk))
+  await waitForPrism(prismUrl, () => output)
+}, 120_000)
+
+afterAll(async () => {
+  prism?.kill()
+  if (directory) rmSync(directory, { recursive: true, force: true })
+  await app?.close()
+})
+
+interface Violation {
+  readonly location: ReadonlyArray<string>
+  readonly message: string
+  readonly severity: string
+}
+
+interface Exchange {
+  readonly operation: string
+  readonly valid: boolean
+  readonly status: number
+  readonly body: any
+  readonly violations: ReadonlyArray<Violation>
+}
+
+const exchanges: Array<Exchange> = []
+
+interface Call {
+  readonly key?: string | null
+  readonly body?: unknown
+  readonly query?: string
+  readonly headers?: Record<string, string>
+}
+
+/**
+ * One request through Prism. `operation` is the document's `METHOD /path/{param}`;
+ * `params` fill the path. `valid` says whether the request itself follows the document.
+ */
+const send = async (valid: boolean, operation: string, params: Record<string, string>, call: Call = {}) => {
+  const [method, template] = operation.split(" ") as [string, string]
+  const path = template.replace(/\{(\w+)\}/g, (_, name: string) => encodeURIComponent(params[name] ?? `${name}-missing`))
+  const headers: Record<string, string> = { ...call.headers }
+  const sentKey = call.key === undefined ? key : call.key
+  if (sentKey !== null) headers.authorization = `Bearer ${sentKey}`
+  const body = call.body === undefined ? undefined : JSON.stringify(call.body)
+  if (body !== undefined && headers["content-type"] === undefined) headers["content-type"] = "application/json"
+  const response = await fetch(`${prismUrl}/api/v1${path}${call.query ? `?${call.query}` : ""}`, {
+    method,
+    headers,
+    ...(body !== undefined ? { body } : {})
+  })
+  const text = await response.text()
+  let parsed: any = text
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    // kept as text: the check below reports it
+  }
+  const header = response.headers.get("sl-violations")
+  const violations: Array<Violation> = header ? JSON.parse(header) : []
+  const exchange = { operation, valid, status: response.status, body: parsed, violations }
+  exchanges.push(exchange)
+  return exchange
+}
+
+const valid = (operation: string, params: Record<string, string> = {}, call?: Call) => send(true, operation, params, call)
+const invalid = (operation: string, params: Record<string, string> = {}, call?: Call) => send(false, operation, params, call)
+
+const resultOf = async (exchange: Promise<Exchange>, status: number) => {
+  const done = await exchange
+  expect(done.status, `${done.operation}: ${JSON.stringify(done.body)}`).toBe(status)
+  return done.body.result
+}
+
+const usage = { model: "gpt-4o", inputTokens: 500, outputTokens: 500 }
+const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
+
+const catalogue = ["credits", "outcomes", "units", "composites", "plans"] as const
+
+describe("the HTTP traffic through Prism's validation proxy", () => {
+  it("every operation, with a valid and an invalid request, matches the document", async () => {
+    // --- valid requests, in an order that builds what the later ones need ---
+    const customer = (await resultOf(
+      valid("POST /customers", {}, { body: { name: "Ada", email: "ada@example.com", externalId: "ada-1" } }),
+      201
+    )).customer
+    const id = customer.id as string
+    const externalId = "ada-1"
+    await valid("GET /customers", {}, { query: "limit=10&q=ada&includeArchived=false" })
+    await valid("GET /customers/{id}", { id })
+    await valid("PATCH /customers/{id}", { id }, { body: { city: "Paris", phone: null } })
+    await valid("GET /customers/ext/{externalId}", { externalId })
+    await valid("PATCH /customers/ext/{externalId}", { externalId }, { body: { country: "FR" } })
+
+    const credit = (await resultOf(
+      valid("POST /credits", {}, { body: { name: "Chat", agentKey: "chat", marginPercent: 100, modelBundle: bundle } }),
+      201
+    )).credit
+    const outcome = (await resultOf(
+      valid("POST /outcomes", {}, {
+        body: {
+          name: "Report",
+          agentKey: "report",
+          marginPercent: 50,
+          steps: [{ name: "draft", agentKey: "report-draft", modelBundle: bundle }]
+        }
+      }),
+      201
+    )).outcome
+    const unit = (await resultOf(
+      valid("POST /units", {}, { body: { name: "Pages", agentKey: "pages", pricingType: "FLAT", flatPrice: 0.5 } }),
+      201
+    )).unit
+    const composite = (await resultOf(
+      valid("POST /composites", {}, {
+        body: { name: "Bundle", refId: "bundle", price: 3, entitlements: { creditIds: [credit.id], unitIds: [unit.id] } }
+      }),
+      201
+    )).composite
+    const plan = (await resultOf(
+      valid("POST /plans", {}, {
+        body: {
+          name: "Pro",
+          billingCycle: "MONTHLY",
+          entitlements: [
+            { type: "WALLET", billingMode: "ADVANCE", amount: 10 },
+            { type: "CREDIT", billingMode: "ADVANCE", creditId: credit.id, quantity: 1000 },
+            { type: "OUTCOME", billingMode: "ADVANCE", outcomeId: outcome.id, quantity: 10 },
+            { type: "UNIT", billingMode: "ARREAR", unitId: unit.id },
+            { type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: composite.id, quantity: 5 }
+          ]
+        }
+      }),
+      201
+    )).plan
+    const records: Record<(typeof catalogue)[number], string> = {
+      credits: credit.id,
+      outcomes: outcome.id,
+      units: unit.id,
+      composites: composite.id,
+      plans: plan.id
+    }
+    const updates: Record<(typeof catalogue)[number], unknown> = {
+      credits: { description: "Chat turns" },
+      outcomes: { description: "A report" },
+      units: { description: "Printed pages" },
+      composites: { description: "Chat and pages" },
+      plans: { description: "For teams" }
+    }
+    for (const group of catalogue) {
+      const recordId = records[group]
+      await valid(`GET /${group}`, {}, { query: "active=true&limit=5" })
+      await valid(`GET /${group}/{id}`, { id: recordId })
+      await valid(`PATCH /${group}/{id}`, { id: recordId }, { body: updates[group] })
+      await valid(`GET /${group}/{id}`, { id: `${group}-unknown` })
+    }
+
+    const purchase = (await resultOf(valid("POST /purchases", {}, { body: { customerId: id, planId: plan.id } }), 201))
+      .purchase
+    await valid("GET /purchases", {}, { query: `customerId=${id}` })
+    await valid("GET /purchases/{id}", { id: purchase.id })
+    await valid("PATCH /purchases/{id}", { id: purchase.id }, { body: { autoPayment: false } })
+
+    await valid("GET /customers/{id}/balances", { id })
+    await valid("GET /customers/ext/{externalId}/balances", { externalId })
+    await valid("GET /customers/{id}/plan", { id })
+    await valid("GET /customers/ext/{externalId}/plan", { externalId })
+    await valid("PUT /customers/{id}/wallet/alert", { id }, { body: { threshold: 2.5 } })
+    await valid("PUT /customers/ext/{externalId}/wallet/alert", { externalId }, { body: { threshold: null } })
+    await valid("PUT /customers/{id}/recurring-grant", { id }, { body: { kind: "wallet", quantity: 5 } })
+    await valid("PUT /customers/ext/{externalId}/recurring-grant", { externalId }, { body: { kind: "wallet", quantity: 0 } })
+    const adjust = (agentKey: string) => ({ agentKey, delta: 5, notes: "goodwill", idempotencyKey: `adj-${agentKey}` })
+    for (const [path, body] of [
+      ["credits", adjust("chat")],
+      ["outcomes", adjust("report-draft")],
+      ["units", { agentKey: "pages", delta: 1.5 }],
+      ["composites", adjust("bundle")],
+      ["wallet", { delta: 2.25 }]
+    ] as const) {
+      await valid(`POST /customers/{id}/${path}/adjust`, { id }, { body })
+      await valid(`POST /customers/ext/{externalId}/${path}/adjust`, { externalId }, { body })
+    }
+    await valid("GET /customers/{id}/wallet/ledger", { id }, { query: "limit=20" })
+
+    const member = (await resultOf(
+      valid("POST /customers/{id}/members", { id }, { body: { email: "ann@example.com", name: "Ann" } }),
+      201
+    )).member
+    await valid("GET /customers/{id}/members", { id })
+    await valid("PATCH /customers/{id}/members/{memberId}", { id, memberId: member.id }, { body: { name: "Ann B" } })
+
+    await valid("POST /signal/credit", {}, { body: { customerId: id, agentKey: "chat", usage, member: "ann@example.com" } })
+    await valid("POST /signal/outcome", {}, { body: { externalId, agentKey: "report-draft", runId: "run-1", usage } })
+    await valid("POST /signal/unit", {}, { body: { customerId: id, agentKey: "pages", quantity: 2, composite: { bundle: "job-1" } } })
+    await valid("POST /signal/wallet", {}, { body: { customerId: id, usage, idempotencyKey: "wallet-1" } })
+    await valid("POST /signal/batch", {}, {
+      body: {
+        signals: [
+          { type: "credit", customerId: id, agentKey: "chat", usage, composite: { bundle: "job-1" } },
+          { type: "unit", customerId: "cus_unknown", agentKey: "pages" }
+        ]
+      }
+    })
+    await valid("POST /signal/outcome/complete", {}, { body: { customerId: id, runId: "run-unknown" } })
+    await valid("POST /signal/composite/complete", {}, { body: { customerId: id, composite: { bundle: "job-unknown" } } })
+    await valid("GET /signal/usage-log", {}, { query: `customerId=${id}&meter=CREDIT&limit=5` })
+    await valid("POST /signal/usage-log/lookup", {}, { body: { ids: ["ulg_unknown"] } })
+
+    await valid("GET /invoices", {}, { query: `customerId=${id}` })
+    const invoices = (await resultOf(valid("GET /invoices", {}, { query: "limit=1" }), 200)).invoices as Array<any>
+    const invoiceId = invoices[0]?.id ?? "inv_unknown"
+    await valid("GET /invoices/{id}", { id: invoiceId })
+    await valid("POST /invoices/{id}/pay-link", { id: invoiceId })
+    await valid("GET /payments", {})
+    await valid("GET /payments/{id}", { id: "pay_unknown" })
+    const tax = (await resultOf(valid("POST /taxes", {}, { body: { name: "VAT", ratePercent: 20 } }), 201)).tax
+    await valid("GET /taxes", {}, { query: "active=true" })
+    await valid("GET /taxes/{id}", { id: tax.id })
+    await valid("PATCH /taxes/{id}", { id: tax.id }, { body: { name: "VAT (FR)" } })
+    await valid("POST /portal/token", {}, { body: { customerId: id } })
+
+    // Closing moves last: archive, unarchive, cancel, remove, delete.
+    for (const group of catalogue) {
+      await valid(`POST /${group}/{id}/archive`, { id: records[group] })
+      await valid(`POST /${group}/{id}/unarchive`, { id: records[group] })
+    }
+    await valid("POST /purchases/{id}/cancel", { id: purchase.id })
+    await valid("DELETE /customers/{id}/members/{memberId}", { id, memberId: member.id })
+    const other = (await resultOf(
+      valid("POST /customers", {}, { body: { name: "Bob", email: "bob@example.com", externalId: "bob-1" } }),
+      201
+    )).customer
+    await valid("DELETE /customers/ext/{externalId}", { externalId: "bob-1" })
+    await valid("DELETE /customers/{id}", { id: other.id })
+    await valid("DELETE /customers/{id}", { id })
+
+    // Documented errors answered to valid requests.
+    await valid("GET /customers/{id}", { id: "cus_unknown" })
+    await valid("GET /customers/{id}", { id }, { key: "sk_not_a_key" })
+    await valid("POST /portal/token", {}, { body: { customerId: id, organizationId: "org_other" } })
+    await valid("PATCH /customers/{id}", { id }, { body: { city: "Lyon" } })
+
+    // --- invalid requests: each breaks the document in one way ---
+    for (const [path, item] of Object.entries<any>(document.paths)) {
+      for (const method of Object.keys(item)) {
+        const operation = `${method.toUpperCase()} ${path.replace("/api/v1", "")}`
+        const params = { id: "x_1", memberId: "mem_1", externalId: "ext-1" }
+        const takesBody = item[method].requestBody !== undefined
+        const limited = (item[method].parameters ?? []).some((parameter: any) => parameter.name === "limit")
+        if (takesBody) await invalid(operation, params, { body: { bogusField: true } })
+        else if (limited) await invalid(operation, params, { query: "limit=0" })
+        else await invalid(operation, params, { key: null })
+      }
+    }
+    await invalid("GET /customers/ext/{externalId}", { externalId: "not valid!" })
+    // (A body that is not JSON is answered by Prism itself, never forwarded: test/envelope.test.ts covers ours.)
+    await invalid("POST /customers", {}, { body: { name: "Eve", email: "not-an-email" } })
+    await invalid("GET /customers", {}, { query: "limit=ten" })
+
+    // --- what Prism saw ---
+    const operations = Object.entries<any>(document.paths).flatMap(([path, item]) =>
+      Object.keys(item).map((method) => `${method.toUpperCase()} ${path.replace("/api/v1", "")}`)
+    )
+    const validCovered = new Set(exchanges.filter((e) => e.valid).map((e) => e.operation))
+    const invalidCovered = new Set(exchanges.filter((e) => !e.valid).map((e) => e.operation))
+    expect(operations.filter((operation) => !validCovered.has(operation))).toEqual([])
+    expect(operations.filter((operation) => !invalidCovered.has(operation))).toEqual([])
+
+    const describe = (e: Exchange, v: Violation) => `${e.operation} → ${e.status}: ${v.location.join(".")}: ${v.message}`
+    const responseViolations = exchanges.flatMap((e) =>
+      e.violations.filter((v) => v.location[0] === "response").map((v) => describe(e, v))
+    )
+    expect(responseViolations).toEqual([])
+    const validRequestViolations = exchanges.filter((e) => e.valid).flatMap((e) =>
+      e.violations.map((v) => describe(e, v))
+    )
+    expect(validRequestViolations).toEqual([])
+    const unnoticed = exchanges
+      .filter((e) => !e.valid && !e.violations.some((v) => v.location[0] === "request"))
+      .map((e) => `${e.operation} → ${e.status}`)
+    expect(unnoticed).toEqual([])
+    // Every answer, valid request or not, is an envelope with statusCode equal to the HTTP status.
+    expect(exchanges.filter((e) => e.body?.statusCode !== e.status).map((e) => `${e.operation} → ${e.status}`)).toEqual([])
+  }, 120_000)
+})
