@@ -9,7 +9,7 @@ import { expect } from "vitest"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { signToken, type TokenKind } from "../src/portal/SignedToken.ts"
 import { SigningKeys } from "../src/portal/SigningKeys.ts"
-import { buy, type Client, clientOf, makeCredit, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
+import { buy, type Client, clientOf, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
 import { drain } from "./signals-fixtures.ts"
 import type { Tenant, TestApp } from "./support/TestApp.ts"
 
@@ -38,15 +38,21 @@ export const makePortalWorld = async (app: TestApp, customerName = "Jo's Robots"
   await app.run(Effect.flatMap(Organizations, (organizations) =>
     organizations.updateSettings(acme.organizationId, { paymentInstructions: PAYMENT_INSTRUCTIONS })))
   ok(await api.post("/taxes", { name: "VAT", ratePercent: 20 }), 201)
-  const credit = await makeCredit(api, "chat")
-  const seats = await makeUnit(api, { flatPrice: 12.5 })
-  const pages = await makeUnit(api, { flatPrice: 0.02 })
-  const plan = await makePlan(app, acme, [
+  const credit = ok(await api.post("/credits", {
+    name: "Assistant credits",
+    agentKey: "chat",
+    marginPercent: 100,
+    modelBundle: [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
+  }), 201).credit
+  const seats = ok(await api.post("/units", { name: "Seats", agentKey: "seats", pricingType: "FLAT", flatPrice: 12.5 }), 201).unit
+  const pages = ok(await api.post("/units", { name: "Pages parsed", agentKey: "pages", pricingType: "FLAT", flatPrice: 0.02 }), 201).unit
+  const plan = ok(await api.post("/plans", { name: "Team", billingCycle: "MONTHLY", entitlements: [
+    { type: "WALLET", billingMode: "ADVANCE", amount: 20 },
     { type: "CREDIT", billingMode: "ADVANCE", creditId: credit.id, quantity: 2000 },
     { type: "UNIT", billingMode: "ADVANCE", unitId: seats.id, quantity: 3 },
     { type: "UNIT", billingMode: "ARREAR", unitId: pages.id }
-  ])
-  const customer = await makeCustomer(api, { name: customerName })
+  ] }), 201).plan
+  const customer = await makeCustomer(api, { name: customerName, email: "billing@josrobots.example" })
   await buy(api, customer.id, plan.id)
   for (let i = 0; i < 6; i++) {
     ok(await api.post("/signal/credit", {
@@ -61,7 +67,7 @@ export const makePortalWorld = async (app: TestApp, customerName = "Jo's Robots"
   const [invoice] = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
   expect(invoice.status).toBe("OPEN")
 
-  const neighbour = await makeCustomer(api)
+  const neighbour = await makeCustomer(api, { name: "Neighbour Ltd" })
   await buy(api, neighbour.id, plan.id)
   const [neighbourInvoice] = ok(await api.get(`/invoices?customerId=${neighbour.id}`)).invoices
 

@@ -42,7 +42,7 @@ export const niceScale = (value: number, ticks = 4): { readonly max: number; rea
 
 const width = 640
 const height = 260
-const margin = { top: 12, right: 8, bottom: 40, left: 64 }
+const margin = { top: 12, right: 10, bottom: 44, left: 80 }
 
 export const usageChart = (
   days: ReadonlyArray<string>,
@@ -81,7 +81,7 @@ export const usageChart = (
       return segment
     })
     const label = index % labelEvery === 0
-      ? html`<text class="tick" x="${(margin.left + index * band + band / 2).toFixed(2)}" y="${height - margin.bottom + 16}" text-anchor="middle">${formats.shortDay(day)}</text>`
+      ? html`<text class="tick" x="${(margin.left + index * band + band / 2).toFixed(2)}" y="${height - margin.bottom + 20}" text-anchor="middle">${formats.shortDay(day)}</text>`
       : html``
     return html`${segments}${label}`
   })
@@ -104,7 +104,7 @@ ${grid}
 <line class="axis" x1="${margin.left}" x2="${width - margin.right}" y1="${y(0)}" y2="${y(0)}"/>
 ${bars}
 <text class="axis-title" x="${margin.left + plotWidth / 2}" y="${height - 4}" text-anchor="middle">Day (UTC)</text>
-<text class="axis-title" transform="translate(14 ${margin.top + plotHeight / 2}) rotate(-90)" text-anchor="middle">Cost (${currency})</text>
+<text class="axis-title" transform="translate(16 ${margin.top + plotHeight / 2}) rotate(-90)" text-anchor="middle">Cost (${currency})</text>
 </svg></div>
 <figcaption>${summary}</figcaption>
 <details><summary>Show as a table</summary><div class="scroll"><table>

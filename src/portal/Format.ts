@@ -38,6 +38,8 @@ export interface Formats {
   readonly quantity: (value: Decimal) => string
   readonly date: (value: Date) => Html
   readonly dateTime: (value: Date) => Html
+  /** Month, day and time, for table rows. */
+  readonly shortDateTime: (value: Date) => Html
   readonly shortDay: (day: string) => string
 }
 
@@ -56,6 +58,13 @@ export const formatsFor = (locale: string): Formats => {
   const small = new Intl.NumberFormat(locale, { maximumSignificantDigits: 3 })
   const dayFormat = new Intl.DateTimeFormat(locale, { timeZone: "UTC", dateStyle: "medium" })
   const dateTimeFormat = new Intl.DateTimeFormat(locale, { timeZone: "UTC", dateStyle: "medium", timeStyle: "short" })
+  const shortDateTimeFormat = new Intl.DateTimeFormat(locale, {
+    timeZone: "UTC",
+    month: "short",
+    day: "numeric",
+    hour: "numeric",
+    minute: "2-digit"
+  })
   const shortDayFormat = new Intl.DateTimeFormat(locale, { timeZone: "UTC", day: "numeric", month: "short" })
   return {
     locale,
@@ -69,6 +78,8 @@ export const formatsFor = (locale: string): Formats => {
     date: (value) => html`<time datetime="${value.toISOString()}" data-style="date">${dayFormat.format(value)}</time>`,
     dateTime: (value) =>
       html`<time datetime="${value.toISOString()}" data-style="datetime">${dateTimeFormat.format(value)} UTC</time>`,
+    shortDateTime: (value) =>
+      html`<time datetime="${value.toISOString()}" data-style="short">${shortDateTimeFormat.format(value)} UTC</time>`,
     shortDay: (day) => shortDayFormat.format(new Date(`${day}T00:00:00Z`))
   }
 }

@@ -29,9 +29,10 @@ h2{font-size:1.125rem;margin:0 0 12px}
 .grid{display:grid;gap:12px;grid-template-columns:repeat(auto-fill,minmax(210px,1fr))}
 .facts{display:grid;gap:12px 24px;grid-template-columns:repeat(auto-fill,minmax(180px,1fr));margin:0}
 .facts dt{color:var(--muted);font-size:.8125rem;text-transform:uppercase;letter-spacing:.04em}
-.facts dd{margin:2px 0 0;font-weight:600}
+.facts dd{margin:2px 0 0;font-weight:600;overflow-wrap:anywhere}
 .tile{border:1px solid var(--line);border-radius:10px;padding:12px 14px}
 .tile h3{font-size:.9375rem;margin:0}
+.id{color:var(--muted);font-size:.8125rem;overflow-wrap:anywhere}
 .tile .kind{color:var(--muted);font-size:.8125rem}
 .tile .big{font-size:1.375rem;font-weight:650;margin:6px 0 2px;font-variant-numeric:tabular-nums}
 .track{height:8px;background:var(--track);border-radius:4px;overflow:hidden;margin:8px 0 4px}
@@ -42,6 +43,7 @@ table{width:100%;border-collapse:collapse;font-size:.9375rem}
 th,td{padding:9px 8px;text-align:left;border-bottom:1px solid var(--line);vertical-align:top}
 thead th{font-weight:600;color:var(--muted);font-size:.8125rem;text-transform:uppercase;letter-spacing:.04em}
 tbody th{font-weight:500}
+.when{white-space:nowrap}
 .num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tfoot th,tfoot td{border-bottom:none;padding-top:6px;padding-bottom:6px}
 tfoot .total th,tfoot .total td{font-size:1.0625rem;font-weight:700;border-top:2px solid var(--text)}
@@ -50,7 +52,7 @@ tfoot .total th,tfoot .total td{font-size:1.0625rem;font-weight:700;border-top:2
 .badge.OPEN{background:#fdf0c4;color:#6d4a00}.badge.PAID{background:#d4f5e2;color:#0b5132}.badge.VOID{background:#e6e8ec;color:#3a404a}
 .badge.ACTIVE{background:#d4f5e2;color:#0b5132}.badge.SCHEDULED{background:#dbe8ff;color:#123d84}
 a{color:#0a4fb8}a:focus-visible{outline:3px solid #0a4fb8;outline-offset:2px}
-.chart{margin:0}.chart svg{display:block;width:100%;min-width:540px;height:auto}
+.chart{margin:0}.chart svg{display:block;width:100%;height:auto}
 .chart .grid{stroke:var(--line)}.chart .axis{stroke:#8a919e}
 .chart .tick{font-size:12px;fill:var(--muted)}.chart .axis-title{font-size:12px;fill:var(--muted);font-weight:600}
 .chart figcaption{color:var(--muted);font-size:.875rem;margin-top:6px}
@@ -65,13 +67,14 @@ footer{max-width:980px;margin:0 auto;padding:0 16px 32px;color:var(--muted);font
 @media (max-width:640px){
   main{padding:10px}.card{padding:14px 14px;border-radius:10px}h1{font-size:1.3rem}
   .wide{display:none}
+  .chart .tick,.chart .axis-title{font-size:19px}
   th,td{padding:8px 6px}
 }
 @media print{.top{background:none;color:#000}.top span{color:#000}.card{border:none}details{display:none}}
 `
 
 /** Rewrites each <time> in the browser's time zone; without the script the UTC text stays. */
-const localTimes = `document.querySelectorAll("time[datetime]").forEach(function(t){var d=new Date(t.getAttribute("datetime"));if(isNaN(d))return;var o=t.dataset.style==="date"?{dateStyle:"medium"}:{dateStyle:"medium",timeStyle:"short",timeZoneName:"short"};try{t.title=t.textContent;t.textContent=new Intl.DateTimeFormat(undefined,o).format(d)}catch(e){}});`
+const localTimes = `document.querySelectorAll("time[datetime]").forEach(function(t){var d=new Date(t.getAttribute("datetime"));if(isNaN(d))return;var s=t.dataset.style,o={month:"short",day:"numeric"};if(s!=="short")o.year="numeric";if(s!=="date"){o.hour="numeric";o.minute="2-digit"}if(s==="datetime")o.timeZoneName="short";try{t.title=t.textContent;t.textContent=new Intl.DateTimeFormat(undefined,o).format(d)}catch(e){}});`
 
 /** The Content-Security-Policy of every page: our inline style and this one script, nothing else. */
 export const contentSecurityPolicy = `default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-${
@@ -147,12 +150,12 @@ ${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: 
   const usageRows = view.latestUsage.length === 0
     ? html`<p class="muted">No usage yet.</p>`
     : html`<div class="scroll"><table>
-<thead><tr><th scope="col">Time</th><th scope="col">What</th><th scope="col" class="wide">Meter</th><th scope="col" class="num">Quantity</th><th scope="col" class="num">Cost</th></tr></thead>
+<thead><tr><th scope="col">Time</th><th scope="col">What</th><th scope="col" class="wide">Meter</th><th scope="col" class="num wide">Quantity</th><th scope="col" class="num">Cost</th></tr></thead>
 <tbody>${
       view.latestUsage.map((row) =>
-        html`<tr><td>${formats.dateTime(row.createdAt)}</td><td>${usageName(row)}${
+        html`<tr><td class="when">${formats.shortDateTime(row.createdAt)}</td><td>${usageName(row)}${
           row.model === null ? "" : html`<div class="muted">${row.model}</div>`
-        }</td><td class="wide">${meterLabels[row.meter] ?? row.meter}</td><td class="num">${formats.quantity(row.quantity)}</td><td class="num">${
+        }</td><td class="wide">${meterLabels[row.meter] ?? row.meter}</td><td class="num wide">${formats.quantity(row.quantity)}</td><td class="num">${
           formats.preciseMoney(row.customerCost, currency)
         }</td></tr>`
       )
@@ -163,7 +166,7 @@ ${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: 
 <thead><tr><th scope="col">Invoice</th><th scope="col" class="wide">Issued</th><th scope="col" class="wide">Period</th><th scope="col">Status</th><th scope="col" class="num">Total</th></tr></thead>
 <tbody>${
       view.invoices.map(({ href, invoice }) =>
-        html`<tr><td><a href="${href}">${invoice.kind === "PLAN" ? "Plan" : "Usage"} invoice</a><div class="muted" style="font-size:.8125rem">${invoice.id}</div></td><td class="wide">${
+        html`<tr><td><a href="${href}">${invoice.kind === "PLAN" ? "Plan" : "Usage"} invoice</a><div class="id">${invoice.id}</div></td><td class="wide">${
           formats.date(invoice.issuedAt)
         }</td><td class="wide">${period(invoice.periodStart, invoice.periodEnd, formats)}</td><td>${statusBadge(invoice.status)}</td><td class="num">${
           formats.money(invoice.total, invoice.currencyCode)
@@ -238,15 +241,15 @@ ${howToPay}
       )
     }</tbody>
 <tfoot>
-<tr><th scope="row" colspan="3" class="num">Subtotal</th><td class="num">${money(invoice.subtotal)}</td></tr>
+<tr><td class="wide" colspan="2"></td><th scope="row" class="num">Subtotal</th><td class="num">${money(invoice.subtotal)}</td></tr>
 ${
       invoice.taxLines.map((tax) =>
-        html`<tr><th scope="row" colspan="3" class="num">${tax.name} (${formats.quantity(tax.ratePercent)}%)</th><td class="num">${
+        html`<tr><td class="wide" colspan="2"></td><th scope="row" class="num">${tax.name} (${formats.quantity(tax.ratePercent)}%)</th><td class="num">${
           money(tax.amount)
         }</td></tr>`
       )
     }
-<tr class="total"><th scope="row" colspan="3" class="num">Total</th><td class="num" data-testid="invoice-total">${money(invoice.total)}</td></tr>
+<tr class="total"><td class="wide" colspan="2"></td><th scope="row" class="num">Total</th><td class="num" data-testid="invoice-total">${money(invoice.total)}</td></tr>
 </tfoot></table></div></section>
 </main>`
   })
