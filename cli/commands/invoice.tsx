@@ -6,6 +6,8 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { configuredOrigin } from "../../src/portal/PublicUrl.ts"
+import { Box, Text } from "ink"
+import { UrlLine } from "../ui/Url.tsx"
 
 const invoiceJson = encode(Invoice)
 const paymentJson = encode(Payment)
@@ -84,7 +86,13 @@ export const registerInvoice = (program: Command) => {
     .action((id: string, options: { json?: boolean; org?: string }) =>
       run(options, withInvoices(options, (invoices, org) => Effect.flatMap(configuredOrigin, (origin) => invoices.payLink(org, id, origin))), {
         json: encode(PayLink),
-        view: (link) => <Details title="Pay link" fields={[["url", link.url], ["expires", link.expiresAt.toISOString()]]} />
+        view: (link) => (
+          <Box flexDirection="column">
+            <Text bold>Hosted invoice page of {link.invoiceId}</Text>
+            <UrlLine label="url    " url={link.url} />
+            <UrlLine label="expires" url={link.expiresAt.toISOString()} />
+          </Box>
+        )
       }))
 
   const payment = program.command("payment").description("payments")

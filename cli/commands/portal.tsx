@@ -3,7 +3,8 @@ import { Effect } from "effect"
 import { PortalToken } from "../../src/portal/PortalApi.ts"
 import { Portal } from "../../src/portal/Portal.ts"
 import { configuredOrigin } from "../../src/portal/PublicUrl.ts"
-import { Details } from "../ui/Table.tsx"
+import { Box, Text } from "ink"
+import { UrlLine } from "../ui/Url.tsx"
 import { encode, organizationOf, run, withOrg } from "../run.ts"
 
 export const registerPortal = (program: Command) => {
@@ -19,10 +20,11 @@ export const registerPortal = (program: Command) => {
         {
           json: encode(PortalToken),
           view: (token) => (
-            <Details
-              title="Portal link (open it in a browser while billing serve runs)"
-              fields={[["url", token.url], ["token", token.token], ["expires", token.expiresAt.toISOString()]]}
-            />
+            <Box flexDirection="column">
+              <Text bold>Portal link for {token.customerId} (open it in a browser while billing serve runs)</Text>
+              <UrlLine label="url    " url={token.url} />
+              <UrlLine label="expires" url={token.expiresAt.toISOString()} />
+            </Box>
           )
         }
       )
