@@ -33,6 +33,9 @@ h2{font-size:1.125rem;margin:0 0 12px}
 .tile{border:1px solid var(--line);border-radius:10px;padding:12px 14px}
 .tile h3{font-size:.9375rem;margin:0}
 .id{color:var(--muted);font-size:.8125rem;overflow-wrap:anywhere}
+.suffix{color:var(--muted);font-size:.875rem;font-weight:400}
+.plan-name{font-size:1.375rem;font-weight:650;margin:0 0 12px}
+.flush{margin:0}.quote{margin:12px 0 0}.email{color:var(--muted);font-weight:400}
 .tile .kind{color:var(--muted);font-size:.8125rem}
 .tile .big{font-size:1.375rem;font-weight:650;margin:6px 0 2px;font-variant-numeric:tabular-nums}
 .track{height:8px;background:var(--track);border-radius:4px;overflow:hidden;margin:8px 0 4px}
@@ -117,7 +120,7 @@ const allowanceTile = (allowance: Allowance, formats: Formats) => {
   const share = toNumber(BigDecimal.unsafeDivide(BigDecimal.multiply(allowance.used, HUNDRED), allowance.granted))
   const over = BigDecimal.isNegative(allowance.remaining)
   return html`<div class="tile">${heading}
-<p class="big${over ? " negative" : ""}">${formats.quantity(allowance.remaining)} <span class="muted" style="font-size:.875rem;font-weight:400">left</span></p>
+<p class="big${over ? " negative" : ""}">${formats.quantity(allowance.remaining)} <span class="suffix">left</span></p>
 <div class="track${over ? " over" : ""}" role="img" aria-label="${formats.quantity(allowance.used)} used of ${formats.quantity(allowance.granted)}"><span style="width:${Math.min(100, Math.max(0, share)).toFixed(1)}%"></span></div>
 <div class="muted">${formats.quantity(allowance.used)} used of ${formats.quantity(allowance.granted)}</div></div>`
 }
@@ -137,7 +140,7 @@ export const portalPage = (view: PortalPageView, formats: Formats): Html => {
     ? html`<section class="card" aria-labelledby="plan"><h2 id="plan">Plan</h2><p class="muted">No current plan.</p></section>`
     : html`<section class="card" aria-labelledby="plan">
 <h2 id="plan">Plan</h2>
-<p style="font-size:1.375rem;font-weight:650;margin:0 0 12px">${view.plan.name} ${statusBadge(view.plan.status)}</p>
+<p class="plan-name">${view.plan.name} ${statusBadge(view.plan.status)}</p>
 <dl class="facts">
 <div><dt>Current cycle</dt><dd>${period(view.plan.periodStart, view.plan.periodEnd, formats)}</dd></div>
 <div><dt>Plan price</dt><dd>${money(view.plan.cost)} <span class="muted">/ ${view.plan.billingCycle.toLowerCase()}</span></dd></div>
@@ -203,11 +206,11 @@ export const invoicePage = (view: InvoicePageView, formats: Formats): Html => {
     value === null ? "" : formats.preciseMoney(value, invoice.currencyCode)
   const howToPay = invoice.status === "OPEN"
     ? html`<section class="card pay" aria-labelledby="pay"><h2 id="pay">How to pay</h2>
-<p class="muted" style="margin:0">Amount due</p><p class="due">${money(invoice.total)}</p>
+<p class="muted flush">Amount due</p><p class="due">${money(invoice.total)}</p>
 ${
       view.paymentInstructions === null
         ? html`<p>Contact ${view.organizationName} to pay this invoice, quoting <strong>${invoice.id}</strong>.</p>`
-        : html`<p style="margin:12px 0 0">Please quote <strong>${invoice.id}</strong> with your payment.</p><div class="instructions" data-testid="payment-instructions">${view.paymentInstructions}</div>`
+        : html`<p class="quote">Please quote <strong>${invoice.id}</strong> with your payment.</p><div class="instructions" data-testid="payment-instructions">${view.paymentInstructions}</div>`
     }</section>`
     : invoice.status === "PAID"
     ? html`<section class="card" aria-labelledby="pay"><h2 id="pay">Paid</h2><p>Paid in full${
@@ -225,7 +228,7 @@ ${
 <h1>${invoiceTitle(invoice)} ${statusBadge(invoice.status)}</h1>
 <section class="card" aria-label="Invoice details"><dl class="facts">
 <div><dt>Invoice</dt><dd>${invoice.id}</dd></div>
-<div><dt>Billed to</dt><dd>${view.customerName}<div class="muted" style="font-weight:400">${view.customerEmail}</div></dd></div>
+<div><dt>Billed to</dt><dd>${view.customerName}<div class="email">${view.customerEmail}</div></dd></div>
 <div><dt>Issued</dt><dd>${formats.date(invoice.issuedAt)}</dd></div>
 <div><dt>Period</dt><dd>${period(invoice.periodStart, invoice.periodEnd, formats)}</dd></div>
 <div><dt>Total</dt><dd>${money(invoice.total)}</dd></div>

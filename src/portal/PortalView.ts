@@ -103,7 +103,11 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         const purchase = current.plan === null ? null : yield* purchases.get(org, current.plan.purchaseId)
         const from = purchase?.periodStart ?? new Date(startOfUtcDay(now) - (PORTAL_DAYS_WITHOUT_PLAN - 1) * DAY)
         const to = purchase?.periodEnd ?? new Date(startOfUtcDay(now) + DAY)
-        const secret = yield* keys.secretOf(org)
+        // Verifying the token found this secret; reading it again makes nothing (the page writes nothing).
+        const secret = yield* Effect.flatMap(keys.existingSecretOf(org), Option.match({
+          onNone: () => Effect.dieMessage(`signing key of ${org} vanished`),
+          onSome: Effect.succeed
+        }))
         const listed = yield* invoices.latestOfCustomer(org, customerId, PORTAL_INVOICES)
         return Either.right<PortalPageView>({
           ...names,
