@@ -6,6 +6,7 @@
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Invoices } from "../src/billing/Invoices.ts"
+import { withoutTokens } from "../src/http/Server.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { startTestApp, type TestApp } from "./support/TestApp.ts"
 import { expectError, ok } from "./billing-support.ts"
@@ -181,5 +182,13 @@ describe("payment instructions", () => {
     expect(minted.code, minted.stderr).toBe(0)
     expect(minted.json.url).toBe(`${world.origin}/portal?token=${encodeURIComponent(minted.json.token)}`)
     expect((await open(minted.json.url)).status).toBe(200)
+  })
+})
+
+describe("the request log", () => {
+  it("keeps the pages' paths but not their tokens", () => {
+    expect(withoutTokens("/portal?token=pt_abc.def")).toBe("/portal?token=[redacted]")
+    expect(withoutTokens("/pay/inv_1?x=1&token=pl_abc.def&y=2")).toBe("/pay/inv_1?x=1&token=[redacted]&y=2")
+    expect(withoutTokens("/api/v1/customers?limit=5")).toBe("/api/v1/customers?limit=5")
   })
 })

@@ -54,7 +54,7 @@ const routeTable = (api: HttpApi.HttpApi.Any): RouteTable => {
 }
 
 /** The customer pages' links carry a bearer token in the query: the log keeps the path, not the token. */
-const withoutTokens = (url: string) => url.replace(/([?&]token=)[^&#]*/g, "$1[redacted]")
+export const withoutTokens = (url: string) => url.replace(/([?&]token=)[^&#]*/g, "$1[redacted]")
 
 /**
  * A request id on every answer (`x-request-id`, the caller's or a fresh UUID),
