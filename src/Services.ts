@@ -22,6 +22,7 @@ import { WebhookDeliveries } from "./webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "./webhooks/Endpoints.ts"
 import { WebhookListen } from "./webhooks/Listen.ts"
 import { WebhookSender } from "./webhooks/Sender.ts"
+import { PortalView } from "./portal/PortalView.ts"
 
 // Services that others depend on sit in the lower layer.
 const FoundationLive = Layer.mergeAll(ApiKeys.Default, WebhookOutbox.Default, Models.Default, Credits.Default, Outcomes.Default, Units.Default, Composites.Default, Plans.Default)
@@ -29,7 +30,7 @@ const FoundationLive = Layer.mergeAll(ApiKeys.Default, WebhookOutbox.Default, Mo
 // The billing engine (Metering, Wallets, Members, ...) sits below the features that meter usage.
 const BillingFoundationLive = BillingLive.pipe(Layer.provideMerge(FoundationLive))
 
-export const ServicesLive = Layer.mergeAll(
+const FeaturesLive = Layer.mergeAll(
   Organizations.Default,
   Customers.Default,
   WebhookEndpoints.Default,
@@ -39,6 +40,9 @@ export const ServicesLive = Layer.mergeAll(
   SignalsLive,
   OperationsStatus.Default
 ).pipe(Layer.provideMerge(BillingFoundationLive))
+
+/** The customer's pages read through most services: they sit on top. */
+export const ServicesLive = PortalView.Default.pipe(Layer.provideMerge(FeaturesLive))
 
 /** The database of the environment, migrated before anything uses it. */
 export const MigratedDatabaseLive = Layer.provideMerge(MigrationsLive, DatabaseLive)

@@ -31,7 +31,8 @@ describe("POST /portal/token", () => {
       token: expect.stringMatching(/^pt_[A-Za-z0-9_-]+\.[0-9a-f]{64}$/),
       expiresAt: expect.any(String),
       customerId: customer.id,
-      organizationId: acme.organizationId
+      organizationId: acme.organizationId,
+      url: `${new URL(app.baseUrl).origin}/portal?token=${encodeURIComponent(result.token)}`
     })
     const lifetime = new Date(result.expiresAt).getTime() - before
     expect(lifetime).toBeGreaterThan(14 * 60_000)

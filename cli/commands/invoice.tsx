@@ -5,6 +5,9 @@ import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { configuredOrigin } from "../../src/portal/PublicUrl.ts"
+import { Box, Text } from "ink"
+import { UrlLine } from "../ui/Url.tsx"
 
 const invoiceJson = encode(Invoice)
 const paymentJson = encode(Payment)
@@ -81,9 +84,15 @@ export const registerInvoice = (program: Command) => {
 
   withOrg(invoice.command("pay-link").description("mint a hosted pay link for an OPEN invoice").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>
-      run(options, withInvoices(options, (invoices, org) => invoices.payLink(org, id)), {
+      run(options, withInvoices(options, (invoices, org) => Effect.flatMap(configuredOrigin, (origin) => invoices.payLink(org, id, origin))), {
         json: encode(PayLink),
-        view: (link) => <Details title="Pay link" fields={[["url", link.url], ["expires", link.expiresAt.toISOString()]]} />
+        view: (link) => (
+          <Box flexDirection="column">
+            <Text bold>Hosted invoice page of {link.invoiceId}</Text>
+            <UrlLine label="url    " url={link.url} />
+            <UrlLine label="expires" url={link.expiresAt.toISOString()} />
+          </Box>
+        )
       }))
 
   const payment = program.command("payment").description("payments")

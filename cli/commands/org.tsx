@@ -13,6 +13,7 @@ const organizationJson = (organization: Organization) => ({
   name: organization.name,
   currencyCode: organization.currencyCode,
   reservedWalletEnabled: organization.reservedWalletEnabled,
+  paymentInstructions: organization.paymentInstructions,
   createdAt: organization.createdAt.toISOString()
 })
 
@@ -77,14 +78,19 @@ export const registerOrg = (program: Command) => {
   withOrg(org.command("settings").description("show or change workspace settings"))
     .option("--reserved-wallet <on|off>", "enable the Reserved Wallet")
     .option("--name <name>", "rename the organisation")
-    .action((options: { json?: boolean; org?: string; reservedWallet?: string; name?: string }) =>
+    .option("--payment-instructions <text>", "how customers pay an OPEN invoice, shown on its hosted page (\"\" clears)")
+    .action((options: { json?: boolean; org?: string; reservedWallet?: string; name?: string; paymentInstructions?: string }) =>
       run(
         options,
         Effect.gen(function*() {
           const id = yield* organizationOf(options)
           const organizations = yield* Organizations
           const reserved = options.reservedWallet === undefined ? undefined : ["on", "true", "yes"].includes(options.reservedWallet)
-          return yield* organizations.updateSettings(id, { reservedWalletEnabled: reserved, name: options.name })
+          return yield* organizations.updateSettings(id, {
+            reservedWalletEnabled: reserved,
+            name: options.name,
+            paymentInstructions: options.paymentInstructions
+          })
         }),
         {
           json: (organization) => ({ organization: organizationJson(organization) }),
@@ -94,7 +100,8 @@ export const registerOrg = (program: Command) => {
                 ["id", organization.id],
                 ["name", organization.name],
                 ["currency", organization.currencyCode],
-                ["reserved wallet", organization.reservedWalletEnabled ? "on" : "off"]
+                ["reserved wallet", organization.reservedWalletEnabled ? "on" : "off"],
+                ["payment instructions", organization.paymentInstructions ?? "(not set)"]
               ]}
             />
           )

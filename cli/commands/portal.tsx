@@ -2,21 +2,30 @@ import type { Command } from "commander"
 import { Effect } from "effect"
 import { PortalToken } from "../../src/portal/PortalApi.ts"
 import { Portal } from "../../src/portal/Portal.ts"
-import { Details } from "../ui/Table.tsx"
+import { configuredOrigin } from "../../src/portal/PublicUrl.ts"
+import { Box, Text } from "ink"
+import { UrlLine } from "../ui/Url.tsx"
 import { encode, organizationOf, run, withOrg } from "../run.ts"
 
 export const registerPortal = (program: Command) => {
   const portal = program.command("portal").description("customer portal access")
 
-  withOrg(portal.command("token").description("mint a short-lived portal token for a customer").argument("<customerId>"))
+  withOrg(portal.command("token").description("mint a short-lived portal token for a customer and print the portal URL").argument("<customerId>"))
     .action((customerId: string, options: { json?: boolean; org?: string }) =>
       run(
         options,
         Effect.flatMap(organizationOf(options), (organizationId) =>
-          Effect.flatMap(Portal, (portal) => portal.mint(organizationId, { customerId }))),
+          Effect.flatMap(Portal, (portal) =>
+            Effect.flatMap(configuredOrigin, (origin) => portal.mint(organizationId, { customerId }, origin)))),
         {
           json: encode(PortalToken),
-          view: (token) => <Details title="Portal token" fields={[["token", token.token], ["expires", token.expiresAt.toISOString()]]} />
+          view: (token) => (
+            <Box flexDirection="column">
+              <Text bold>Portal link for {token.customerId} (open it in a browser while billing serve runs)</Text>
+              <UrlLine label="url    " url={token.url} />
+              <UrlLine label="expires" url={token.expiresAt.toISOString()} />
+            </Box>
+          )
         }
       )
     )

@@ -75,6 +75,15 @@ export const CurrentPlan = Schema.Struct({
 })
 export type CurrentPlan = typeof CurrentPlan.Type
 
+/** One allowance of the current cycle, any kind, with what was used of it (the portal's bars). */
+export interface Allowance {
+  readonly kind: "CREDIT" | "OUTCOME" | "UNIT" | "COMPOSITE"
+  readonly name: string
+  readonly granted: Decimal
+  readonly used: Decimal
+  readonly remaining: Decimal
+}
+
 interface TargetTotals {
   readonly component: SnapshotComponent
   readonly granted: Decimal
@@ -213,6 +222,33 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         } satisfies CurrentPlan
       })
 
-    return { balances, currentPlan } as const
+    /**
+     * Every allowance of the customer's ACTIVE purchase with `used` for each
+     * kind (the spec's balances shape leaves it out for outcomes and units).
+     */
+    const allowances = (organizationId: string, customerId: string) =>
+      Effect.gen(function*() {
+        yield* customers.get(organizationId, customerId)
+        const purchase = yield* livePurchase(organizationId, customerId, ["ACTIVE"])
+        if (Option.isNone(purchase)) return [] as Array<Allowance>
+        const rows = yield* findAll(
+          BalanceRow,
+          sql`SELECT * FROM purchase_balances WHERE organization_id = ${organizationId}
+                AND purchase_id = ${purchase.value.id} ORDER BY component_id`
+        )
+        const { components } = purchase.value.snapshot
+        const kinds = [["CREDIT", "CREDIT"], ["OUTCOME", "OUTCOME"], ["UNIT", "UNIT"], ["PRICING_METRIC", "COMPOSITE"]] as const
+        return kinds.flatMap(([type, kind]) =>
+          totalsByTarget(components, rows, type).map((t): Allowance => ({
+            kind,
+            name: t.component.targetName,
+            granted: t.granted,
+            used: t.used,
+            remaining: t.remaining
+          }))
+        )
+      })
+
+    return { balances, currentPlan, allowances } as const
   })
 }) {}

@@ -11,6 +11,7 @@ import { type PurchaseRow, toPurchaseJson } from "./Purchase.ts"
 import { Purchases } from "./Purchases.ts"
 import { Taxes } from "./Taxes.ts"
 import { Wallets } from "./Wallets.ts"
+import { requestOrigin } from "../portal/PublicUrl.ts"
 
 export const PurchasesHttpLive = HttpApiBuilder.group(Api, "purchases", (handlers) =>
   Effect.gen(function*() {
@@ -107,7 +108,7 @@ export const InvoicesHttpLive = HttpApiBuilder.group(Api, "invoices", (handlers)
       .handle("get", ({ path }) =>
         forOrganization((org) => invoices.get(org, path.id)).pipe(Effect.map((invoice) => ({ invoice }))))
       .handle("payLink", ({ path }) =>
-        forOrganization((org) => invoices.payLink(org, path.id)))
+        Effect.flatMap(requestOrigin, (origin) => forOrganization((org) => invoices.payLink(org, path.id, origin))))
       .handle("listPayments", ({ urlParams }) =>
         forOrganization((org) => invoices.listPayments(org, { customerId: urlParams.customerId, page: toPage(urlParams) }))
           .pipe(Effect.map((payments) => ({ payments }))))

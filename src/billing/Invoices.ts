@@ -10,13 +10,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
-import { createHmac } from "node:crypto"
 import { dieOnSqlError, findAll, findByIdOr, findOne, insertRows } from "../db/Sql.ts"
 import { Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId, randomToken } from "../ids.ts"
+import { makeId } from "../ids.ts"
 import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
+import { invoicePath, PAY_LINK_MINUTES } from "../portal/InvoiceLinks.ts"
 import { SigningKeys } from "../portal/SigningKeys.ts"
 
 export const InvoiceStatus = Schema.Literal("OPEN", "PAID", "VOID")
@@ -222,9 +222,6 @@ const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.
 
 const notFound = (id: string) => new NotFound({ message: `Invoice ${id} not found` })
 
-/** Minutes a hosted pay link stays valid. */
-const PAY_LINK_MINUTES = 60 * 24
-
 export class Invoices extends Effect.Service<Invoices>()("Invoices", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -354,21 +351,36 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         return yield* get(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    /** A hosted pay link for an OPEN invoice, signed so the pay page can trust it; not OPEN is 409. */
-    const payLink = (organizationId: string, id: string) =>
+    /**
+     * A hosted pay link at `origin` for an OPEN invoice, signed so the hosted
+     * page can trust it (src/portal/InvoiceLinks.ts); not OPEN is 409.
+     */
+    const payLink = (organizationId: string, id: string, origin: string) =>
       Effect.gen(function*() {
         const invoice = yield* findRow(organizationId, id)
         if (invoice.status !== "OPEN") {
           return yield* new Conflict({ message: `Invoice ${id} is ${invoice.status}; a pay link needs an OPEN invoice` })
         }
         const expiresAt = new Date(Date.now() + PAY_LINK_MINUTES * 60_000)
-        const nonce = randomToken(8)
-        const payload = `${organizationId}.${id}.${expiresAt.getTime()}.${nonce}`
-        const signature = createHmac("sha256", yield* signingKeys.secretOf(organizationId)).update(payload).digest("hex")
-        const base = (process.env.BILLING_PUBLIC_URL ?? "http://localhost:8787").replace(/\/+$/, "")
-        const url = `${base}/pay/${id}?expires=${expiresAt.getTime()}&nonce=${nonce}&signature=${signature}`
-        return { invoiceId: id, url, expiresAt }
+        const path = invoicePath(yield* signingKeys.secretOf(organizationId), {
+          org: organizationId,
+          customerId: invoice.customerId,
+          invoiceId: id,
+          exp: expiresAt.getTime()
+        })
+        return { invoiceId: id, url: `${origin}${path}`, expiresAt }
       })
+
+    /** A customer's latest invoices, newest first (the portal's list). */
+    const latestOfCustomer = (organizationId: string, customerId: string, limit: number) =>
+      Effect.flatMap(
+        findAll(
+          InvoiceRow,
+          sql`SELECT * FROM invoices WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
+              ORDER BY id DESC LIMIT ${limit}`
+        ),
+        (rows) => withLines(organizationId, rows)
+      )
 
     const listPayments = (organizationId: string, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       findAll(
@@ -388,6 +400,6 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         })
       )
 
-    return { writeIssued, voidOpenOfPurchase, list, get, pay, voidInvoice, payLink, listPayments, getPayment } as const
+    return { writeIssued, voidOpenOfPurchase, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const
   })
 }) {}

@@ -27,6 +27,7 @@ import { CustomersHttpLive } from "../customers/CustomersHttp.ts"
 import { BalancesHttpLive, InvoicesHttpLive, PurchasesHttpLive } from "../billing/BillingHttp.ts"
 import { MembersHttpLive } from "../members/MembersHttp.ts"
 import { PortalHttpLive } from "../portal/PortalHttp.ts"
+import { PortalPagesLive } from "../portal/PortalPages.ts"
 import { CreditsHttpLive } from "../credits/CreditsHttp.ts"
 import { OutcomesHttpLive } from "../outcomes/OutcomesHttp.ts"
 import { UnitsHttpLive } from "../units/UnitsHttp.ts"
@@ -52,6 +53,9 @@ const routeTable = (api: HttpApi.HttpApi.Any): RouteTable => {
   return { hasPath: (path) => patterns.some((pattern) => pattern.test(path)) }
 }
 
+/** The customer pages' links carry a bearer token in the query: the log keeps the path, not the token. */
+export const withoutTokens = (url: string) => url.replace(/([?&]token=)[^&#]*/g, "$1[redacted]")
+
 /**
  * A request id on every answer (`x-request-id`, the caller's or a fresh UUID),
  * on every log line of the request, and the request's line in the request log.
@@ -70,7 +74,7 @@ const requestLogging = (log: RequestLog.RequestLogger) =>
         Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
       const record = (status: number) => {
         const now = performance.now()
-        log.record(requestId, request.method, request.url, status, now - started, now)
+        log.record(requestId, request.method, withoutTokens(request.url), status, now - started, now)
       }
       return FiberRef.update(FiberRef.currentLogAnnotations, HashMap.set("requestId", requestId as unknown)).pipe(
         Effect.zipRight(HttpApp.appendPreResponseHandler(setHeader)),
@@ -116,6 +120,8 @@ export const makeHttpServer = (options: HttpServerOptions) => {
     Layer.locally(FiberRef.currentTracerEnabled, false),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" })),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    // The customer's HTML pages (the portal, hosted invoices), outside /api/v1.
+    Layer.provide(PortalPagesLive),
     Layer.provide(EnvelopeLive),
     Layer.provide(ApiLive)
   )

@@ -16,6 +16,7 @@ export class Organization extends Schema.Class<Organization>("Organization")({
   name: Schema.String,
   currencyCode: Schema.String,
   reservedWalletEnabled: Schema.Boolean,
+  paymentInstructions: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -23,7 +24,12 @@ export class Organization extends Schema.Class<Organization>("Organization")({
 export interface OrganizationSettings {
   readonly reservedWalletEnabled?: boolean | undefined
   readonly name?: string | undefined
+  /** Shown on the hosted page of an OPEN invoice; "" clears it. */
+  readonly paymentInstructions?: string | undefined
 }
+
+/** Enough for bank details and a note; the page shows it as plain text. */
+export const MAX_PAYMENT_INSTRUCTIONS = 2000
 
 export class Organizations extends Effect.Service<Organizations>()("Organizations", {
   effect: Effect.gen(function*() {
@@ -75,11 +81,17 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
     const updateSettings = (id: string, settings: OrganizationSettings) =>
       Effect.gen(function*() {
         yield* get(id)
+        const instructions = settings.paymentInstructions?.trim()
+        if (instructions !== undefined && instructions.length > MAX_PAYMENT_INSTRUCTIONS) {
+          return yield* new BadRequest({ message: `payment instructions must be at most ${MAX_PAYMENT_INSTRUCTIONS} characters` })
+        }
         const updated = yield* findOne(
           Organization,
           sql`UPDATE organizations SET
                 reserved_wallet_enabled = coalesce(${settings.reservedWalletEnabled ?? null}, reserved_wallet_enabled),
                 name = coalesce(${settings.name ?? null}, name),
+                payment_instructions = CASE WHEN ${instructions === undefined}::boolean THEN payment_instructions
+                  ELSE nullif(${instructions ?? ""}, '') END,
                 updated_at = now()
               WHERE id = ${id} RETURNING *`
         )

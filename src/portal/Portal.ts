@@ -1,32 +1,34 @@
 /**
- * Customer-portal access tokens: short-lived, HMAC-SHA256 signed with the
- * organisation's signing secret, naming one customer of one organisation.
- * Form: `pt_<base64url payload>.<hex signature>`; the payload is
- * `{"org","customerId","exp"}` with `exp` in unix milliseconds.
+ * Customer-portal access tokens (`pt_`, see SignedToken.ts): short-lived,
+ * signed with the organisation's signing secret, naming one customer of one
+ * organisation. The portal page (`GET /portal?token=`) trusts nothing else.
  */
-import { Effect, Option } from "effect"
-import { createHmac, timingSafeEqual } from "node:crypto"
+import { Effect, Either, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { Forbidden } from "../errors.ts"
+import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "./SignedToken.ts"
 import { SigningKeys } from "./SigningKeys.ts"
 
 /** How long a portal token is valid. */
 export const PORTAL_TOKEN_MINUTES = 15
 
-export interface PortalClaims {
-  readonly org: string
-  readonly customerId: string
-  readonly exp: number
-}
+export const PortalClaims = Schema.Struct({ org: Schema.String, customerId: Schema.String, exp: Schema.Number })
+export type PortalClaims = typeof PortalClaims.Type
 
-const sign = (secret: string, payload: string) => createHmac("sha256", secret).update(payload).digest("hex")
+/** The portal page's address at `origin` for `token`. */
+export const portalUrl = (origin: string, token: string) => `${origin}/portal?token=${encodeURIComponent(token)}`
 
 export class Portal extends Effect.Service<Portal>()("Portal", {
   effect: Effect.gen(function*() {
     const customers = yield* Customers
     const keys = yield* SigningKeys
 
-    const mint = (organizationId: string, input: { readonly customerId: string; readonly organizationId?: string | undefined }) =>
+    /** A token for the customer, and the portal's URL at `origin`. */
+    const mint = (
+      organizationId: string,
+      input: { readonly customerId: string; readonly organizationId?: string | undefined },
+      origin: string
+    ) =>
       Effect.gen(function*() {
         if (input.organizationId !== undefined && input.organizationId !== organizationId) {
           return yield* new Forbidden({ message: "organizationId does not match the API key's organisation" })
@@ -34,22 +36,33 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
         yield* customers.get(organizationId, input.customerId)
         const expiresAt = new Date(Date.now() + PORTAL_TOKEN_MINUTES * 60_000)
         const claims: PortalClaims = { org: organizationId, customerId: input.customerId, exp: expiresAt.getTime() }
-        const payload = Buffer.from(JSON.stringify(claims)).toString("base64url")
-        const secret = yield* keys.secretOf(organizationId)
-        return { token: `pt_${payload}.${sign(secret, payload)}`, expiresAt, customerId: input.customerId, organizationId }
+        const token = signToken(yield* keys.secretOf(organizationId), "pt", claims)
+        return { token, expiresAt, customerId: input.customerId, organizationId, url: portalUrl(origin, token) }
       })
 
     /** The claims of a genuine, unexpired token of `organizationId`; None otherwise. */
     const verify = (organizationId: string, token: string, now = new Date()) =>
       Effect.map(keys.secretOf(organizationId), (secret) => {
-        const match = /^pt_([A-Za-z0-9_-]+)\.([0-9a-f]{64})$/.exec(token)
-        if (!match) return Option.none<PortalClaims>()
-        const expected = Buffer.from(sign(secret, match[1]!), "hex")
-        if (!timingSafeEqual(expected, Buffer.from(match[2]!, "hex"))) return Option.none<PortalClaims>()
-        const claims = JSON.parse(Buffer.from(match[1]!, "base64url").toString("utf8")) as PortalClaims
-        return claims.org === organizationId && claims.exp > now.getTime() ? Option.some(claims) : Option.none<PortalClaims>()
+        const checked = checkToken(secret, "pt", token, PortalClaims, now)
+        return Either.isRight(checked) && checked.right.org === organizationId
+          ? Option.some(checked.right)
+          : Option.none<PortalClaims>()
       })
 
-    return { mint, verify } as const
+    /** Whatever token a person brought: its claims, or why it is refused. */
+    const open = (token: string, now = new Date()): Effect.Effect<Either.Either<PortalClaims, TokenRefusal>> =>
+      Option.match(claimedOrganization("pt", token), {
+        onNone: () => Effect.succeed(Either.left("Invalid" as const)),
+        onSome: (org) =>
+          Effect.map(
+            keys.existingSecretOf(org),
+            Option.match({
+              onNone: () => Either.left("Invalid" as const),
+              onSome: (secret) => checkToken(secret, "pt", token, PortalClaims, now)
+            })
+          )
+      })
+
+    return { mint, verify, open } as const
   })
 }) {}

@@ -18,7 +18,9 @@ export const PortalToken = Schema.Struct({
   token: Schema.String,
   expiresAt: Timestamp,
   customerId: Schema.String,
-  organizationId: Schema.String
+  organizationId: Schema.String,
+  /** The portal page for this token: `{origin}/portal?token=...`. */
+  url: Schema.String
 })
 
 export class PortalApi extends HttpApiGroup.make("portal")

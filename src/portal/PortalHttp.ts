@@ -3,7 +3,9 @@ import { Effect } from "effect"
 import { Api } from "../http/Api.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { Portal } from "./Portal.ts"
+import { requestOrigin } from "./PublicUrl.ts"
 
 export const PortalHttpLive = HttpApiBuilder.group(Api, "portal", (handlers) =>
   Effect.map(Portal, (portal) =>
-    handlers.handle("token", ({ payload }) => forOrganization((org) => portal.mint(org, payload)))))
+    handlers.handle("token", ({ payload }) =>
+      Effect.flatMap(requestOrigin, (origin) => forOrganization((org) => portal.mint(org, payload, origin))))))

@@ -4,7 +4,7 @@
  * sign and verify alike.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { randomToken } from "../ids.ts"
 
 export class SigningKeys extends Effect.Service<SigningKeys>()("SigningKeys", {
@@ -20,6 +20,16 @@ export class SigningKeys extends Effect.Service<SigningKeys>()("SigningKeys", {
         return rows[0]!.secret
       }).pipe(Effect.orDie)
 
-    return { secretOf } as const
+    /**
+     * The secret to verify with, never made: a token naming an organisation
+     * that has none (or does not exist) was not signed by us.
+     */
+    const existingSecretOf = (organizationId: string) =>
+      Effect.map(
+        sql<{ secret: string }>`SELECT secret FROM signing_keys WHERE organization_id = ${organizationId}`,
+        (rows) => Option.fromNullable(rows[0]?.secret)
+      ).pipe(Effect.orDie)
+
+    return { secretOf, existingSecretOf } as const
   })
 }) {}

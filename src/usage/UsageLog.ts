@@ -28,6 +28,13 @@ export class UsageTotal extends Schema.Class<UsageTotal>("UsageTotal")({
   customerCost: Money
 }) {}
 
+/** One meter's customer cost on one UTC day (`day` is YYYY-MM-DD). */
+export class DailyUsage extends Schema.Class<DailyUsage>("DailyUsage")({
+  day: Schema.String,
+  meter: Schema.String,
+  customerCost: Money
+}) {}
+
 export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -85,6 +92,27 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
         )
       })
 
-    return { forCustomer, lookup, totals } as const
+    /** A customer's customer cost per UTC day and meter in [from, to), for the portal's chart. */
+    const daily = (organizationId: string, customerId: string, range: { readonly from: Date; readonly to: Date }) =>
+      findAll(
+        DailyUsage,
+        sql`SELECT to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, u.meter,
+                   sum(u.customer_cost) AS customer_cost
+            FROM usage_log u
+            WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId}
+              AND u.created_at >= ${range.from} AND u.created_at < ${range.to}
+            GROUP BY 1, 2 ORDER BY 1, 2`
+      )
+
+    /** A customer's latest rows, newest first. */
+    const latest = (organizationId: string, customerId: string, limit: number) =>
+      findAll(
+        UsageRecord,
+        sql`${selectRows}
+            WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId}
+            ORDER BY u.id DESC LIMIT ${limit}`
+      )
+
+    return { forCustomer, lookup, totals, daily, latest } as const
   })
 }) {}

@@ -1,0 +1,99 @@
+/**
+ * A customer with something to see, shared by the customer-page tests: a plan
+ * of prepaid credits, a prepaid unit allowance and a pay-as-you-go unit, a
+ * tax, usage priced by the worker, an OPEN plan invoice, payment instructions,
+ * and a second customer (and organisation) whose data must stay out of reach.
+ */
+import { Effect } from "effect"
+import { expect } from "vitest"
+import { Organizations } from "../src/organizations/Organizations.ts"
+import { signToken, type TokenKind } from "../src/portal/SignedToken.ts"
+import { SigningKeys } from "../src/portal/SigningKeys.ts"
+import { buy, type Client, clientOf, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
+import { drain } from "./signals-fixtures.ts"
+import type { Tenant, TestApp } from "./support/TestApp.ts"
+
+export const PAYMENT_INSTRUCTIONS = "Bank transfer to IBAN GB33 BUKB 2020 1555 5555 55\nReference: your invoice number"
+
+export interface PortalWorld {
+  readonly origin: string
+  readonly acme: Tenant
+  readonly api: Client
+  readonly plan: { readonly id: string; readonly name: string; readonly cost: number }
+  readonly customer: { readonly id: string; readonly name: string }
+  readonly invoice: { readonly id: string; readonly total: number }
+  /** Another customer of the same organisation, with an invoice of its own. */
+  readonly neighbour: { readonly id: string; readonly invoiceId: string }
+  /** A customer of another organisation, with an invoice. */
+  readonly stranger: { readonly tenant: Tenant; readonly id: string; readonly invoiceId: string }
+}
+
+export const portalTokenOf = async (api: Client, customerId: string) =>
+  ok(await api.post("/portal/token", { customerId })) as { token: string; url: string; expiresAt: string }
+
+export const makePortalWorld = async (app: TestApp, customerName = "Jo's Robots"): Promise<PortalWorld> => {
+  const origin = new URL(app.baseUrl).origin
+  const acme = await app.tenant("Acme AI")
+  const api = clientOf(app, acme)
+  await app.run(Effect.flatMap(Organizations, (organizations) =>
+    organizations.updateSettings(acme.organizationId, { paymentInstructions: PAYMENT_INSTRUCTIONS })))
+  ok(await api.post("/taxes", { name: "VAT", ratePercent: 20 }), 201)
+  const credit = ok(await api.post("/credits", {
+    name: "Assistant credits",
+    agentKey: "chat",
+    marginPercent: 100,
+    modelBundle: [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
+  }), 201).credit
+  const seats = ok(await api.post("/units", { name: "Seats", agentKey: "seats", pricingType: "FLAT", flatPrice: 12.5 }), 201).unit
+  const pages = ok(await api.post("/units", { name: "Pages parsed", agentKey: "pages", pricingType: "FLAT", flatPrice: 0.02 }), 201).unit
+  const plan = ok(await api.post("/plans", { name: "Team", billingCycle: "MONTHLY", entitlements: [
+    { type: "WALLET", billingMode: "ADVANCE", amount: 20 },
+    { type: "CREDIT", billingMode: "ADVANCE", creditId: credit.id, quantity: 2000 },
+    { type: "UNIT", billingMode: "ADVANCE", unitId: seats.id, quantity: 3 },
+    { type: "UNIT", billingMode: "ARREAR", unitId: pages.id }
+  ] }), 201).plan
+  const customer = await makeCustomer(api, { name: customerName, email: "billing@josrobots.example" })
+  await buy(api, customer.id, plan.id)
+  for (let i = 0; i < 6; i++) {
+    ok(await api.post("/signal/credit", {
+      customerId: customer.id,
+      agentKey: "chat",
+      usage: { model: "gpt-4o", inputTokens: 40_000 + i * 9_000, outputTokens: 12_000 + i * 3_000 }
+    }), 202)
+    ok(await api.post("/signal/unit", { customerId: customer.id, agentKey: pages.agentKey, quantity: 40 + i * 15 }), 202)
+  }
+  ok(await api.post("/signal/unit", { customerId: customer.id, agentKey: seats.agentKey, quantity: 1 }), 202)
+  await drain(app)
+  const [invoice] = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
+  expect(invoice.status).toBe("OPEN")
+
+  const neighbour = await makeCustomer(api, { name: "Neighbour Ltd" })
+  await buy(api, neighbour.id, plan.id)
+  const [neighbourInvoice] = ok(await api.get(`/invoices?customerId=${neighbour.id}`)).invoices
+
+  const other = await app.tenant("Other Org")
+  const otherApi = clientOf(app, other)
+  const otherUnit = await makeUnit(otherApi, { flatPrice: 7 })
+  const otherPlan = await makePlan(app, other, [{ type: "UNIT", billingMode: "ADVANCE", unitId: otherUnit.id, quantity: 1 }])
+  const stranger = await makeCustomer(otherApi)
+  await buy(otherApi, stranger.id, otherPlan.id)
+  const [strangerInvoice] = ok(await otherApi.get(`/invoices?customerId=${stranger.id}`)).invoices
+
+  return {
+    origin,
+    acme,
+    api,
+    plan,
+    customer: { id: customer.id, name: customer.name },
+    invoice: { id: invoice.id, total: invoice.total },
+    neighbour: { id: neighbour.id, invoiceId: neighbourInvoice.id },
+    stranger: { tenant: other, id: stranger.id, invoiceId: strangerInvoice.id }
+  }
+}
+
+/** A token signed with `organizationId`'s real secret, with whatever claims a test needs (an expired one). */
+export const signedWith = (app: TestApp, organizationId: string, kind: TokenKind, claims: { org: string; exp: number; [key: string]: unknown }) =>
+  app.run(Effect.map(Effect.flatMap(SigningKeys, (keys) => keys.secretOf(organizationId)), (secret) => signToken(secret, kind, claims)))
+
+/** The last character of a token's signature changed. */
+export const tampered = (token: string) => `${token.slice(0, -1)}${token.endsWith("0") ? "1" : "0"}`
