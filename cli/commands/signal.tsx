@@ -7,6 +7,7 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"
 import { Signals } from "../../src/signals/Signals.ts"
 import { BadRequest } from "../../src/errors.ts"
+import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
@@ -184,9 +185,8 @@ export const registerSignal = (program: Command) => {
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
           const signals = yield* Signals
-          const quiet = options.json || !process.stdout.isTTY
-          const total = quiet ? 0 : yield* countSignals(options.file)
-          const progress = progressReporter(quiet, "signals sent")
+          const total = isInteractive(options) ? yield* countSignals(options.file) : 0
+          const progress = progressReporter(options, "signals sent")
           return yield* sendFile(signals, organizationId, options.file, (done) => progress.update(done, total)).pipe(
             Effect.ensuring(Effect.sync(progress.stop))
           )
@@ -258,7 +258,7 @@ export const registerSignal = (program: Command) => {
             return yield* new BadRequest({ message: "give either a signal id or --customer ID" })
           }
           const ids = id !== undefined ? [id] : yield* signals.replayable(organizationId, options.customer!)
-          const progress = progressReporter(options.json || !process.stdout.isTTY, "replayed")
+          const progress = progressReporter(options, "replayed")
           return yield* Effect.forEach(ids, (signalId, index) =>
             Effect.tap(signals.replay(organizationId, signalId), () => progress.update(index + 1, ids.length))).pipe(
               Effect.ensuring(Effect.sync(progress.stop))

@@ -65,7 +65,7 @@ export const registerToolkit = (program: Command) => {
   const fixtures = program.command("fixtures").description("scripted workspaces")
   withOrg(fixtures.command("load").description("load catalogue, customers, purchases and webhooks from JSON or YAML").argument("<file>"))
     .action((file: string, options: { json?: boolean; org?: string }) => {
-      const progress = progressReporter(options.json, "records")
+      const progress = progressReporter(options, "records")
       return run(
         options,
         Effect.gen(function*() {

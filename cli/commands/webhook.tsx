@@ -277,7 +277,7 @@ export const registerWebhook = (program: Command) => {
     .option("--since <iso>", "every event triggered at or after this instant")
     .option("--until <iso>", "... and before this one (default: now)")
     .action((options: Flags & { event?: string; since?: string; until?: string }) => {
-      const progress = progressReporter(options.json || options.event !== undefined, "events replayed")
+      const progress = progressReporter({ json: options.json || options.event !== undefined }, "events replayed")
       return run(
         options,
         Effect.gen(function*() {

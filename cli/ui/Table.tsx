@@ -1,5 +1,28 @@
-/** A plain table for operators: a header row, aligned columns, optional totals. */
+/**
+ * A plain table for operators: a header row, aligned columns, optional totals.
+ * In a terminal the columns are cut to fit its width (widest first, with an
+ * ellipsis) so a row never wraps; on a pipe nothing is cut (see cli/Output.ts).
+ */
 import { Box, Text } from "ink"
+import { isInteractive, terminalColumns, truncate } from "../Output.ts"
+
+const GAP = 2
+/** No column is cut below this many characters. */
+const MIN_WIDTH = 4
+
+/** Column widths that fit `available` characters, taking from the widest column first. */
+export const fitWidths = (widths: ReadonlyArray<number>, available: number): Array<number> => {
+  const fitted = [...widths]
+  let excess = fitted.reduce((sum, width) => sum + width, 0) + GAP * Math.max(0, fitted.length - 1) - available
+  while (excess > 0) {
+    let widest = 0
+    for (let i = 1; i < fitted.length; i++) if (fitted[i]! > fitted[widest]!) widest = i
+    if (fitted[widest]! <= MIN_WIDTH) break
+    fitted[widest]!--
+    excess--
+  }
+  return fitted
+}
 
 export interface Column<Row> {
   readonly header: string
@@ -14,9 +37,13 @@ export function Table<Row>(props: {
   readonly footer?: string
 }) {
   const cells = props.rows.map((row) => props.columns.map((column) => column.value(row)))
-  const widths = props.columns.map((column, i) => Math.max(column.header.length, ...cells.map((row) => row[i]!.length)))
-  const pad = (text: string, i: number) =>
-    props.columns[i]!.align === "right" ? text.padStart(widths[i]!) : text.padEnd(widths[i]!)
+  const natural = props.columns.map((column, i) => Math.max(column.header.length, ...cells.map((row) => row[i]!.length)))
+  // Ink keeps one column of a terminal free (its last character would wrap on some terminals).
+  const widths = isInteractive({}) ? fitWidths(natural, terminalColumns() - 1) : natural
+  const pad = (text: string, i: number) => {
+    const cell = truncate(text, widths[i]!)
+    return props.columns[i]!.align === "right" ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)
+  }
   return (
     <Box flexDirection="column">
       {props.title ? <Text bold>{props.title}</Text> : null}
