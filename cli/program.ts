@@ -31,6 +31,7 @@ import { registerUsage } from "./commands/usage.tsx"
 import { registerWallet } from "./commands/wallet.tsx"
 import { registerWebhook } from "./commands/webhook.tsx"
 import { registerWorker } from "./commands/worker.tsx"
+import { setActiveCommand, withActiveCommandSlot } from "./activeCommand.ts"
 import { ExitCode } from "./exitCodes.ts"
 import { type CliIo, withCliIo, writeErr, writeOut } from "./Output.ts"
 
@@ -59,6 +60,7 @@ export const buildProgram = (): Command => {
     .version(version, "-V, --version", "print the version")
     .exitOverride()
     .configureOutput({ writeOut, writeErr })
+    .hook("preAction", (_program, actionCommand) => setActiveCommand(actionCommand))
 
   registerServe(program)
   registerWorker(program)
@@ -98,7 +100,7 @@ export const buildProgram = (): Command => {
 export const runCli = async (args: ReadonlyArray<string>, setExitCode: (code: number) => void): Promise<void> => {
   const program = buildProgram()
   try {
-    await program.parseAsync([...args], { from: "user" })
+    await withActiveCommandSlot(() => program.parseAsync([...args], { from: "user" }))
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error
     // Asked-for help and the version succeed; anything else commander stops on is a usage error.

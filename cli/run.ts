@@ -12,10 +12,11 @@ import { stripVTControlCharacters } from "node:util"
 import type { ReactElement } from "react"
 import YAML from "yaml"
 import { BadRequest, isServiceError } from "../src/errors.ts"
-import { describeIssues } from "../src/http/Envelope.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { AppServicesLive } from "../src/Services.ts"
+import { activeCommand } from "./activeCommand.ts"
 import { ExitCode, exitCodeOf } from "./exitCodes.ts"
+import { describeInputIssues } from "./inputErrors.ts"
 import { cliIo, envVar, outputMode, setExitCode, terminalColumns, writeErr, writeOut } from "./Output.ts"
 
 export type AppServices = Layer.Layer.Success<typeof AppServicesLive>
@@ -72,7 +73,9 @@ const describeFailure = (cause: Cause.Cause<unknown>): string => {
   if (Option.isSome(failure)) {
     const error = failure.value
     if (isServiceError(error)) return error.message
-    if (ParseResult.isParseError(error)) return describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
+    if (ParseResult.isParseError(error)) {
+      return describeInputIssues(ParseResult.ArrayFormatter.formatErrorSync(error), activeCommand()).join("\n  ")
+    }
     if (error instanceof Error) return error.message
     return String(error)
   }
@@ -143,11 +146,18 @@ export const readBodyFile = (file: string): Effect.Effect<unknown, BadRequest> =
     catch: (error) => new BadRequest({ message: `cannot read ${file}: ${(error as Error).message}` })
   })
 
-/** Decodes CLI input with the same schema the HTTP API uses; failures name the field. */
-export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, input: unknown): Effect.Effect<A, BadRequest> =>
+/**
+ * Decodes CLI input with the same schema the HTTP API uses. Failures are told
+ * one line per problem, naming the running command's flags (cli/inputErrors.ts);
+ * `name` names a bare value that is not a field of a body (`--status`).
+ */
+export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, input: unknown, name?: string): Effect.Effect<A, BadRequest> =>
   Effect.mapError(
     Schema.decodeUnknown(schema, { errors: "all" })(input),
-    (error) => new BadRequest({ message: `invalid input: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
+    (error) => {
+      const lines = describeInputIssues(ParseResult.ArrayFormatter.formatErrorSync(error), activeCommand(), name)
+      return new BadRequest({ message: lines.length === 1 ? lines[0]! : `invalid input:\n${lines.map((line) => `  ${line}`).join("\n")}` })
+    }
   )
 
 /** The body of a create or update: `--file`, with any flags set on top of it. */

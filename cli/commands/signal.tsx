@@ -3,10 +3,10 @@ import { Chunk, Effect, Schema, Stream } from "effect"
 import { Box, Text } from "ink"
 import * as fs from "node:fs"
 import * as readline from "node:readline"
-import { toPage } from "../../src/http/Pagination.ts"
 import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"
 import { Signals } from "../../src/signals/Signals.ts"
 import { BadRequest } from "../../src/errors.ts"
+import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
 import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
@@ -204,12 +204,12 @@ export const registerSignal = (program: Command) => {
       )
     )
 
-  withOrg(signal.command("list").description("list signals, newest last"))
+  withOldest(withOrg(signal.command("list").description("list signals, newest first")))
     .option("--customer <id>", "only this customer's signals")
     .option("--status <status>", "QUEUED, PROCESSED, PENDING or FAILED")
     .option("--limit <n>", "page size (max 200)", numberFlag)
     .option("--cursor <id>", "id of the last row of the previous page")
-    .action((options: { json?: boolean; org?: string; customer?: string; status?: string; limit?: number; cursor?: string }) =>
+    .action((options: { json?: boolean; org?: string; customer?: string; status?: string; limit?: number; cursor?: string; oldest?: boolean }) =>
       run(
         options,
         Effect.gen(function*() {
@@ -218,11 +218,11 @@ export const registerSignal = (program: Command) => {
             ? undefined
             : yield* decodeInput(Schema.Struct({ status: SignalStatus }), { status: options.status.toUpperCase() })
           return yield* Effect.flatMap(Signals, (signals) =>
-            signals.list(organizationId, { page: toPage(options), customerId: options.customer, status: status?.status }))
+            signals.list(organizationId, { page: newestFirstPage(options), customerId: options.customer, status: status?.status }))
         }),
         {
-          json: (list) => ({ signals: list.map(signalJson) }),
-          view: (list) => <SignalTable signals={list} footer={`${list.length} signal(s)`} />
+          json: (list) => ({ signals: list.map(signalJson), nextCursor: nextCursorOf(list, options) }),
+          view: (list) => <SignalTable signals={list} footer={listFooter(`${list.length} signal(s)`, list, options)} />
         }
       )
     )

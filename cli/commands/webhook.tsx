@@ -1,4 +1,5 @@
 import type { Command } from "commander"
+import { nextCursorOf, withOldest } from "../lists.ts"
 import { Effect } from "effect"
 import { Text } from "ink"
 import { BadRequest } from "../../src/errors.ts"
@@ -69,7 +70,9 @@ const deliveryJson = (delivery: Delivery) => ({
   }))
 })
 
-const DeliveriesTable = (props: { readonly deliveries: ReadonlyArray<Delivery>; readonly title?: string }) => {
+const DeliveriesTable = (
+  props: { readonly deliveries: ReadonlyArray<Delivery>; readonly title?: string; readonly nextCursor?: string | null }
+) => {
   const attempts = props.deliveries.flatMap((delivery) => delivery.attemptLog)
   const failed = props.deliveries.filter((delivery) => delivery.status === "FAILED").length
   const meanMs = attempts.length === 0
@@ -93,7 +96,9 @@ const DeliveriesTable = (props: { readonly deliveries: ReadonlyArray<Delivery>; 
         { header: "LAST ERROR", value: (d) => d.lastError ?? "" }
       ]}
       rows={props.deliveries}
-      footer={`${props.deliveries.length} deliveries, ${failed} failed, ${attempts.length} attempts, mean ${meanMs} ms`}
+      footer={`${props.deliveries.length} deliveries, ${failed} failed, ${attempts.length} attempts, mean ${meanMs} ms${
+        props.nextCursor ? `; more rows: repeat with --cursor ${props.nextCursor}` : ""
+      }`}
     />
   )
 }
@@ -151,7 +156,8 @@ export const registerWebhook = (program: Command) => {
               ...endpointJson(endpoint),
               removedAt: endpoint.removedAt?.toISOString() ?? null,
               createdAt: endpoint.createdAt.toISOString()
-            }))
+            })),
+            nextCursor: null
           }),
           view: (endpoints) => (
             <Table
@@ -213,7 +219,7 @@ export const registerWebhook = (program: Command) => {
     (e, org, id) => e.remove(org, id)
   )
 
-  withOrg(webhook.command("deliveries").description("deliveries, newest first, with every attempt"))
+  withOldest(withOrg(webhook.command("deliveries").description("deliveries, newest first, with every attempt")))
     .option("--endpoint <id>", "only this endpoint's")
     .option("--event <id>", "only this event's")
     .option("--status <status>", "PENDING, DELIVERED, FAILED or CANCELLED")
@@ -227,6 +233,7 @@ export const registerWebhook = (program: Command) => {
         status?: string
         limit?: number
         cursor?: string
+        oldest?: boolean
         watch?: number | true
       }
     ) => {
@@ -234,14 +241,15 @@ export const registerWebhook = (program: Command) => {
         const organizationId = yield* organizationOf(options)
         const status = options.status === undefined
           ? undefined
-          : yield* decodeInput(DeliveryStatus, options.status.toUpperCase())
+          : yield* decodeInput(DeliveryStatus, options.status.toUpperCase(), "--status")
         return yield* Effect.flatMap(WebhookDeliveries, (deliveries) =>
           deliveries.list(organizationId, {
             endpointId: options.endpoint,
             eventId: options.event,
             status,
             limit: Math.max(1, Math.min(options.limit ?? 50, MAX_LIMIT)),
-            cursor: options.cursor
+            cursor: options.cursor,
+            oldestFirst: options.oldest
           }))
       })
       if (options.watch !== undefined && !options.json) {
@@ -252,8 +260,8 @@ export const registerWebhook = (program: Command) => {
         })
       }
       return run(options, page, {
-        json: (deliveries) => ({ deliveries: deliveries.map(deliveryJson) }),
-        view: (deliveries) => <DeliveriesTable deliveries={deliveries} />
+        json: (deliveries) => ({ deliveries: deliveries.map(deliveryJson), nextCursor: nextCursorOf(deliveries, options) }),
+        view: (deliveries) => <DeliveriesTable deliveries={deliveries} nextCursor={nextCursorOf(deliveries, options)} />
       })
     })
 
