@@ -65,6 +65,24 @@ describe("output through a pipe", () => {
     }
   }, 120_000)
 
+  it("the other command groups run as a process through a pipe, with no escape codes", async () => {
+    const smoke: ReadonlyArray<ReadonlyArray<string>> = [
+      ["status", "--org", org],
+      ["org", "list"],
+      ["balance", "show", customerId, "--org", org],
+      ["wallet", "ledger", customerId, "--org", org],
+      ["tax", "list", "--org", org],
+      ["member", "list", customerId, "--org", org],
+      ["usage", "--customer", customerId, "--org", org],
+      ["signal", "list", "--org", org]
+    ]
+    const piped = await Promise.all(smoke.map((args) => app.spawnCli(args)))
+    for (const [index, args] of smoke.entries()) {
+      expect(piped[index]!.code, `${args.join(" ")}: ${piped[index]!.stderr}`).toBe(0)
+      expect(piped[index]!.stdout, args.join(" ")).not.toContain(ESC)
+    }
+  }, 120_000)
+
   it("fixtures load, --version and completion through a pipe: no progress frames, no cursor codes", async () => {
     const fs = await import("node:fs")
     const os = await import("node:os")
