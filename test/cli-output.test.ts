@@ -109,13 +109,15 @@ describe("output through a pipe", () => {
 
   it("NO_COLOR keeps a terminal plain, and a terminal gets columns cut to fit with an ellipsis", async () => {
     const env = { ...process.env, DATABASE_URL: app.databaseUrl }
-    const narrow = await runCliInProcess(["customer", "list", "--org", org], { env, tty: { columns: 40 } })
+    const narrow = await runCliInProcess(["customer", "list", "--org", org], { env, tty: { columns: 60 } })
     const lines = narrow.stdout.trimEnd().split("\n")
-    expect(lines.every((line) => line.replace(/\u001b\[[0-9;]*m/g, "").length < 40), narrow.stdout).toBe(true)
+    expect(lines.every((line) => line.replace(/\u001b\[[0-9;]*m/g, "").length < 60), narrow.stdout).toBe(true)
     expect(narrow.stdout).toContain("…")
+    // Ids are never cut: they are what the next command needs.
+    expect(narrow.stdout).toContain(customerId)
     const noColor = await runCliInProcess(["customer", "list", "--org", org], {
       env: { ...env, NO_COLOR: "1" },
-      tty: { columns: 40 }
+      tty: { columns: 60 }
     })
     expect(noColor.stdout).not.toContain(ESC)
     expect(noColor.stdout).not.toContain("…")

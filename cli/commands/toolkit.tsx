@@ -22,7 +22,7 @@ const RecordsTable = (props: { readonly title: string; readonly records: Readonl
         { header: "KEY", value: (r) => r.key },
         { header: "ID", value: (r) => r.id },
         { header: "STATUS", value: (r) => r.status },
-        { header: "SECRET (shown once)", value: (r) => r.secret ?? "" }
+        { header: "SECRET (shown once)", value: (r) => r.secret ?? "", whole: true }
       ]}
       rows={props.records}
       footer={`${props.records.length} record(s): ${created} created, ${existing} already there`}

@@ -82,7 +82,7 @@ const DeliveriesTable = (
     <Table
       {...(props.title ? { title: props.title } : {})}
       columns={[
-        { header: "DELIVERY", value: (d) => d.id },
+        { header: "DELIVERY", value: (d) => d.id, whole: true },
         { header: "EVENT", value: (d) => `${d.eventType} ${d.eventId}` },
         { header: "ENDPOINT", value: (d) => d.url },
         { header: "STATUS", value: (d) => d.status },
