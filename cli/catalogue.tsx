@@ -8,6 +8,7 @@ import { Effect, type Schema } from "effect"
 import type { ReactElement } from "react"
 import { type CatalogueListQuery, toPage } from "../src/http/Pagination.ts"
 import { type Column, Table } from "./ui/Table.tsx"
+import { listFooter, nextCursorOf } from "./lists.ts"
 import { type AppServices, bodyOf, decodeInput, numberFlag, organizationOf, run, withOrg } from "./run.ts"
 
 /** `A` is a record as one command shows it; `L` as a list row (an outcome lists without its steps). */
@@ -64,7 +65,7 @@ const catalogueQueryOf = (options: CatalogueListFlags): CatalogueListQuery => ({
 
 type Flags = Record<string, unknown> & { readonly json?: boolean; readonly org?: string; readonly file?: string }
 
-export const registerCatalogue = <A, C, CI, U, UI, L = A>(
+export const registerCatalogue = <A, C, CI, U, UI, L extends { readonly id: string } = A & { readonly id: string }>(
   program: Command,
   spec: CatalogueCommands<A, C, CI, U, UI, L>
 ) => {
@@ -116,8 +117,10 @@ export const registerCatalogue = <A, C, CI, U, UI, L = A>(
         options,
         inOrganization(options, (operations, org) => operations.list(org, catalogueQueryOf(options))),
         {
-          json: (list) => ({ [spec.plural]: list.map(spec.listJson) }),
-          view: (list) => <Table columns={spec.columns} rows={list} footer={`${list.length} ${spec.noun}(s)`} />
+          json: (list) => ({ [spec.plural]: list.map(spec.listJson), nextCursor: nextCursorOf(list, options) }),
+          view: (list) => (
+            <Table columns={spec.columns} rows={list} footer={listFooter(`${list.length} ${spec.noun}(s)`, list, options)} />
+          )
         }
       )
     )

@@ -4,17 +4,21 @@
  * either exactly one JSON document (`--json`) or an Ink view, and exit non-zero
  * with a message on stderr when it fails.
  */
-import { Cause, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, ParseResult, Schema } from "effect"
+import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, ParseResult, Schema } from "effect"
 import { type Command, InvalidArgumentError } from "commander"
 import { renderToString } from "ink"
 import * as fs from "node:fs"
+import { stripVTControlCharacters } from "node:util"
 import type { ReactElement } from "react"
 import YAML from "yaml"
 import { BadRequest, isServiceError } from "../src/errors.ts"
-import { describeIssues } from "../src/http/Envelope.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
 import { AppServicesLive } from "../src/Services.ts"
+import { activeCommand } from "./activeCommand.ts"
+import { ExitCode, exitCodeOf } from "./exitCodes.ts"
+import { describeInputIssues } from "./inputErrors.ts"
+import { cliIo, envVar, outputMode, setExitCode, terminalColumns, writeErr, writeOut } from "./Output.ts"
 
 export type AppServices = Layer.Layer.Success<typeof AppServicesLive>
 
@@ -26,20 +30,67 @@ export interface CommonOptions {
 /** Warnings and errors only, on stderr: stdout carries the command's one JSON document. */
 const quiet = Layer.merge(
   Logger.minimumLogLevel(LogLevel.Warning),
-  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
+  Logger.replace(
+    Logger.defaultLogger,
+    Logger.map(Logger.logfmtLogger, (line) => writeErr(`${line}\n`))
+  )
 )
+
+/**
+ * The command's configuration (DATABASE_URL, BILLING_DATA_DIR, ...) read from
+ * the running command's environment, not necessarily `process.env`: an
+ * in-process run passes its own.
+ */
+export const environmentConfig = () => {
+  const env = cliIo().env
+  const entries = Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined)
+  return Layer.setConfigProvider(ConfigProvider.fromMap(new Map(entries)))
+}
+
+const plainAt = (view: ReactElement, columns: number) =>
+  stripVTControlCharacters(renderToString(view, { columns })).split("\n").map((line) => line.trimEnd()).join("\n")
+
+/**
+ * Renders a view as text for the current output: fitted to a terminal, or
+ * plain with no escape codes and no line wrapped. Ink lays text out in a grid
+ * as wide as `columns` (its cost grows with the width), so a plain view is
+ * rendered at a width that is then doubled: when twice the width lays out the
+ * same text, nothing was wrapped.
+ */
+export const renderView = (view: ReactElement): string => {
+  if (outputMode({}) === "tty") return renderToString(view, { columns: terminalColumns() })
+  let columns = 256
+  let text = plainAt(view, columns)
+  for (;;) {
+    const wider = plainAt(view, columns * 2)
+    if (wider === text) return text
+    columns *= 2
+    text = wider
+  }
+}
 
 const describeFailure = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
     if (isServiceError(error)) return error.message
-    if (ParseResult.isParseError(error)) return describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
+    if (ParseResult.isParseError(error)) {
+      return describeInputIssues(ParseResult.ArrayFormatter.formatErrorSync(error), activeCommand()).join("\n  ")
+    }
     if (error instanceof Error) return error.message
     return String(error)
   }
   const defect = Cause.squash(cause)
   return defect instanceof Error ? `internal error: ${defect.message}` : `internal error: ${String(defect)}`
+}
+
+/** The exit code of a failed command (cli/exitCodes.ts): from the failure's tag, 1 for a defect. */
+const exitCodeOfCause = (cause: Cause.Cause<unknown>): number => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isNone(failure)) return ExitCode.internal
+  if (isServiceError(failure.value)) return exitCodeOf(failure.value)
+  if (ParseResult.isParseError(failure.value)) return ExitCode.usage
+  return ExitCode.internal
 }
 
 export interface Presenter<A> {
@@ -62,22 +113,22 @@ export const runOn = async <A, R>(
   effect: Effect.Effect<A, unknown, R>,
   presenter: Presenter<A>
 ): Promise<void> => {
-  const runtime = ManagedRuntime.make(layer.pipe(Layer.provide(quiet)))
+  const runtime = ManagedRuntime.make(layer.pipe(Layer.provide(quiet), Layer.provide(environmentConfig())))
   const exit = await runtime.runPromiseExit(effect)
   await runtime.dispose()
   if (Exit.isSuccess(exit)) {
-    if (options.json) process.stdout.write(`${JSON.stringify(presenter.json(exit.value), null, 2)}\n`)
-    else process.stdout.write(`${renderToString(presenter.view(exit.value), { columns: process.stdout.columns ?? 120 })}\n`)
+    if (outputMode(options) === "json") writeOut(`${JSON.stringify(presenter.json(exit.value), null, 2)}\n`)
+    else writeOut(`${renderView(presenter.view(exit.value))}\n`)
     return
   }
-  process.stderr.write(`error: ${describeFailure(exit.cause)}\n`)
-  process.exitCode = 1
+  writeErr(`error: ${describeFailure(exit.cause)}\n`)
+  setExitCode(exitCodeOfCause(exit.cause))
 }
 
 /** The organisation a command acts for: `--org`, else `BILLING_ORG`; it must exist. */
 export const organizationOf = (options: CommonOptions) =>
   Effect.gen(function*() {
-    const id = options.org ?? process.env.BILLING_ORG
+    const id = options.org ?? envVar("BILLING_ORG")
     if (!id) return yield* new BadRequest({ message: "no organisation: pass --org ID or set BILLING_ORG" })
     yield* Effect.flatMap(Organizations, (organizations) => organizations.get(id))
     return id
@@ -96,11 +147,18 @@ export const readBodyFile = (file: string): Effect.Effect<unknown, BadRequest> =
     catch: (error) => new BadRequest({ message: `cannot read ${file}: ${(error as Error).message}` })
   })
 
-/** Decodes CLI input with the same schema the HTTP API uses; failures name the field. */
-export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, input: unknown): Effect.Effect<A, BadRequest> =>
+/**
+ * Decodes CLI input with the same schema the HTTP API uses. Failures are told
+ * one line per problem, naming the running command's flags (cli/inputErrors.ts);
+ * `name` names a bare value that is not a field of a body (`--status`).
+ */
+export const decodeInput = <A, I>(schema: Schema.Schema<A, I>, input: unknown, name?: string): Effect.Effect<A, BadRequest> =>
   Effect.mapError(
     acceptDecimalText(Schema.decodeUnknown(schema, { errors: "all" })(input)),
-    (error) => new BadRequest({ message: `invalid input: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
+    (error) => {
+      const lines = describeInputIssues(ParseResult.ArrayFormatter.formatErrorSync(error), activeCommand(), name)
+      return new BadRequest({ message: lines.length === 1 ? lines[0]! : `invalid input:\n${lines.map((line) => `  ${line}`).join("\n")}` })
+    }
   )
 
 /** The body of a create or update: `--file`, with any flags set on top of it. */

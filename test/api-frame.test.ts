@@ -42,7 +42,7 @@ describe("authentication", () => {
     const key: string = created.json.apiKey
     expect(key).toMatch(/^sk_/)
     expect((await app.request("GET", "/customers", { key })).status).toBe(200)
-    const revoked = await app.cli(["key", "revoke", created.json.key.id, "--org", tenant.organizationId, "--json"])
+    const revoked = await app.spawnCli(["key", "revoke", created.json.key.id, "--org", tenant.organizationId, "--json"])
     expect(revoked.code).toBe(0)
     expect(revoked.json.key.revokedAt).not.toBeNull()
     expectError(await app.request("GET", "/customers", { key }), 401)

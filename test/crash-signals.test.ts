@@ -59,11 +59,11 @@ describe("a worker killed between its batch's writes and the commit", () => {
     const before = await counts()
     expect(before.queued).toBe("40")
 
-    const killed = await app.cli(["worker", "--once"], { BILLING_FAULT: "signals.before-commit" })
+    const killed = await app.spawnCli(["worker", "--once"], { BILLING_FAULT: "signals.before-commit" })
     expect(killed.code).not.toBe(0)
     expect(await counts()).toEqual(before)
 
-    const worker = await app.cli(["worker", "--once", "--json"])
+    const worker = await app.spawnCli(["worker", "--once", "--json"])
     expect(worker.code).toBe(0)
     const after = await counts()
     expect(after).toMatchObject({ queued: "0", processed: "40", usageRows: "40", signalsBilled: "40", ledgerRows: "10" })

@@ -378,11 +378,13 @@ describe("billing credit (CLI)", { timeout: 240_000 }, () => {
   it("fails with a message on stderr and a non-zero exit", async () => {
     const tenant = await app.tenant("Cli errors")
     const bad = await app.cli(["credit", "create", "--name", "x", "--org", tenant.organizationId, "--json"])
-    expect(bad.code).not.toBe(0)
-    expect(bad.stderr).toContain("agentKey")
+    expect(bad.code).toBe(2)
+    // The flag a person types, not the API field behind it (docs/cli.md).
+    expect(bad.stderr).toContain("--agent-key is required")
+    expect(bad.stderr).not.toContain("agentKey")
     expect(bad.stdout).toBe("")
     const missing = await app.cli(["credit", "get", "cred_missing", "--org", tenant.organizationId, "--json"])
-    expect(missing.code).not.toBe(0)
+    expect(missing.code).toBe(4)
     expect(missing.stderr).toContain("not found")
     // Another organisation's credit is not found either.
     const credit = await createCredit(acme)

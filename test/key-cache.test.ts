@@ -91,7 +91,7 @@ describe("revocation reaches a running server within a second", () => {
     const created = await newKey()
     expect(await statusWith(created.secret)).toBe(200)
     expect(await statusWith(created.secret)).toBe(200) // from the cache
-    const revoked = await app.cli(["key", "revoke", created.apiKey.id, "--org", acme.organizationId, "--json"])
+    const revoked = await app.spawnCli(["key", "revoke", created.apiKey.id, "--org", acme.organizationId, "--json"])
     expect(revoked.code, revoked.stderr).toBe(0)
     expect(revoked.json.key.revokedAt).not.toBeNull()
     const returned = Date.now()
@@ -174,7 +174,7 @@ describe("creation and unknown keys", () => {
   })
 
   it("accepts a key from `billing key create` at once", async () => {
-    const created = await app.cli(["key", "create", "--org", acme.organizationId, "--json"])
+    const created = await app.spawnCli(["key", "create", "--org", acme.organizationId, "--json"])
     expect(created.code, created.stderr).toBe(0)
     expect(await statusWith(created.json.apiKey)).toBe(200)
   })

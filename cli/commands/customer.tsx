@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { Customer, CustomerCreate, CustomerUpdate } from "../../src/customers/Customer.ts"
 import { Customers } from "../../src/customers/Customers.ts"
 import { toPage } from "../../src/http/Pagination.ts"
+import { listFooter, nextCursorOf } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { bodyOf, decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 
@@ -92,7 +93,7 @@ export const registerCustomer = (program: Command) => {
             }))
         }),
         {
-          json: (list) => ({ customers: list.map(customerJson) }),
+          json: (list) => ({ customers: list.map(customerJson), nextCursor: nextCursorOf(list, options) }),
           view: (list) => (
             <Table
               columns={[
@@ -103,7 +104,7 @@ export const registerCustomer = (program: Command) => {
                 { header: "STATUS", value: (c) => (c.archivedAt ? "archived" : "active") }
               ]}
               rows={list}
-              footer={`${list.length} customer(s)`}
+              footer={listFooter(`${list.length} customer(s)`, list, options)}
             />
           )
         }
@@ -112,8 +113,10 @@ export const registerCustomer = (program: Command) => {
 
   withOrg(customer.command("get").description("show a customer").argument("[id]"))
     .option("--external-id <id>", "find the active customer with this external id")
-    .action((id: string | undefined, options: CustomerFlags) =>
-      run(
+    .action((id: string | undefined, options: CustomerFlags, command: Command) => {
+      // Neither names a customer: that is a mistake in the command, not a malformed external id.
+      if (id === undefined && options.externalId === undefined) command.error("error: give the customer's id, or --external-id ID")
+      return run(
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
@@ -122,7 +125,7 @@ export const registerCustomer = (program: Command) => {
         }),
         presentOne("Customer")
       )
-    )
+    })
 
   withProfileFlags(withOrg(customer.command("update").description("change a customer").argument("<id>")))
     .option("--clear-external-id", "remove the external id")

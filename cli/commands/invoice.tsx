@@ -1,4 +1,5 @@
 import type { Command } from "commander"
+import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { PayLink } from "../../src/billing/BillingApi.ts"
 import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
@@ -52,9 +53,9 @@ const withInvoices = <A, E>(options: { readonly org?: string }, f: (invoices: In
 export const registerInvoice = (program: Command) => {
   const invoice = program.command("invoice").description("invoices")
 
-  withListOptions(invoice.command("list").description("list invoices")).action((options: ListOptions) =>
-    run(options, withInvoices(options, (invoices, org) => invoices.list(org, { customerId: options.customer, page: toPage(options) })), {
-      json: (list) => ({ invoices: list.map(invoiceJson) }),
+  withOldest(withListOptions(invoice.command("list").description("list invoices, newest first"))).action((options: ListOptions & { oldest?: boolean }) =>
+    run(options, withInvoices(options, (invoices, org) => invoices.list(org, { customerId: options.customer, page: newestFirstPage(options) })), {
+      json: (list) => ({ invoices: list.map(invoiceJson), nextCursor: nextCursorOf(list, options) }),
       view: (list) => (
         <Table
           columns={[
@@ -65,6 +66,7 @@ export const registerInvoice = (program: Command) => {
             { header: "TOTAL", value: (i) => BigDecimal.format(i.total), align: "right" }
           ]}
           rows={list}
+          footer={listFooter(`${list.length} invoice(s)`, list, options)}
         />
       )
     }))
@@ -99,7 +101,7 @@ export const registerInvoice = (program: Command) => {
 
   withListOptions(payment.command("list").description("list payments")).action((options: ListOptions) =>
     run(options, withInvoices(options, (invoices, org) => invoices.listPayments(org, { customerId: options.customer, page: toPage(options) })), {
-      json: (list) => ({ payments: list.map(paymentJson) }),
+      json: (list) => ({ payments: list.map(paymentJson), nextCursor: nextCursorOf(list, options) }),
       view: (list) => (
         <Table
           columns={[
@@ -109,6 +111,7 @@ export const registerInvoice = (program: Command) => {
             { header: "AMOUNT", value: (p) => BigDecimal.format(p.amount), align: "right" }
           ]}
           rows={list}
+          footer={listFooter(`${list.length} payment(s)`, list, options)}
         />
       )
     }))

@@ -1,4 +1,5 @@
 import type { Command } from "commander"
+import { listFooter, nextCursorOf } from "../lists.ts"
 import { Effect } from "effect"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Member, MemberCreate, Members, MemberUpdate } from "../../src/members/Members.ts"
@@ -42,7 +43,7 @@ export const registerMember = (program: Command) => {
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((customerId: string, options: { json?: boolean; org?: string; limit?: number; cursor?: string }) =>
       run(options, withMembers(options, (members, org) => members.list(org, customerId, toPage(options))), {
-        json: (list) => ({ members: list.map(memberJson) }),
+        json: (list) => ({ members: list.map(memberJson), nextCursor: nextCursorOf(list, options) }),
         view: (list) => (
           <Table
             columns={[
@@ -52,6 +53,7 @@ export const registerMember = (program: Command) => {
               { header: "ROLE", value: (m) => m.role }
             ]}
             rows={list}
+            footer={listFooter(`${list.length} member(s)`, list, options)}
           />
         )
       }))

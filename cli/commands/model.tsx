@@ -74,7 +74,7 @@ export const registerModel = (program: Command) => {
           return yield* Effect.flatMap(Models, (models) => models.list(organizationId))
         }),
         {
-          json: (list) => ({ models: list.map(modelJson) }),
+          json: (list) => ({ models: list.map(modelJson), nextCursor: null }),
           view: (list) => (
             <Table
               columns={[

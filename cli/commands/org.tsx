@@ -62,7 +62,7 @@ export const registerOrg = (program: Command) => {
 
   withJson(org.command("list").description("list organisations")).action((options: { json?: boolean }) =>
     run(options, Effect.flatMap(Organizations, (organizations) => organizations.list), {
-      json: (organizations) => ({ organizations: organizations.map(organizationJson) }),
+      json: (organizations) => ({ organizations: organizations.map(organizationJson), nextCursor: null }),
       view: (organizations) => (
         <Table
           columns={[
@@ -139,7 +139,7 @@ export const registerKey = (program: Command) => {
         options,
         Effect.flatMap(organizationOf(options), (id) => Effect.flatMap(ApiKeys, (keys) => keys.list(id))),
         {
-          json: (keys) => ({ keys: keys.map(keyJson) }),
+          json: (keys) => ({ keys: keys.map(keyJson), nextCursor: null }),
           view: (keys) => (
             <Table
               columns={[

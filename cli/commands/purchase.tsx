@@ -1,4 +1,5 @@
 import type { Command } from "commander"
+import { listFooter, nextCursorOf } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { PurchaseCreate, PurchaseJson, type PurchaseRow, PurchaseUpdate, toPurchaseJson } from "../../src/billing/Purchase.ts"
 import { Purchases } from "../../src/billing/Purchases.ts"
@@ -76,7 +77,7 @@ export const registerPurchase = (program: Command) => {
             purchases.list(organizationId, { customerId: options.customer, page: toPage(options) }))
         }),
         {
-          json: (list) => ({ purchases: list.map(purchaseJson) }),
+          json: (list) => ({ purchases: list.map(purchaseJson), nextCursor: nextCursorOf(list, options) }),
           view: (list) => (
             <Table
               columns={[
@@ -87,7 +88,7 @@ export const registerPurchase = (program: Command) => {
                 { header: "COST", value: (p) => BigDecimal.format(p.snapshot.cost), align: "right" }
               ]}
               rows={list}
-              footer={`${list.length} purchase(s)`}
+              footer={listFooter(`${list.length} purchase(s)`, list, options)}
             />
           )
         }

@@ -3,10 +3,11 @@ import { Chunk, Effect, Schema, Stream } from "effect"
 import { Box, Text } from "ink"
 import * as fs from "node:fs"
 import * as readline from "node:readline"
-import { toPage } from "../../src/http/Pagination.ts"
 import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"
 import { Signals } from "../../src/signals/Signals.ts"
 import { BadRequest } from "../../src/errors.ts"
+import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
+import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
@@ -184,9 +185,8 @@ export const registerSignal = (program: Command) => {
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
           const signals = yield* Signals
-          const quiet = options.json || !process.stdout.isTTY
-          const total = quiet ? 0 : yield* countSignals(options.file)
-          const progress = progressReporter(quiet, "signals sent")
+          const total = isInteractive(options) ? yield* countSignals(options.file) : 0
+          const progress = progressReporter(options, "signals sent")
           return yield* sendFile(signals, organizationId, options.file, (done) => progress.update(done, total)).pipe(
             Effect.ensuring(Effect.sync(progress.stop))
           )
@@ -204,12 +204,12 @@ export const registerSignal = (program: Command) => {
       )
     )
 
-  withOrg(signal.command("list").description("list signals, newest last"))
+  withOldest(withOrg(signal.command("list").description("list signals, newest first")))
     .option("--customer <id>", "only this customer's signals")
     .option("--status <status>", "QUEUED, PROCESSED, PENDING or FAILED")
     .option("--limit <n>", "page size (max 200)", numberFlag)
     .option("--cursor <id>", "id of the last row of the previous page")
-    .action((options: { json?: boolean; org?: string; customer?: string; status?: string; limit?: number; cursor?: string }) =>
+    .action((options: { json?: boolean; org?: string; customer?: string; status?: string; limit?: number; cursor?: string; oldest?: boolean }) =>
       run(
         options,
         Effect.gen(function*() {
@@ -218,11 +218,11 @@ export const registerSignal = (program: Command) => {
             ? undefined
             : yield* decodeInput(Schema.Struct({ status: SignalStatus }), { status: options.status.toUpperCase() })
           return yield* Effect.flatMap(Signals, (signals) =>
-            signals.list(organizationId, { page: toPage(options), customerId: options.customer, status: status?.status }))
+            signals.list(organizationId, { page: newestFirstPage(options), customerId: options.customer, status: status?.status }))
         }),
         {
-          json: (list) => ({ signals: list.map(signalJson) }),
-          view: (list) => <SignalTable signals={list} footer={`${list.length} signal(s)`} />
+          json: (list) => ({ signals: list.map(signalJson), nextCursor: nextCursorOf(list, options) }),
+          view: (list) => <SignalTable signals={list} footer={listFooter(`${list.length} signal(s)`, list, options)} />
         }
       )
     )
@@ -258,7 +258,7 @@ export const registerSignal = (program: Command) => {
             return yield* new BadRequest({ message: "give either a signal id or --customer ID" })
           }
           const ids = id !== undefined ? [id] : yield* signals.replayable(organizationId, options.customer!)
-          const progress = progressReporter(options.json || !process.stdout.isTTY, "replayed")
+          const progress = progressReporter(options, "replayed")
           return yield* Effect.forEach(ids, (signalId, index) =>
             Effect.tap(signals.replay(organizationId, signalId), () => progress.update(index + 1, ids.length))).pipe(
               Effect.ensuring(Effect.sync(progress.stop))

@@ -22,7 +22,7 @@ const RecordsTable = (props: { readonly title: string; readonly records: Readonl
         { header: "KEY", value: (r) => r.key },
         { header: "ID", value: (r) => r.id },
         { header: "STATUS", value: (r) => r.status },
-        { header: "SECRET (shown once)", value: (r) => r.secret ?? "" }
+        { header: "SECRET (shown once)", value: (r) => r.secret ?? "", whole: true }
       ]}
       rows={props.records}
       footer={`${props.records.length} record(s): ${created} created, ${existing} already there`}
@@ -65,7 +65,7 @@ export const registerToolkit = (program: Command) => {
   const fixtures = program.command("fixtures").description("scripted workspaces")
   withOrg(fixtures.command("load").description("load catalogue, customers, purchases and webhooks from JSON or YAML").argument("<file>"))
     .action((file: string, options: { json?: boolean; org?: string }) => {
-      const progress = progressReporter(options.json, "records")
+      const progress = progressReporter(options, "records")
       return run(
         options,
         Effect.gen(function*() {

@@ -1,7 +1,7 @@
 import type { Command } from "commander"
+import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
 import { BigDecimal, Effect, Schema } from "effect"
 import { Box } from "ink"
-import { toPage } from "../../src/http/Pagination.ts"
 import { UsageLogParams } from "../../src/usage/UsageApi.ts"
 import { UsageLog, UsageTotal } from "../../src/usage/UsageLog.ts"
 import { toEntry, UsageLogEntry } from "../../src/usage/UsageLogEntry.ts"
@@ -21,10 +21,11 @@ interface UsageFlags {
   readonly meter?: string
   readonly limit?: number
   readonly cursor?: string
+  readonly oldest?: boolean
 }
 
 export const registerUsage = (program: Command) => {
-  withOrg(program.command("usage").description("a customer's usage log, with totals per meter"))
+  withOldest(withOrg(program.command("usage").description("a customer's usage log, newest first, with totals per meter")))
     .requiredOption("--customer <id>", "the customer's id")
     .option("--from <iso>", "rows at or after this instant")
     .option("--to <iso>", "rows before this instant")
@@ -41,12 +42,16 @@ export const registerUsage = (program: Command) => {
             { from: options.from, to: options.to, meter: options.meter?.toUpperCase() }
           )
           const usage = yield* UsageLog
-          const rows = yield* usage.forCustomer(organizationId, options.customer, { ...query, page: toPage(options) })
+          const rows = yield* usage.forCustomer(organizationId, options.customer, { ...query, page: newestFirstPage(options) })
           const totals = yield* usage.totals(organizationId, options.customer, query)
           return { rows: rows.map(toEntry), totals }
         }),
         {
-          json: ({ rows, totals }) => ({ usageLogs: rows.map(entryJson), totals: totals.map(totalJson) }),
+          json: ({ rows, totals }) => ({
+            usageLogs: rows.map(entryJson),
+            nextCursor: nextCursorOf(rows, options),
+            totals: totals.map(totalJson)
+          }),
           view: ({ rows, totals }) => (
             <Box flexDirection="column">
               <Table
@@ -62,6 +67,7 @@ export const registerUsage = (program: Command) => {
                   { header: "REMAINING", value: (r) => (r.balance.remaining ? format(r.balance.remaining) : "-"), align: "right" }
                 ]}
                 rows={rows}
+                footer={listFooter(`${rows.length} row(s)`, rows, options)}
               />
               <Table
                 title="Totals"

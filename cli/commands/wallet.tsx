@@ -1,4 +1,5 @@
 import type { Command } from "commander"
+import { listFooter, nextCursorOf } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { RecurringGrantBody, WalletAlertBody, WalletLedger } from "../../src/billing/BillingApi.ts"
 import { Wallets } from "../../src/billing/Wallets.ts"
@@ -77,7 +78,7 @@ export const registerWallet = (program: Command) => {
           return { customerId, balance: wallet.balance, lowBalanceAlertUsd: wallet.lowBalanceAlertUsd, entries }
         }),
         {
-          json: encode(WalletLedger),
+          json: (ledger) => ({ ...encode(WalletLedger)(ledger), nextCursor: nextCursorOf(ledger.entries, options) }),
           view: (ledger) => (
             <Table
               title={`Wallet of ${ledger.customerId}: ${usd(ledger.balance)}, alert ${usd(ledger.lowBalanceAlertUsd)}`}
@@ -89,6 +90,7 @@ export const registerWallet = (program: Command) => {
                 { header: "USAGE LOG", value: (e) => e.usageLogId ?? "-" }
               ]}
               rows={ledger.entries}
+              footer={listFooter(`${ledger.entries.length} entries`, ledger.entries, options)}
             />
           )
         }

@@ -1,4 +1,5 @@
 import type { Command } from "commander"
+import { nextCursorOf, withOldest } from "../lists.ts"
 import { Effect } from "effect"
 import { Text } from "ink"
 import { BadRequest } from "../../src/errors.ts"
@@ -70,7 +71,9 @@ const deliveryJson = (delivery: Delivery) => ({
   }))
 })
 
-const DeliveriesTable = (props: { readonly deliveries: ReadonlyArray<Delivery>; readonly title?: string }) => {
+const DeliveriesTable = (
+  props: { readonly deliveries: ReadonlyArray<Delivery>; readonly title?: string; readonly nextCursor?: string | null }
+) => {
   const attempts = props.deliveries.flatMap((delivery) => delivery.attemptLog)
   const failed = props.deliveries.filter((delivery) => delivery.status === "FAILED").length
   const meanMs = attempts.length === 0
@@ -80,7 +83,7 @@ const DeliveriesTable = (props: { readonly deliveries: ReadonlyArray<Delivery>; 
     <Table
       {...(props.title ? { title: props.title } : {})}
       columns={[
-        { header: "DELIVERY", value: (d) => d.id },
+        { header: "DELIVERY", value: (d) => d.id, whole: true },
         { header: "EVENT", value: (d) => `${d.eventType} ${d.eventId}` },
         { header: "ENDPOINT", value: (d) => d.url },
         { header: "STATUS", value: (d) => d.status },
@@ -94,7 +97,9 @@ const DeliveriesTable = (props: { readonly deliveries: ReadonlyArray<Delivery>; 
         { header: "LAST ERROR", value: (d) => d.lastError ?? "" }
       ]}
       rows={props.deliveries}
-      footer={`${props.deliveries.length} deliveries, ${failed} failed, ${attempts.length} attempts, mean ${meanMs} ms`}
+      footer={`${props.deliveries.length} deliveries, ${failed} failed, ${attempts.length} attempts, mean ${meanMs} ms${
+        props.nextCursor ? `; more rows: repeat with --cursor ${props.nextCursor}` : ""
+      }`}
     />
   )
 }
@@ -152,7 +157,8 @@ export const registerWebhook = (program: Command) => {
               ...endpointJson(endpoint),
               removedAt: endpoint.removedAt?.toISOString() ?? null,
               createdAt: endpoint.createdAt.toISOString()
-            }))
+            })),
+            nextCursor: null
           }),
           view: (endpoints) => (
             <Table
@@ -214,7 +220,7 @@ export const registerWebhook = (program: Command) => {
     (e, org, id) => e.remove(org, id)
   )
 
-  withOrg(webhook.command("deliveries").description("deliveries, newest first, with every attempt"))
+  withOldest(withOrg(webhook.command("deliveries").description("deliveries, newest first, with every attempt")))
     .option("--endpoint <id>", "only this endpoint's")
     .option("--event <id>", "only this event's")
     .option("--status <status>", "PENDING, DELIVERED, FAILED or CANCELLED")
@@ -228,6 +234,7 @@ export const registerWebhook = (program: Command) => {
         status?: string
         limit?: number
         cursor?: string
+        oldest?: boolean
         watch?: number | true
       }
     ) => {
@@ -235,14 +242,15 @@ export const registerWebhook = (program: Command) => {
         const organizationId = yield* organizationOf(options)
         const status = options.status === undefined
           ? undefined
-          : yield* decodeInput(DeliveryStatus, options.status.toUpperCase())
+          : yield* decodeInput(DeliveryStatus, options.status.toUpperCase(), "--status")
         return yield* Effect.flatMap(WebhookDeliveries, (deliveries) =>
           deliveries.list(organizationId, {
             endpointId: options.endpoint,
             eventId: options.event,
             status,
             limit: Math.max(1, Math.min(options.limit ?? 50, MAX_LIMIT)),
-            cursor: options.cursor
+            cursor: options.cursor,
+            oldestFirst: options.oldest
           }))
       })
       if (options.watch !== undefined && !options.json) {
@@ -253,8 +261,8 @@ export const registerWebhook = (program: Command) => {
         })
       }
       return run(options, page, {
-        json: (deliveries) => ({ deliveries: deliveries.map(deliveryJson) }),
-        view: (deliveries) => <DeliveriesTable deliveries={deliveries} />
+        json: (deliveries) => ({ deliveries: deliveries.map(deliveryJson), nextCursor: nextCursorOf(deliveries, options) }),
+        view: (deliveries) => <DeliveriesTable deliveries={deliveries} nextCursor={nextCursorOf(deliveries, options)} />
       })
     })
 
@@ -278,7 +286,7 @@ export const registerWebhook = (program: Command) => {
     .option("--since <iso>", "every event triggered at or after this instant")
     .option("--until <iso>", "... and before this one (default: now)")
     .action((options: Flags & { event?: string; since?: string; until?: string }) => {
-      const progress = progressReporter(options.json || options.event !== undefined, "events replayed")
+      const progress = progressReporter({ json: options.json || options.event !== undefined }, "events replayed")
       return run(
         options,
         Effect.gen(function*() {

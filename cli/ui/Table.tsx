@@ -1,11 +1,45 @@
-/** A plain table for operators: a header row, aligned columns, optional totals. */
+/**
+ * A plain table for operators: a header row, aligned columns, optional totals.
+ * In a terminal the columns are cut to fit its width (widest first, with an
+ * ellipsis) so a row never wraps; on a pipe nothing is cut (see cli/Output.ts).
+ */
 import { Box, Text } from "ink"
+import { isInteractive, terminalColumns, truncate } from "../Output.ts"
+
+const GAP = 2
+/** No column is cut below this many characters. */
+const MIN_WIDTH = 4
+
+/** Column widths that fit `available` characters, taking from the widest cuttable column first. */
+export const fitWidths = (
+  widths: ReadonlyArray<number>,
+  available: number,
+  whole: ReadonlyArray<boolean> = []
+): Array<number> => {
+  const fitted = [...widths]
+  let excess = fitted.reduce((sum, width) => sum + width, 0) + GAP * Math.max(0, fitted.length - 1) - available
+  while (excess > 0) {
+    let widest = -1
+    for (let i = 0; i < fitted.length; i++) {
+      if (!whole[i] && (widest < 0 || fitted[i]! > fitted[widest]!)) widest = i
+    }
+    if (widest < 0 || fitted[widest]! <= MIN_WIDTH) break
+    fitted[widest]!--
+    excess--
+  }
+  return fitted
+}
 
 export interface Column<Row> {
   readonly header: string
   readonly value: (row: Row) => string
   readonly align?: "left" | "right"
+  /** Never cut to fit a terminal: a value that is useless in part (a secret shown once, a URL to open). */
+  readonly whole?: boolean
 }
+
+/** Ids are kept whole by default: they are what an operator copies into the next command. */
+const isWhole = (column: Column<never>) => column.whole ?? /(^|\s)ID$/.test(column.header)
 
 export function Table<Row>(props: {
   readonly title?: string
@@ -14,9 +48,15 @@ export function Table<Row>(props: {
   readonly footer?: string
 }) {
   const cells = props.rows.map((row) => props.columns.map((column) => column.value(row)))
-  const widths = props.columns.map((column, i) => Math.max(column.header.length, ...cells.map((row) => row[i]!.length)))
-  const pad = (text: string, i: number) =>
-    props.columns[i]!.align === "right" ? text.padStart(widths[i]!) : text.padEnd(widths[i]!)
+  const natural = props.columns.map((column, i) => Math.max(column.header.length, ...cells.map((row) => row[i]!.length)))
+  // Ink keeps one column of a terminal free (its last character would wrap on some terminals).
+  const widths = isInteractive({})
+    ? fitWidths(natural, terminalColumns() - 1, props.columns.map(isWhole))
+    : natural
+  const pad = (text: string, i: number) => {
+    const cell = truncate(text, widths[i]!)
+    return props.columns[i]!.align === "right" ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)
+  }
   return (
     <Box flexDirection="column">
       {props.title ? <Text bold>{props.title}</Text> : null}

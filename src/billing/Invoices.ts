@@ -267,8 +267,10 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
           InvoiceRow,
           sql`SELECT * FROM invoices WHERE organization_id = ${organizationId}
                 AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-                AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-              ORDER BY id LIMIT ${query.page.limit}`
+                AND (${query.page.cursor ?? null}::text IS NULL OR ${
+            query.page.newestFirst ? sql`id < ${query.page.cursor ?? null}` : sql`id > ${query.page.cursor ?? null}`
+          })
+              ORDER BY id ${sql.unsafe(query.page.newestFirst ? "DESC" : "ASC")} LIMIT ${query.page.limit}`
         ),
         (rows) => withLines(organizationId, rows)
       )

@@ -374,8 +374,10 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
             WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
-              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-            ORDER BY id
+              AND (${query.page.cursor ?? null}::text IS NULL OR ${
+          query.page.newestFirst ? sql`id < ${query.page.cursor ?? null}` : sql`id > ${query.page.cursor ?? null}`
+        })
+            ORDER BY id ${sql.unsafe(query.page.newestFirst ? "DESC" : "ASC")}
             LIMIT ${query.page.limit}`
       )
 

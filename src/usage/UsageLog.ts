@@ -49,7 +49,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
           AND (${query.to ?? null}::timestamptz IS NULL OR u.created_at < ${query.to ?? null})
           AND (${query.meter ?? null}::text IS NULL OR u.meter = ${query.meter ?? null})`
 
-    /** A customer's rows, oldest first; another organisation's customer is 404. */
+    /** A customer's rows, oldest first unless the page asks for newest first; another organisation's customer is 404. */
     const forCustomer = (organizationId: string, customerId: string, query: UsageQuery) =>
       Effect.gen(function*() {
         yield* customers.get(organizationId, customerId)
@@ -57,8 +57,10 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
           UsageRecord,
           sql`${selectRows}
               WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId} AND ${filters(query)}
-                AND (${query.page.cursor ?? null}::text IS NULL OR u.id > ${query.page.cursor ?? null})
-              ORDER BY u.id
+                AND (${query.page.cursor ?? null}::text IS NULL OR ${
+            query.page.newestFirst ? sql`u.id < ${query.page.cursor ?? null}` : sql`u.id > ${query.page.cursor ?? null}`
+          })
+              ORDER BY u.id ${sql.unsafe(query.page.newestFirst ? "DESC" : "ASC")}
               LIMIT ${query.page.limit}`
         )
       })

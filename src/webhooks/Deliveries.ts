@@ -17,8 +17,10 @@ export interface DeliveryQuery {
   readonly eventId?: string | undefined
   readonly status?: DeliveryStatus | undefined
   readonly limit: number
-  /** Newest first: the id of the last delivery of the previous page. */
+  /** The id of the last delivery of the previous page. */
   readonly cursor?: string | undefined
+  /** Deliveries are listed newest first unless this is set. */
+  readonly oldestFirst?: boolean | undefined
 }
 
 const AttemptRow = Schema.Struct({ deliveryId: Schema.String, ...Attempt.fields })
@@ -34,7 +36,12 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const selectDeliveries = (organizationId: string, where: ReturnType<typeof sql.and>, limit: number) =>
+    const selectDeliveries = (
+      organizationId: string,
+      where: ReturnType<typeof sql.and>,
+      limit: number,
+      oldestFirst = false
+    ) =>
       Effect.gen(function*() {
         const rows = yield* findAll(
           DeliveryRow,
@@ -44,7 +51,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
               JOIN webhook_events v ON v.organization_id = d.organization_id AND v.id = d.event_id
               JOIN webhook_endpoints e ON e.organization_id = d.organization_id AND e.id = d.endpoint_id
               WHERE d.organization_id = ${organizationId} AND ${where}
-              ORDER BY d.id DESC
+              ORDER BY d.id ${sql.unsafe(oldestFirst ? "ASC" : "DESC")}
               LIMIT ${limit}`
         )
         if (rows.length === 0) return []
@@ -71,9 +78,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
           query.endpointId !== undefined ? sql`d.endpoint_id = ${query.endpointId}` : sql`TRUE`,
           query.eventId !== undefined ? sql`d.event_id = ${query.eventId}` : sql`TRUE`,
           query.status !== undefined ? sql`d.status = ${query.status}` : sql`TRUE`,
-          query.cursor !== undefined ? sql`d.id < ${query.cursor}` : sql`TRUE`
+          query.cursor === undefined ? sql`TRUE` : query.oldestFirst ? sql`d.id > ${query.cursor}` : sql`d.id < ${query.cursor}`
         ]),
-        query.limit
+        query.limit,
+        query.oldestFirst
       )
 
     const get = (organizationId: string, id: string) =>

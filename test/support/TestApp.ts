@@ -1,12 +1,20 @@
 /**
  * The whole service for a test file: a fresh database, migrations, every
  * service, and the real HTTP server on a random loopback port. Tests talk to it
- * the way users do: over HTTP (`request`) and through the CLI (`cli`).
+ * the way users do: over HTTP (`request`) and through the CLI.
+ *
+ * `cli` runs a command in this process through the same command functions as
+ * the `billing` binary (cli/program.ts `runCliInProcess`), with its own
+ * streams, exit code and environment: starting Node for each command was most
+ * of the suite's time. `spawnCli` starts the real binary, for what needs a
+ * process of its own: one smoke test per command group, crash and
+ * cross-process behaviour, serve and the worker loop.
  */
 import { HttpServer } from "@effect/platform"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { runCliInProcess } from "../../cli/program.ts"
 import { MigrationsLive } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/http/Server.ts"
 import { Organizations } from "../../src/organizations/Organizations.ts"
@@ -61,7 +69,10 @@ export interface TestApp {
   readonly request: (method: string, path: string, options?: RequestOptions) => Promise<Response>
   /** A fresh organisation with its API key; also the default key of `request`. */
   readonly tenant: (name?: string) => Promise<Tenant>
+  /** `billing ...args` in this process, on this app's database. */
   readonly cli: (args: ReadonlyArray<string>, env?: Record<string, string>) => Promise<CliResult>
+  /** `billing ...args` as a child process (stdout a pipe), on this app's database. */
+  readonly spawnCli: (args: ReadonlyArray<string>, env?: Record<string, string>) => Promise<CliResult>
   readonly close: () => Promise<void>
 }
 
@@ -96,7 +107,10 @@ export const startTestApp = async (): Promise<TestApp> => {
     return { organizationId: organization.id, apiKey }
   }
 
-  const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> =>
+    runCliInProcess(args, { env: { ...process.env, DATABASE_URL: databaseUrl, ...env } })
+
+  const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
     new Promise<CliResult>((resolve) => {
       execFile(
         process.execPath,
@@ -115,5 +129,5 @@ export const startTestApp = async (): Promise<TestApp> => {
       )
     })
 
-  return { baseUrl, databaseUrl, run, request, tenant, cli, close: () => runtime.dispose() }
+  return { baseUrl, databaseUrl, run, request, tenant, cli, spawnCli, close: () => runtime.dispose() }
 }
