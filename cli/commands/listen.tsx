@@ -13,7 +13,7 @@ import { AppServicesLive } from "../../src/Services.ts"
 import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen } from "../../src/webhooks/Listen.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
 import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
-import { outputMode } from "../Output.ts"
+import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { decodeInput, organizationOf, run, withOrg } from "../run.ts"
 import { customerIdOf } from "./balance.tsx"
 
@@ -45,7 +45,7 @@ const forwardedLine = (forwarded: Forwarded, json: boolean) => {
 const listen = async (options: ListenFlags) => {
   const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs)))
   const json = outputMode(options) !== "tty"
-  const write = (line: string) => Effect.sync(() => process.stdout.write(`${line}\n`))
+  const write = (line: string) => Effect.sync(() => writeOut(`${line}\n`))
 
   const openSession = Effect.acquireRelease(
     Effect.gen(function*() {
@@ -94,12 +94,12 @@ const listen = async (options: ListenFlags) => {
   if (exit._tag === "Failure") {
     if (!Cause.isInterruptedOnly(exit.cause)) {
       const failure = Cause.squash(exit.cause)
-      process.stderr.write(`error: ${failure instanceof Error ? failure.message : String(failure)}\n`)
-      process.exitCode = 1
+      writeErr(`error: ${failure instanceof Error ? failure.message : String(failure)}\n`)
+      setExitCode(1)
       return
     }
   }
-  process.exitCode = 0
+  setExitCode(0)
 }
 
 interface TriggerFlags {

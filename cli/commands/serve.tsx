@@ -14,7 +14,7 @@ import { Text } from "ink"
 import { workerJobs } from "../../src/worker/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
-import { outputMode } from "../Output.ts"
+import { outputMode, writeOut } from "../Output.ts"
 import { numberFlag, runOn, withJson } from "../run.ts"
 
 /** Set in the environment of the API processes `serve --processes N` starts. */
@@ -77,7 +77,7 @@ const announce = (origin: string, worker: boolean, extra: Record<string, unknown
       const where = database.kind === "embedded"
         ? `embedded PGlite in ${database.dataDir}`
         : `PostgreSQL ${database.host}/${database.database}`
-      process.stdout.write(
+      writeOut(
         [
           `billing API  ${api}`,
           `docs         ${docs}`,

@@ -6,7 +6,7 @@ import { AppServicesLive } from "../../src/Services.ts"
 import { workerJobs } from "../../src/worker/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
-import { isInteractive, outputMode } from "../Output.ts"
+import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { run, withJson } from "../run.ts"
 import { WorkerLiveView, WorkerStatsStore, WorkerSummary } from "../ui/WorkerView.tsx"
 
@@ -43,7 +43,7 @@ const logLine = (report: BatchReport) =>
  */
 const printLogLine = (report: BatchReport) =>
   Effect.sync(() => {
-    if (report.handled > 0 && Object.keys(report.byOrganization).length > 0) process.stdout.write(`${logLine(report)}\n`)
+    if (report.handled > 0 && Object.keys(report.byOrganization).length > 0) writeOut(`${logLine(report)}\n`)
   })
 
 /** Warnings and errors on stderr; stdout is the view's or the log lines'. */
@@ -110,13 +110,13 @@ const loop = async (options: WorkerFlags) => {
   process.off("SIGTERM", stop)
   if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
     const failure = Cause.squash(exit.cause)
-    process.stderr.write(`error: ${failure instanceof Error ? failure.message : String(failure)}\n`)
-    process.exitCode = 1
+    writeErr(`error: ${failure instanceof Error ? failure.message : String(failure)}\n`)
+    setExitCode(1)
     return
   }
   // stdin in raw mode (Ink's useInput) would keep the process alive.
   if (process.stdin.isTTY) process.stdin.unref()
-  process.exitCode = 0
+  setExitCode(0)
 }
 
 export const registerWorker = (program: Command) => {
