@@ -329,8 +329,11 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /**
-     * Cancels: voids the OPEN invoices, invoices ARREAR usage charged so far in
-     * a final USAGE invoice, and ends the cycle now. Cancelling twice is 409.
+     * Cancels: invoices ARREAR usage charged so far in a final USAGE invoice and
+     * ends the cycle now. Every invoice already issued stays as it is, paid or
+     * not: it is money owed (the current cycle's PLAN invoice paid for an
+     * allowance granted in advance), and voiding one is the operator's explicit
+     * act (`billing invoice void`). Cancelling twice is 409.
      */
     const cancel = (organizationId: string, id: string) =>
       Effect.gen(function*() {
@@ -339,7 +342,6 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           return yield* new Conflict({ message: `Purchase ${id} is already cancelled` })
         }
         const now = new Date()
-        yield* invoices.voidOpenOfPurchase(organizationId, id, now)
         if (purchase.status === "ACTIVE") {
           yield* write((yield* loadStates([purchase])).map((state) => cancellation(state, now)), [purchase])
         }
