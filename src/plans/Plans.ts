@@ -28,7 +28,7 @@ import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
 import { BadRequest, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, sum, toSql, ZERO } from "../money.ts"
-import { unitTotal, type UnitPricing } from "../pricing/Pricing.ts"
+import { type CreditTerms, unitTotal, type UnitPricing } from "../pricing/Pricing.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { checkReferences } from "../composites/References.ts"
 import type { CatalogueListQuery } from "../Page.ts"
@@ -50,7 +50,7 @@ import {
 /** The catalogue prices a component's charges depend on. */
 export type TargetPrice =
   | { readonly type: "WALLET" }
-  | { readonly type: "CREDIT"; readonly pricePerCredit: Decimal }
+  | { readonly type: "CREDIT"; readonly pricePerCredit: Decimal; readonly terms: CreditTerms }
   | { readonly type: "OUTCOME"; readonly pricePerOutcome: Decimal }
   | { readonly type: "UNIT"; readonly pricing: UnitPricing }
   | { readonly type: "PRICING_METRIC"; readonly price: Decimal }
@@ -126,6 +126,9 @@ const ComponentRow = Schema.Struct({
   rollover: Schema.Boolean,
   targetName: Schema.NullOr(Schema.String),
   pricePerCredit: Schema.NullOr(Money),
+  creditBasePrice: Schema.NullOr(Money),
+  creditTokensPerCredit: Schema.NullOr(Money),
+  creditMarginPercent: Schema.NullOr(Money),
   pricePerOutcome: Schema.NullOr(Money),
   pricingType: Schema.NullOr(PricingType),
   flatPrice: Schema.NullOr(Money),
@@ -145,7 +148,15 @@ const priceOf = (row: ComponentRow): TargetPrice => {
     case "WALLET":
       return { type: "WALLET" }
     case "CREDIT":
-      return { type: "CREDIT", pricePerCredit: required(row.pricePerCredit, "credit") }
+      return {
+        type: "CREDIT",
+        pricePerCredit: required(row.pricePerCredit, "credit"),
+        terms: {
+          basePrice: required(row.creditBasePrice, "credit"),
+          tokensPerCredit: required(row.creditTokensPerCredit, "credit"),
+          marginPercent: required(row.creditMarginPercent, "credit")
+        }
+      }
     case "OUTCOME":
       return { type: "OUTCOME", pricePerOutcome: required(row.pricePerOutcome, "outcome") }
     case "UNIT":
@@ -304,7 +315,9 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
           sql`SELECT pc.id, pc.plan_id, pc.type, pc.billing_mode, pc.credit_id, pc.outcome_id, pc.unit_id,
                      pc.composite_id, pc.quantity, pc.amount, pc.rollover,
                      coalesce(c.name, o.name, u.name, m.name) AS target_name,
-                     c.price_per_credit, o.price_per_outcome, u.pricing_type, u.flat_price, u.tiers,
+                     c.price_per_credit, c.base_price AS credit_base_price,
+                     c.tokens_per_credit AS credit_tokens_per_credit, c.margin_percent AS credit_margin_percent,
+                     o.price_per_outcome, u.pricing_type, u.flat_price, u.tiers,
                      m.price AS composite_price
               FROM plan_components pc
               LEFT JOIN credits c ON c.organization_id = pc.organization_id AND c.id = pc.credit_id
