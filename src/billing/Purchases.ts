@@ -28,7 +28,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, orDie, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, CustomerArchived, NotFound } from "../errors.ts"
+import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
@@ -267,10 +268,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
 
     const create = (organizationId: string, input: PurchaseCreate) =>
       Effect.gen(function*() {
-        const customer = yield* customers.resolve(organizationId, input)
-        if (customer.archivedAt !== null) {
-          return yield* new CustomerArchived({ message: `Customer ${customer.id} is archived` })
-        }
+        const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
         const now = new Date()
         const requested = input.billingDate
@@ -323,6 +321,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         if (purchase.status === "CANCELLED") {
           return yield* new Conflict({ message: `Purchase ${id} is cancelled` })
         }
+        yield* customers.requireActive(organizationId, purchase.customerId)
         yield* sql`UPDATE purchases SET auto_payment = ${patch.autoPayment}, updated_at = now()
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* findRow(organizationId, id)
