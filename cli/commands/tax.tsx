@@ -2,6 +2,7 @@ import type { Command } from "commander"
 import { BigDecimal, Effect } from "effect"
 import { Tax, TaxCreate, Taxes, TaxUpdate } from "../../src/billing/Taxes.ts"
 import { BadRequest } from "../../src/errors.ts"
+import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 
@@ -32,8 +33,10 @@ export const registerTax = (program: Command) => {
 
   withOrg(tax.command("list").description("list taxes, oldest first"))
     .option("--active", "only those that apply to new invoices")
-    .action((options: { json?: boolean; org?: string; active?: boolean }) =>
-      run(options, withTaxes(options, (taxes, org) => taxes.list(org, options.active ?? false)), {
+    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option("--cursor <id>", "id of the last row of the previous page")
+    .action((options: { json?: boolean; org?: string; active?: boolean; limit?: number; cursor?: string }) =>
+      run(options, withTaxes(options, (taxes, org) => taxes.list(org, options.active ?? false, toPage(options))), {
         json: (list) => ({ taxes: list.map(taxJson) }),
         view: (list) => (
           <Table
