@@ -182,8 +182,9 @@ export const loadSnapshot = (plans: Plans, organizationId: string, planId: strin
         targetId,
         targetName: component.targetName,
         agentKey: keys.find((row) => row.id === targetId)?.key ?? null,
-        quantity: component.quantity,
-        amount: component.amount,
+        // The snapshot keeps null where a number does not apply, as it always has.
+        quantity: component.type === "WALLET" || component.billingMode === "ARREAR" ? null : component.quantity,
+        amount: component.type === "WALLET" && component.billingMode === "ADVANCE" ? component.amount : null,
         rollover: component.rollover,
         ...pricesOf(price),
         charge,

@@ -180,8 +180,8 @@ const pricedComponentOf = (row: ComponentRow): PricedComponent => {
     unitId: row.unitId ?? "",
     compositeId: row.compositeId ?? "",
     targetName: row.type === "WALLET" ? "Wallet" : required(row.targetName, "target"),
-    quantity: row.quantity,
-    amount: row.amount,
+    quantity: row.quantity ?? ZERO,
+    amount: row.amount ?? ZERO,
     rollover: row.rollover
   })
   return { component, price, charge: advanceCharge(component, price) }
@@ -212,8 +212,11 @@ const componentSpecOf = (input: PlanComponentInput, index: number): Checked<Comp
   const targetId = field === undefined ? null : input[field]
   if (field !== undefined && !sent(targetId)) return fail(`${field} is required for a ${input.type} component`)
   const advance = input.billingMode === "ADVANCE"
-  const quantity = input.quantity ?? null
-  const amount = input.amount ?? null
+  // Plans answer 0 where quantity or amount does not apply; a client sending that 0 back means "not set".
+  const notApplicable = (value: Decimal | null | undefined, applies: boolean) =>
+    value === undefined || value === null || (!applies && BigDecimal.isZero(value)) ? null : value
+  const quantity = notApplicable(input.quantity, advance && input.type !== "WALLET")
+  const amount = notApplicable(input.amount, advance && input.type === "WALLET")
   if (input.type === "WALLET") {
     if (quantity !== null) return fail("quantity does not apply to a WALLET component; its grant is amount")
     if (advance && amount === null) return fail("amount is required for an ADVANCE WALLET component")

@@ -21,3 +21,8 @@ SET snapshot = jsonb_set(p.snapshot, '{components}', (
 WHERE EXISTS (
   SELECT 1 FROM jsonb_array_elements(p.snapshot->'components') AS e(component)
   WHERE component->>'type' = 'CREDIT' AND NOT component ? 'creditTerms');
+
+-- A unit's flatPrice is a number on the wire, as the spec types it: 0 on SLAB
+-- and VOLUME units, which are priced by their tiers.
+UPDATE units SET flat_price = 0 WHERE flat_price IS NULL;
+ALTER TABLE units ALTER COLUMN flat_price SET DEFAULT 0, ALTER COLUMN flat_price SET NOT NULL;
