@@ -5,7 +5,7 @@ import cluster, { type Worker } from "node:cluster"
 import { runMigrations } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/http/Server.ts"
 import { DatabaseLive, fromEmbedded, fromUrl } from "../../src/db/Database.ts"
-import { serveDataDir } from "../../src/db/Embedded.ts"
+import { markLongLived, serveDataDir } from "../../src/db/Embedded.ts"
 import { DatabaseConfig } from "../../src/config.ts"
 import { AppServicesLive, ServicesLive } from "../../src/Services.ts"
 import { Text } from "ink"
@@ -168,6 +168,7 @@ export const registerServe = (program: Command) => {
       const port = options.port ?? Number(process.env.PORT ?? 8787)
       const host = options.host ?? process.env.HOST ?? "127.0.0.1"
       const processes = options.processes ?? 1
+      markLongLived() // the embedded database: never a client of a one-off CLI command's process
       if (cluster.isWorker && process.env[apiProcessVariable] === "1") return runApiProcess({ port, host }, processes)
 
       const workerLoop = options.worker ? worker : Layer.empty

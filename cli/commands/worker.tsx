@@ -1,5 +1,6 @@
 import type { Command } from "commander"
 import { Text } from "ink"
+import { markLongLived } from "../../src/db/Embedded.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { workerJobs } from "../../src/worker/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
@@ -18,8 +19,10 @@ export const registerWorker = (program: Command) => {
   withJson(program.command("worker").description("price queued signals, deliver webhooks, renew billing cycles"))
     .option("--once", "drain every job, then exit (for cron)")
     .option("--now <iso>", "the instant billing cycles treat as now")
-    .action((options: { json?: boolean; once?: boolean; now?: string }) =>
-      run(
+    .action((options: { json?: boolean; once?: boolean; now?: string }) => {
+      // The loop runs until stopped: on the embedded database it never joins a one-off command's process.
+      if (!options.once) markLongLived()
+      return run(
         options,
         Effect.flatMap(parseInstant(options.now), (now) =>
           runWorker(workerJobs, { once: options.once ?? false, now, idle: pollInterval() })),
@@ -28,5 +31,5 @@ export const registerWorker = (program: Command) => {
           view: (handled) => <Text>Worker drained {handled} item(s).</Text>
         }
       )
-    )
+    })
 }
