@@ -161,7 +161,7 @@ describe("a catalogue edit after the sale changes nothing the purchase pays", ()
       (SELECT jsonb_agg(c - 'creditTerms') FROM jsonb_array_elements(snapshot->'components') c))
       WHERE organization_id = $1 AND customer_id = $2`
     await query(app, strip, [acme.organizationId, customerId])
-    await query(app, fs.readFileSync(new URL("../migrations/0010_snapshot_credit_terms.sql", import.meta.url), "utf8"))
+    await query(app, fs.readFileSync(new URL("../migrations/0010_sold_terms_and_numbers.sql", import.meta.url), "utf8"))
     await patched(`/credits/${creditId}`, { marginPercent: 100 })
     const rawId = await signal("/signal/credit", { customerId, agentKey: "old", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 } })
     await drain()
