@@ -136,19 +136,28 @@ describe("POST /plans", () => {
       compositeId: "",
       targetName: "Chat",
       quantity: 1000,
-      amount: null,
+      amount: 0,
       rollover: true
     })
     expect(plan.entitlements.map((c: any) => [c.type, c.billingMode, c.targetName, c.quantity, c.amount, c.rollover]))
       .toEqual([
-        ["CREDIT", "ADVANCE", "Chat", 1000, null, true],
-        ["CREDIT", "ARREAR", "Chat", null, null, false],
-        ["WALLET", "ADVANCE", "Wallet", null, 20.5, false],
-        ["UNIT", "ADVANCE", cat.slab.name, 1500, null, false],
-        ["OUTCOME", "ADVANCE", "Report", 3, null, false],
-        ["PRICING_METRIC", "ADVANCE", "Task", 4, null, false],
-        ["UNIT", "ADVANCE", cat.flat.name, 1000, null, false]
+        ["CREDIT", "ADVANCE", "Chat", 1000, 0, true],
+        ["CREDIT", "ARREAR", "Chat", 0, 0, false],
+        ["WALLET", "ADVANCE", "Wallet", 0, 20.5, false],
+        ["UNIT", "ADVANCE", cat.slab.name, 1500, 0, false],
+        ["OUTCOME", "ADVANCE", "Report", 3, 0, false],
+        ["PRICING_METRIC", "ADVANCE", "Task", 4, 0, false],
+        ["UNIT", "ADVANCE", cat.flat.name, 1000, 0, false]
       ])
+    // Numbers where the spec says number: 0 where they do not apply, and sent back as they are, they create the same plan.
+    const copy = await as(acme).post("/plans", {
+      name: "Pro copy",
+      billingCycle: "MONTHLY",
+      entitlements: plan.entitlements.map(({ id: _, targetName: __, ...component }: any) => component)
+    })
+    expect(copy.status, JSON.stringify(copy.body)).toBe(201)
+    expect(copy.body.result.plan.entitlements.map((c: any) => [c.type, c.billingMode, c.quantity, c.amount]))
+      .toEqual(plan.entitlements.map((c: any) => [c.type, c.billingMode, c.quantity, c.amount]))
     const wallets = plan.entitlements.filter((c: any) => c.type === "WALLET")
     expect(wallets[0]).toMatchObject({ creditId: "", outcomeId: "", unitId: "", compositeId: "" })
     const composite = plan.entitlements.find((c: any) => c.type === "PRICING_METRIC")

@@ -1,6 +1,9 @@
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect } from "effect"
+import { Metering } from "../src/billing/Metering.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
-import { buy, type Client, clientOf, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
+import { buy, type Client, clientOf, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok, runCycles } from "./billing-support.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -16,6 +19,21 @@ beforeAll(async () => {
   otherApi = clientOf(app, other)
 })
 afterAll(() => app.close())
+
+/** Meters units through the contract the signal pipeline uses, in one transaction. */
+const meterUnit = (customerId: string, unitId: string, quantity: string) =>
+  app.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const metering = yield* Metering
+    return yield* metering.meter({
+      organizationId: acme.organizationId,
+      customerId,
+      kind: "UNIT",
+      targetId: unitId,
+      quantity: BigDecimal.unsafeFromString(quantity),
+      usageLogId: null
+    }).pipe(sql.withTransaction)
+  }))
 
 describe("POST /purchases", () => {
   it("starts an ACTIVE purchase: grants ADVANCE components, credits the wallet and issues the plan invoice", async () => {
@@ -110,8 +128,9 @@ describe("POST /purchases", () => {
     expect(cancelled).toBe(true)
     expect(purchase.status).toBe("CANCELLED")
     expectError(await api.post(`/purchases/${first.id}/cancel`), 409)
+    // The current cycle's PLAN invoice paid for an allowance granted in advance: it stays owed.
     const invoices = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
-    expect(invoices.map((i: any) => i.status)).toEqual(["VOID"])
+    expect(invoices.map((i: any) => [i.kind, i.status])).toEqual([["PLAN", "OPEN"]])
     await buy(api, customer.id, plan.id)
   })
 
@@ -197,7 +216,7 @@ describe("the purchase CLI", () => {
     expect(updated.json.purchase.autoPayment).toBe(true)
     const cancelled = await app.cli(["purchase", "cancel", id, ...org])
     expect(cancelled.json.purchase.status).toBe("CANCELLED")
-    expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.map((i: any) => i.status)).toEqual(["VOID"])
+    expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.map((i: any) => i.status)).toEqual(["OPEN"])
   }, 120_000)
 })
 
@@ -233,5 +252,31 @@ describe("authentication on every billing route", () => {
     const body = method === "GET" ? {} : { body: {} }
     expectError(await app.request(method, path, body), 401)
     expectError(await app.request(method, path, { key: "sk_wrong", ...body }), 401)
+  })
+})
+
+describe("cancel after a renewal", () => {
+  it("cancelling keeps every invoice already issued, earlier cycles and the current one, and adds the final USAGE invoice", async () => {
+    const unit = await makeUnit(api, { flatPrice: 2 })
+    const plan = await makePlan(app, acme, [
+      { type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 },
+      { type: "UNIT", billingMode: "ARREAR", unitId: unit.id }
+    ])
+    const customer = await makeCustomer(api)
+    const purchase = await buy(api, customer.id, plan.id)
+    await meterUnit(customer.id, unit.id, "3") // 1 prepaid, 2 in arrears at 2 each
+    // Renews every purchase of this file's database: hence the last describe of the file.
+    expect(await runCycles(app, new Date(purchase.currentPeriodEnd))).toBeGreaterThanOrEqual(1)
+    await meterUnit(customer.id, unit.id, "2.5") // 1 prepaid, 1.5 in arrears
+    const before = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
+    expect(before.map((i: any) => [i.kind, i.status, i.total])).toEqual([["PLAN", "OPEN", 2], ["USAGE", "OPEN", 4], ["PLAN", "OPEN", 2]])
+
+    ok(await api.post(`/purchases/${purchase.id}/cancel`))
+
+    const after = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
+    expect(after.map((i: any) => [i.id, i.kind, i.status, i.total])).toEqual([
+      ...before.map((i: any) => [i.id, i.kind, "OPEN", i.total]),
+      [expect.any(String), "USAGE", "OPEN", 3]
+    ])
   })
 })

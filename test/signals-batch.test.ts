@@ -337,11 +337,10 @@ describe("POST /signal/batch", () => {
     ])
     expectError(bad!, 400, "NUL")
     expect(good!.status).toBe(202)
+    // A lone surrogate is not text at all: the edge refuses the whole request, naming where it is (docs/api.md).
     const surrogate = await batch([{ type: "wallet", customerId, usage, custom: { ["\uD800"]: 1 } }])
-    expect(surrogate.body.result.results[0].error).toEqual({
-      statusCode: 400,
-      message: "Invalid request: text must not contain unpaired UTF-16 surrogates"
-    })
+    expectError(surrogate, 400, "signals[0].custom.")
+    expect(surrogate.body.statusDetail.message).toContain("lone UTF-16 surrogate")
     expect(await inboxCount()).toBe(before + 2)
   })
 

@@ -64,8 +64,12 @@ describe("POST /units", () => {
   it("creates SLAB and VOLUME units with ordered tiers that each get an id", async () => {
     const unit = await createUnit(acme, slab())
     expect(unit.pricingType).toBe("SLAB")
-    expect(unit.flatPrice).toBeNull()
+    // A number where the spec says number: 0 on tiered units; sent back, it means "not set".
+    expect(unit.flatPrice).toBe(0)
     expect(unit.description).toBeNull()
+    const again = await as(acme).patch(`/units/${unit.id}`, { pricingType: "SLAB", flatPrice: 0, tiers: unit.tiers.map(({ upTo, price }: any) => ({ upTo, price })) })
+    expect(again.status, JSON.stringify(again.body)).toBe(200)
+    expect(again.body.result.unit.flatPrice).toBe(0)
     expect(unit.tiers).toEqual([
       { id: expect.stringMatching(/^tier_/), upTo: 100, price: 0.5, order: 1 },
       { id: expect.stringMatching(/^tier_/), upTo: 1000, price: 0.25, order: 2 },
@@ -241,7 +245,7 @@ describe("GET, PATCH /units/{id}, archive and unarchive", () => {
     expectError(await as(acme).patch(`/units/${unit.id}`, { pricingType: "VOLUME" }), 400)
     const volume = (await as(acme).patch(`/units/${unit.id}`, { pricingType: "VOLUME", tiers: [{ upTo: null, price: 3 }] }))
       .body.result.unit
-    expect(volume).toMatchObject({ pricingType: "VOLUME", flatPrice: null })
+    expect(volume).toMatchObject({ pricingType: "VOLUME", flatPrice: 0 })
     expect(volume.tiers).toHaveLength(1)
     const slabAgain = (await as(acme).patch(`/units/${unit.id}`, { pricingType: "SLAB" })).body.result.unit
     expect(slabAgain.tiers).toEqual(volume.tiers)

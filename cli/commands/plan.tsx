@@ -28,8 +28,8 @@ const PlanView = (props: { readonly plan: Plan; readonly title: string }) => {
           { header: "TYPE", value: (c) => c.type },
           { header: "MODE", value: (c) => c.billingMode },
           { header: "TARGET", value: (c) => `${c.targetName} ${c.creditId || c.outcomeId || c.unitId || c.compositeId}`.trim() },
-          { header: "QUANTITY", value: (c) => (c.quantity === null ? "-" : String(c.quantity)), align: "right" },
-          { header: "AMOUNT", value: (c) => (c.amount === null ? "-" : String(c.amount)), align: "right" },
+          { header: "QUANTITY", value: (c) => String(c.quantity), align: "right" },
+          { header: "AMOUNT", value: (c) => String(c.amount), align: "right" },
           { header: "ROLLOVER", value: (c) => (c.rollover ? "yes" : "no") }
         ]}
         rows={json.entitlements}

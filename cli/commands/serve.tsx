@@ -6,7 +6,7 @@ import cluster, { type Worker } from "node:cluster"
 import { runMigrations } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/http/Server.ts"
 import { DatabaseLive, fromEmbedded, fromUrl } from "../../src/db/Database.ts"
-import { serveDataDir } from "../../src/db/Embedded.ts"
+import { markLongLived, serveDataDir } from "../../src/db/Embedded.ts"
 import { limitHeapGrowth } from "../../src/HeapGrowth.ts"
 import { DatabaseConfig } from "../../src/config.ts"
 import { AppServicesLive, ServicesLive } from "../../src/Services.ts"
@@ -223,6 +223,7 @@ export const registerServe = (program: Command) => {
       const host = options.host ?? process.env.HOST ?? "127.0.0.1"
       const processes = options.processes ?? 1
       limitHeapGrowth(heapGrowthPercent())
+      markLongLived() // the embedded database: never a client of a one-off CLI command's process
       if (cluster.isWorker && process.env[apiProcessVariable] === "1") return runApiProcess({ port, host }, processes)
 
       const workerLoop = options.worker ? worker : Layer.empty

@@ -2,8 +2,10 @@ import type { Command } from "commander"
 import { BigDecimal, Effect } from "effect"
 import { Tax, TaxCreate, Taxes, TaxUpdate } from "../../src/billing/Taxes.ts"
 import { BadRequest } from "../../src/errors.ts"
+import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { listFooter, nextCursorOf } from "../lists.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 
 const taxJson = encode(Tax)
@@ -33,9 +35,11 @@ export const registerTax = (program: Command) => {
 
   withOrg(tax.command("list").description("list taxes, oldest first"))
     .option("--active", "only those that apply to new invoices")
-    .action((options: { json?: boolean; org?: string; active?: boolean }) =>
-      run(options, withTaxes(options, (taxes, org) => taxes.list(org, options.active ?? false)), {
-        json: (list) => ({ taxes: list.map(taxJson) }),
+    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option("--cursor <id>", "id of the last row of the previous page")
+    .action((options: { json?: boolean; org?: string; active?: boolean; limit?: number; cursor?: string }) =>
+      run(options, withTaxes(options, (taxes, org) => taxes.list(org, options.active ?? false, toPage(options))), {
+        json: (list) => ({ taxes: list.map(taxJson), nextCursor: nextCursorOf(list, options) }),
         view: (list) => (
           <Table
             columns={[
@@ -45,6 +49,7 @@ export const registerTax = (program: Command) => {
               { header: "ACTIVE", value: (t) => (t.active ? "yes" : "no") }
             ]}
             rows={list}
+            footer={listFooter(`${list.length} tax(es)`, list, options)}
           />
         )
       }))

@@ -11,7 +11,7 @@ const unitJson = encode(Unit)
 
 const priceText = (unit: Unit) =>
   unit.pricingType === "FLAT"
-    ? `${unit.flatPrice === null ? "-" : String(unitJson(unit).flatPrice)} each`
+    ? `${String(unitJson(unit).flatPrice)} each`
     : unitJson(unit).tiers.map((tier) => `${tier.upTo === null ? "rest" : `<=${tier.upTo}`}: ${tier.price}`).join(", ")
 
 const UnitView = (props: { readonly unit: Unit; readonly title: string }) => (

@@ -1,6 +1,7 @@
 import type { Command } from "commander"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { render } from "ink"
+import { markLongLived } from "../../src/db/Embedded.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { AppServicesLive } from "../../src/Services.ts"
 import { workerJobs } from "../../src/worker/Jobs.ts"
@@ -123,5 +124,9 @@ export const registerWorker = (program: Command) => {
   withJson(program.command("worker").description("price queued signals, deliver webhooks, renew billing cycles"))
     .option("--once", "drain every job, then exit (for cron) with a summary per job and organisation")
     .option("--now <iso>", "the instant billing cycles treat as now")
-    .action((options: WorkerFlags) => (options.once ? drainOnce(options) : loop(options)))
+    .action((options: WorkerFlags) => {
+      // The loop runs until stopped: on the embedded database it never joins a one-off command's process.
+      if (!options.once) markLongLived()
+      return options.once ? drainOnce(options) : loop(options)
+    })
 }

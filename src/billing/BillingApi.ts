@@ -401,7 +401,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
   )
   .add(
     HttpApiEndpoint.get("listTaxes", "/taxes")
-      .setUrlParams(Schema.Struct(ActiveParam))
+      .setUrlParams(Schema.Struct({ ...PageParams, ...ActiveParam }))
       .addSuccess(Success(Schema.Struct({ taxes: Schema.Array(Tax) }), { message: "Taxes" }))
       .annotateContext(documented({
         summary: "List taxes",

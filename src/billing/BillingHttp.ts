@@ -115,7 +115,7 @@ export const InvoicesHttpLive = HttpApiBuilder.group(Api, "invoices", (handlers)
       .handle("getPayment", ({ path }) =>
         forOrganization((org) => invoices.getPayment(org, path.id)).pipe(Effect.map((payment) => ({ payment }))))
       .handle("listTaxes", ({ urlParams }) =>
-        forOrganization((org) => taxes.list(org, urlParams.active === "true")).pipe(Effect.map((list) => ({ taxes: list }))))
+        forOrganization((org) => taxes.list(org, urlParams.active === "true", toPage(urlParams))).pipe(Effect.map((list) => ({ taxes: list }))))
       .handle("createTax", ({ payload }) =>
         forOrganization((org) => taxes.create(org, payload)).pipe(Effect.map((tax) => ({ created: true as const, tax }))))
       .handle("getTax", ({ path }) => forOrganization((org) => taxes.get(org, path.id)).pipe(Effect.map((tax) => ({ tax }))))

@@ -325,11 +325,6 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         })))
       })
 
-    /** Voids the purchase's OPEN invoices, in the caller's transaction. */
-    const voidOpenOfPurchase = (organizationId: string, purchaseId: string, at: Date) =>
-      sql`UPDATE invoices SET status = 'VOID', voided_at = ${at}, updated_at = ${at}
-          WHERE organization_id = ${organizationId} AND purchase_id = ${purchaseId} AND status = 'OPEN'`
-
     const openInvoice = (organizationId: string, id: string) =>
       Effect.flatMap(findRow(organizationId, id, true), (invoice) =>
         invoice.status === "OPEN"
@@ -402,6 +397,6 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         })
       )
 
-    return { writeIssued, voidOpenOfPurchase, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const
+    return { writeIssued, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const
   })
 }) {}

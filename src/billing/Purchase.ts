@@ -1,5 +1,6 @@
 /** Purchases and their per-component balance counters: rows, API shapes and requests. */
 import { Schema } from "effect"
+import { ZERO } from "../money.ts"
 import { ExternalId, Money, namesCustomer, strict, Timestamp } from "../schema.ts"
 import { BillingMode, ComponentType, PlanSnapshot } from "./Snapshot.ts"
 
@@ -48,8 +49,9 @@ export const PurchaseComponentJson = Schema.Struct({
   billingMode: BillingMode,
   targetId: Schema.NullOr(Schema.String),
   targetName: Schema.String,
-  quantity: Schema.NullOr(Money),
-  amount: Schema.NullOr(Money),
+  /** 0 where it does not apply, as on plan components. */
+  quantity: Money,
+  amount: Money,
   rollover: Schema.Boolean,
   unitPrice: Schema.NullOr(Money),
   charge: Money
@@ -98,8 +100,8 @@ export const toPurchaseJson = (row: PurchaseRow): PurchaseJson => ({
     billingMode: c.billingMode,
     targetId: c.targetId,
     targetName: c.targetName,
-    quantity: c.quantity,
-    amount: c.amount,
+    quantity: c.quantity ?? ZERO,
+    amount: c.amount ?? ZERO,
     rollover: c.rollover,
     unitPrice: c.unitPrice,
     charge: c.charge

@@ -28,7 +28,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, orDie, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, CustomerArchived, NotFound } from "../errors.ts"
+import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
@@ -274,10 +275,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
 
     const create = (organizationId: string, input: PurchaseCreate) =>
       Effect.gen(function*() {
-        const customer = yield* customers.resolve(organizationId, input)
-        if (customer.archivedAt !== null) {
-          return yield* new CustomerArchived({ message: `Customer ${customer.id} is archived` })
-        }
+        const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
         const now = new Date()
         const requested = input.billingDate
@@ -330,14 +328,18 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         if (purchase.status === "CANCELLED") {
           return yield* new Conflict({ message: `Purchase ${id} is cancelled` })
         }
+        yield* customers.requireActive(organizationId, purchase.customerId)
         yield* sql`UPDATE purchases SET auto_payment = ${patch.autoPayment}, updated_at = now()
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* findRow(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /**
-     * Cancels: voids the OPEN invoices, invoices ARREAR usage charged so far in
-     * a final USAGE invoice, and ends the cycle now. Cancelling twice is 409.
+     * Cancels: invoices ARREAR usage charged so far in a final USAGE invoice and
+     * ends the cycle now. Every invoice already issued stays as it is, paid or
+     * not: it is money owed (the current cycle's PLAN invoice paid for an
+     * allowance granted in advance), and voiding one is the operator's explicit
+     * act (`billing invoice void`). Cancelling twice is 409.
      */
     const cancel = (organizationId: string, id: string) =>
       Effect.gen(function*() {
@@ -346,7 +348,6 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           return yield* new Conflict({ message: `Purchase ${id} is already cancelled` })
         }
         const now = new Date()
-        yield* invoices.voidOpenOfPurchase(organizationId, id, now)
         if (purchase.status === "ACTIVE") {
           yield* write((yield* loadStates([purchase])).map((state) => cancellation(state, now)), [purchase])
         }

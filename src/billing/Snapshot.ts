@@ -20,6 +20,19 @@ export type ComponentType = typeof ComponentType.Type
 export const BillingMode = Schema.Literal("ADVANCE", "ARREAR")
 export type BillingMode = typeof BillingMode.Type
 
+/**
+ * What a credit signal is priced from at the sale (Pricing.chargeCredit): the
+ * credit's margin and its bundle's basePrice and tokensPerCredit. Snapshots
+ * written before these were frozen got the credit's terms of the upgrade
+ * (migration 0010); a snapshot without them (tests' hand-built ones) prices
+ * from the live credit.
+ */
+export const SnapshotCreditTerms = Schema.Struct({
+  basePrice: JsonDecimal,
+  tokensPerCredit: JsonDecimal,
+  marginPercent: JsonDecimal
+})
+
 const SnapshotTier = Schema.Struct({ upTo: Schema.NullOr(JsonDecimal), price: JsonDecimal })
 
 export const SnapshotStep = Schema.Struct({ id: Schema.String, name: Schema.String, agentKey: Schema.String })
@@ -39,6 +52,8 @@ export const SnapshotComponent = Schema.Struct({
   rollover: Schema.Boolean,
   /** pricePerCredit, pricePerOutcome or the composite's price per occurrence. */
   unitPrice: Schema.NullOr(JsonDecimal),
+  /** A credit's pricing terms. */
+  creditTerms: Schema.optional(Schema.NullOr(SnapshotCreditTerms)),
   /** A unit's pricing. */
   pricingType: Schema.NullOr(Schema.Literal("FLAT", "SLAB", "VOLUME")),
   flatPrice: Schema.NullOr(JsonDecimal),
@@ -113,7 +128,8 @@ const pricesOf = (price: TargetPrice) => ({
     : null,
   pricingType: price.type === "UNIT" ? price.pricing.pricingType : null,
   flatPrice: price.type === "UNIT" ? price.pricing.flatPrice : null,
-  tiers: price.type === "UNIT" ? price.pricing.tiers : []
+  tiers: price.type === "UNIT" ? price.pricing.tiers : [],
+  ...(price.type === "CREDIT" ? { creditTerms: price.terms } : {})
 })
 
 /**
@@ -166,8 +182,9 @@ export const loadSnapshot = (plans: Plans, organizationId: string, planId: strin
         targetId,
         targetName: component.targetName,
         agentKey: keys.find((row) => row.id === targetId)?.key ?? null,
-        quantity: component.quantity,
-        amount: component.amount,
+        // The snapshot keeps null where a number does not apply, as it always has.
+        quantity: component.type === "WALLET" || component.billingMode === "ARREAR" ? null : component.quantity,
+        amount: component.type === "WALLET" && component.billingMode === "ADVANCE" ? component.amount : null,
         rollover: component.rollover,
         ...pricesOf(price),
         charge,

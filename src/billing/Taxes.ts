@@ -8,6 +8,7 @@ import { BigDecimal, Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
 import { BadRequest, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
+import type { Page } from "../Page.ts"
 import { type Decimal, HUNDRED, toSql, ZERO } from "../money.ts"
 import { Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
 
@@ -51,11 +52,13 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
     const sql = yield* SqlClient.SqlClient
 
     /** Oldest first, archived included unless `activeOnly`. */
-    const list = (organizationId: string, activeOnly: boolean) =>
+    /** Oldest first, a page at a time like every list (cursor: the previous page's last id). */
+    const list = (organizationId: string, activeOnly: boolean, page: Page) =>
       findAll(
         Tax,
         sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId} AND (${!activeOnly} OR is_active)
-            ORDER BY id`
+              AND (${page.cursor ?? null}::text IS NULL OR id > ${page.cursor ?? null})
+            ORDER BY id LIMIT ${page.limit}`
       )
 
     const get = (organizationId: string, id: string) =>

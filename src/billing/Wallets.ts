@@ -8,7 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
-import { CustomerArchived, Unprocessable } from "../errors.ts"
+import { Unprocessable } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -111,11 +111,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
         return yield* moneyLedger.moveReservedWallet({ organizationId, customerId }, delta)
       })
 
-    const activeCustomer = (organizationId: string, customerId: string) =>
-      Effect.flatMap(customers.get(organizationId, customerId), (customer) =>
-        customer.archivedAt === null
-          ? Effect.succeed(customer)
-          : Effect.fail(new CustomerArchived({ message: `Customer ${customerId} is archived` })))
+    const activeCustomer = customers.requireActive
 
     /** The low-balance alert level in USD; null falls back to each webhook endpoint's threshold. */
     const setAlert = (organizationId: string, customerId: string, threshold: Decimal | null) =>

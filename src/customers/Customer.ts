@@ -1,6 +1,23 @@
 /** The customer: the billing identity of the organisation's own customer. */
-import { Schema } from "effect"
+import { Either, Schema } from "effect"
+import { CustomerArchived } from "../errors.ts"
 import { CurrencyCode, ExternalId, strict, Timestamp } from "../schema.ts"
+
+/**
+ * The one rule every write path shares: an archived customer is read-only
+ * (409), its profile, members, purchases, wallet settings and signals alike.
+ * `refused` finishes the message ("cannot be changed", "cannot receive signals").
+ * Exceptions, deliberate: balance adjustments (the spec answers them with
+ * `customerArchived: true`) and cancelling a purchase (docs/api.md).
+ */
+export const ensureActive = <C extends { readonly id: string; readonly archivedAt: Date | null }>(
+  customer: C,
+  refused = "cannot be changed"
+): Either.Either<C, CustomerArchived> =>
+  customer.archivedAt === null ? Either.right(customer) : Either.left(archivedRefusal(customer.id, refused))
+
+export const archivedRefusal = (customerId: string, refused = "cannot be changed") =>
+  new CustomerArchived({ message: `Customer ${customerId} is archived and ${refused}` })
 
 const text = (max: number, what: string) =>
   Schema.String.pipe(Schema.maxLength(max, { message: () => `must be at most ${max} characters` })).annotations({

@@ -10,7 +10,7 @@ import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId, randomToken } from "../ids.ts"
 import { requeuePendingSignals } from "../signals/Requeue.ts"
-import { Customer, type CustomerCreate, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
+import { Customer, type CustomerCreate, ensureActive, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
 
 const externalIdPattern = /^[A-Za-z0-9-]{1,32}$/
 
@@ -119,9 +119,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
           sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
         )
         if (Option.isNone(current)) return yield* notFound(id)
-        if (current.value.archivedAt !== null) {
-          return yield* new Conflict({ message: `Customer ${id} is archived and cannot be changed` })
-        }
+        yield* ensureActive(current.value)
         const changes: Record<string, unknown> = {}
         for (const [field, value] of Object.entries(patch)) {
           if (value === undefined) continue
@@ -153,6 +151,9 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
     const idOfExternal = (organizationId: string, externalId: string) =>
       Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id)
 
-    return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal } as const
+    /** The customer a write acts on: unknown is 404, archived 409 (`ensureActive`). */
+    const requireActive = (organizationId: string, id: string) => Effect.flatMap(get(organizationId, id), ensureActive)
+
+    return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal, requireActive } as const
   })
 }) {}

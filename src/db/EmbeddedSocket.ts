@@ -153,6 +153,10 @@ export class SessionQueue {
 export interface SocketServer {
   readonly host: string
   readonly port: number
+  /** Clients connected right now. */
+  readonly connections: () => number
+  /** Refuses new connections; those already open are served on. */
+  readonly stopAccepting: () => Promise<void>
   readonly stop: () => Promise<void>
 }
 
@@ -179,8 +183,12 @@ export const serveSocket = (
       socket.destroy()
     })
   })
+  let closed: Promise<void> | undefined
+  const stopAccepting = async () => {
+    closed ??= new Promise<void>((resolve) => server.close(() => resolve()))
+  }
   const stop = async () => {
-    const closed = new Promise<void>((resolve) => server.close(() => resolve()))
+    await stopAccepting()
     // Detaching rolls back what a client left open, before the database itself closes.
     await Promise.allSettled([...handlers].map((handler) => handler.detach(true)))
     handlers.clear()
@@ -190,7 +198,7 @@ export const serveSocket = (
     server.once("error", reject)
     server.listen(options.port, options.host, () => {
       const address = server.address() as net.AddressInfo
-      resolve({ host: options.host, port: address.port, stop })
+      resolve({ host: options.host, port: address.port, connections: () => handlers.size, stopAccepting, stop })
     })
   })
 }

@@ -40,7 +40,24 @@ const sqlFileLoader: Migrator.Loader = Effect.try({
 
 const migrate = Migrator.make({})
 
+/**
+ * The Migrator creates its table with a plain CREATE TABLE when a lookup finds
+ * none, outside its transaction: two processes starting on a fresh database
+ * (several CLI commands on a new embedded folder) both tried, and the second
+ * failed with "Failed to execute statement". Creating it first, idempotently,
+ * closes that race; the Migrator then finds it.
+ */
+const ensureMigrationsTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+  sql`CREATE TABLE IF NOT EXISTS schema_migrations (
+        migration_id integer primary key,
+        created_at timestamp with time zone not null default now(),
+        name text not null
+      )`)
+
 /** Applies pending migrations; returns the ones applied now. */
-export const runMigrations = migrate({ loader: sqlFileLoader, table: "schema_migrations" })
+export const runMigrations = Effect.zipRight(
+  ensureMigrationsTable,
+  migrate({ loader: sqlFileLoader, table: "schema_migrations" })
+)
 
 export const MigrationsLive = Layer.effectDiscard(runMigrations)

@@ -37,6 +37,7 @@ import { SignalsHttpLive } from "../signals/SignalsHttp.ts"
 import { UsageHttpLive } from "../usage/UsageHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "./Auth.ts"
+import { guardBodies } from "./BodyGuard.ts"
 import { renderFailures, type RouteTable } from "./Envelope.ts"
 import * as RequestLog from "./RequestLog.ts"
 
@@ -100,7 +101,10 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(AuthenticationLive)
 )
 
-const EnvelopeLive = HttpApiBuilder.middleware(renderFailures(routeTable(Api)))
+const EnvelopeLive = Layer.merge(
+  HttpApiBuilder.middleware(renderFailures(routeTable(Api))),
+  HttpApiBuilder.middleware(guardBodies("/api/v1/"))
+)
 
 export interface HttpServerOptions {
   readonly port: number

@@ -80,7 +80,7 @@ export class Members extends Effect.Service<Members>()("Members", {
 
     const create = (organizationId: string, customerId: string, input: MemberCreate) =>
       Effect.gen(function*() {
-        yield* customers.get(organizationId, customerId)
+        yield* customers.requireActive(organizationId, customerId)
         const rows = yield* sql`INSERT INTO customer_members ${
           sql.insert({
             organizationId,
@@ -96,6 +96,7 @@ export class Members extends Effect.Service<Members>()("Members", {
 
     const update = (organizationId: string, customerId: string, id: string, patch: MemberUpdate) =>
       Effect.gen(function*() {
+        yield* customers.requireActive(organizationId, customerId)
         yield* get(organizationId, customerId, id)
         yield* sql`UPDATE customer_members SET
               email = coalesce(${patch.email ?? null}, email),
@@ -110,6 +111,7 @@ export class Members extends Effect.Service<Members>()("Members", {
 
     const remove = (organizationId: string, customerId: string, id: string) =>
       Effect.gen(function*() {
+        yield* customers.requireActive(organizationId, customerId)
         const member = yield* get(organizationId, customerId, id)
         yield* sql`DELETE FROM customer_members
             WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`

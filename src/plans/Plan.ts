@@ -47,10 +47,10 @@ export class PlanComponent extends Schema.Class<PlanComponent>("PlanComponent")(
   unitId: Schema.String,
   compositeId: Schema.String,
   targetName: Schema.String,
-  /** ADVANCE credit, outcome, unit and composite components; null otherwise. */
-  quantity: Schema.NullOr(Money),
-  /** The ADVANCE wallet's grant per cycle; null otherwise. */
-  amount: Schema.NullOr(Money),
+  /** ADVANCE credit, outcome, unit and composite components; 0 where it does not apply (a number, as the spec types it). */
+  quantity: Money,
+  /** The ADVANCE wallet's grant per cycle; 0 where it does not apply. */
+  amount: Money,
   rollover: Schema.Boolean
 }) {}
 

@@ -28,7 +28,7 @@ import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
 import { BadRequest, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, sum, toSql, ZERO } from "../money.ts"
-import { unitTotal, type UnitPricing } from "../pricing/Pricing.ts"
+import { type CreditTerms, unitTotal, type UnitPricing } from "../pricing/Pricing.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { checkReferences } from "../composites/References.ts"
 import type { CatalogueListQuery } from "../Page.ts"
@@ -50,7 +50,7 @@ import {
 /** The catalogue prices a component's charges depend on. */
 export type TargetPrice =
   | { readonly type: "WALLET" }
-  | { readonly type: "CREDIT"; readonly pricePerCredit: Decimal }
+  | { readonly type: "CREDIT"; readonly pricePerCredit: Decimal; readonly terms: CreditTerms }
   | { readonly type: "OUTCOME"; readonly pricePerOutcome: Decimal }
   | { readonly type: "UNIT"; readonly pricing: UnitPricing }
   | { readonly type: "PRICING_METRIC"; readonly price: Decimal }
@@ -126,6 +126,9 @@ const ComponentRow = Schema.Struct({
   rollover: Schema.Boolean,
   targetName: Schema.NullOr(Schema.String),
   pricePerCredit: Schema.NullOr(Money),
+  creditBasePrice: Schema.NullOr(Money),
+  creditTokensPerCredit: Schema.NullOr(Money),
+  creditMarginPercent: Schema.NullOr(Money),
   pricePerOutcome: Schema.NullOr(Money),
   pricingType: Schema.NullOr(PricingType),
   flatPrice: Schema.NullOr(Money),
@@ -145,7 +148,15 @@ const priceOf = (row: ComponentRow): TargetPrice => {
     case "WALLET":
       return { type: "WALLET" }
     case "CREDIT":
-      return { type: "CREDIT", pricePerCredit: required(row.pricePerCredit, "credit") }
+      return {
+        type: "CREDIT",
+        pricePerCredit: required(row.pricePerCredit, "credit"),
+        terms: {
+          basePrice: required(row.creditBasePrice, "credit"),
+          tokensPerCredit: required(row.creditTokensPerCredit, "credit"),
+          marginPercent: required(row.creditMarginPercent, "credit")
+        }
+      }
     case "OUTCOME":
       return { type: "OUTCOME", pricePerOutcome: required(row.pricePerOutcome, "outcome") }
     case "UNIT":
@@ -169,8 +180,8 @@ const pricedComponentOf = (row: ComponentRow): PricedComponent => {
     unitId: row.unitId ?? "",
     compositeId: row.compositeId ?? "",
     targetName: row.type === "WALLET" ? "Wallet" : required(row.targetName, "target"),
-    quantity: row.quantity,
-    amount: row.amount,
+    quantity: row.quantity ?? ZERO,
+    amount: row.amount ?? ZERO,
     rollover: row.rollover
   })
   return { component, price, charge: advanceCharge(component, price) }
@@ -201,8 +212,11 @@ const componentSpecOf = (input: PlanComponentInput, index: number): Checked<Comp
   const targetId = field === undefined ? null : input[field]
   if (field !== undefined && !sent(targetId)) return fail(`${field} is required for a ${input.type} component`)
   const advance = input.billingMode === "ADVANCE"
-  const quantity = input.quantity ?? null
-  const amount = input.amount ?? null
+  // Plans answer 0 where quantity or amount does not apply; a client sending that 0 back means "not set".
+  const notApplicable = (value: Decimal | null | undefined, applies: boolean) =>
+    value === undefined || value === null || (!applies && BigDecimal.isZero(value)) ? null : value
+  const quantity = notApplicable(input.quantity, advance && input.type !== "WALLET")
+  const amount = notApplicable(input.amount, advance && input.type === "WALLET")
   if (input.type === "WALLET") {
     if (quantity !== null) return fail("quantity does not apply to a WALLET component; its grant is amount")
     if (advance && amount === null) return fail("amount is required for an ADVANCE WALLET component")
@@ -304,7 +318,9 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
           sql`SELECT pc.id, pc.plan_id, pc.type, pc.billing_mode, pc.credit_id, pc.outcome_id, pc.unit_id,
                      pc.composite_id, pc.quantity, pc.amount, pc.rollover,
                      coalesce(c.name, o.name, u.name, m.name) AS target_name,
-                     c.price_per_credit, o.price_per_outcome, u.pricing_type, u.flat_price, u.tiers,
+                     c.price_per_credit, c.base_price AS credit_base_price,
+                     c.tokens_per_credit AS credit_tokens_per_credit, c.margin_percent AS credit_margin_percent,
+                     o.price_per_outcome, u.pricing_type, u.flat_price, u.tiers,
                      m.price AS composite_price
               FROM plan_components pc
               LEFT JOIN credits c ON c.organization_id = pc.organization_id AND c.id = pc.credit_id

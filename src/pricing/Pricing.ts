@@ -108,16 +108,19 @@ export interface CreditCharge {
   readonly customerCost: Decimal
 }
 
+/** What a credit signal is priced from; a purchase freezes them in its snapshot. */
+export interface CreditTerms {
+  readonly basePrice: Decimal
+  readonly tokensPerCredit: Decimal
+  readonly marginPercent: Decimal
+}
+
 /**
  * A credit signal: credits used = provider cost / basePrice (tokens /
  * tokensPerCredit for a free bundle); the customer pays the provider cost with
  * the credit's margin.
  */
-export const chargeCredit = (
-  usage: TokenUsage,
-  rates: ModelRates,
-  credit: { readonly basePrice: Decimal; readonly tokensPerCredit: Decimal; readonly marginPercent: Decimal }
-): CreditCharge => {
+export const chargeCredit = (usage: TokenUsage, rates: ModelRates, credit: CreditTerms): CreditCharge => {
   const cost = providerCost(usage, rates)
   const creditsUsed = BigDecimal.isZero(credit.basePrice)
     ? BigDecimal.isZero(credit.tokensPerCredit) ? ZERO : divideTo(totalTokens(usage), credit.tokensPerCredit)

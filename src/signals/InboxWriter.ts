@@ -26,6 +26,7 @@ import { Cause, Chunk, Deferred, Effect, Exit, Queue, Schema } from "effect"
 import { decodeRows } from "../db/Sql.ts"
 import { CustomerArchived, CustomerNotFound } from "../errors.ts"
 import type { SignalRoute } from "./Signal.ts"
+import { archivedRefusal } from "../customers/Customer.ts"
 
 /** A queued signal in the inbox's columns, ready to be written. */
 export interface InboxRow {
@@ -229,7 +230,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
           }
           if (row.customerId !== null && result.customerArchived) {
             return Exit.fail(
-              new CustomerArchived({ message: `Customer ${row.customerId} is archived and cannot receive signals` })
+              archivedRefusal(row.customerId, "cannot receive signals")
             )
           }
           // A row neither refused nor written would have lost its signal: never answer it 202.

@@ -53,6 +53,7 @@ import {
 } from "./meters/Meters.ts"
 import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember, UnknownTarget } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
+import { ensureActive } from "../customers/Customer.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -178,10 +179,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       if (signal.customerId !== null) {
         const customer = context.customerById(signal.organizationId, signal.customerId)
         if (customer === undefined) return Either.left(new CustomerNotFound({ message: `Customer ${signal.customerId} not found` }))
-        if (customer.archivedAt !== null) {
-          return Either.left(new CustomerArchived({ message: `Customer ${customer.id} is archived and cannot receive signals` }))
-        }
-        return Either.right(customer)
+        return ensureActive(customer, "cannot receive signals")
       }
       return Either.right(context.customerByExternalId(signal.organizationId, signal.externalId ?? "") ?? null)
     }

@@ -10,13 +10,13 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { Metering } from "../billing/Metering.ts"
+import { ensureActive } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { Members } from "../members/Members.ts"
 import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
 import {
   BadRequest,
   Conflict,
-  CustomerArchived,
   errorStatus,
   NoActivePlan,
   NotFound,
@@ -68,7 +68,6 @@ const acknowledgement = (row: { readonly id: string; readonly messageId: string 
   rawId: row.id
 })
 
-const customerArchived = (id: string) => new CustomerArchived({ message: `Customer ${id} is archived and cannot receive signals` })
 
 /** Each queued route's decoder, built once (a batch decodes up to 1,000 items). */
 const decoderOf: Record<QueuedRoute, (input: unknown) => Either.Either<unknown, ParseResult.ParseError>> = {
@@ -234,7 +233,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     const activeCustomer = (organizationId: string, input: SignalInput) =>
       Effect.gen(function*() {
         const customer = yield* customers.resolve(organizationId, input)
-        if (customer.archivedAt !== null) return yield* customerArchived(customer.id)
+        yield* ensureActive(customer, "cannot receive signals")
         if (input.member !== undefined) {
           const member = yield* members.findByEmail(organizationId, customer.id, input.member)
           if (Option.isNone(member)) {

@@ -26,8 +26,8 @@ export class Unit extends Schema.Class<Unit>("Unit")({
   agentKey: Schema.String,
   description: Schema.NullOr(Schema.String),
   pricingType: PricingType,
-  /** Set on FLAT units only. */
-  flatPrice: Schema.NullOr(Money),
+  /** The price per unit of a FLAT unit; 0 on SLAB and VOLUME units, which are priced by their tiers. */
+  flatPrice: Money,
   /** Ascending; empty on FLAT units. */
   tiers: Schema.Array(UnitTier),
   isActive: Schema.Boolean,

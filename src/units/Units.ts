@@ -77,7 +77,8 @@ const resolvePricing = (
     if (BigDecimal.lessThan(flatPrice, ZERO)) return fail("flatPrice must be 0 or more")
     return Effect.succeed({ pricingType, flatPrice, tiers: [] })
   }
-  if (input.flatPrice !== undefined && input.flatPrice !== null) {
+  // A tiered unit answers flatPrice 0; a client sending that 0 back means "not set".
+  if (input.flatPrice !== undefined && input.flatPrice !== null && !BigDecimal.isZero(input.flatPrice)) {
     return fail(`flatPrice applies to FLAT units only; a ${pricingType} unit is priced by its tiers`)
   }
   if (input.tiers === undefined && current !== undefined && current.pricingType !== "FLAT") {
@@ -92,7 +93,7 @@ const resolvePricing = (
 
 const pricingColumns = (pricing: ResolvedPricing) => ({
   pricingType: pricing.pricingType,
-  flatPrice: pricing.flatPrice === null ? null : toSql(pricing.flatPrice),
+  flatPrice: toSql(pricing.flatPrice ?? ZERO),
   tiers: JSON.stringify(pricing.tiers)
 })
 

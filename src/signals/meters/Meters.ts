@@ -7,10 +7,10 @@
  */
 import { BigDecimal, Either } from "effect"
 import { type Decimal, ONE, ZERO } from "../../money.ts"
-import { chargeCredit, providerCost, type TokenUsage } from "../../pricing/Pricing.ts"
+import { chargeCredit, type CreditTerms, providerCost, type TokenUsage } from "../../pricing/Pricing.ts"
 import type { Usage } from "../Signal.ts"
 import { type AllowanceDraw, drawAllowance, planCoverage } from "./Allowance.ts"
-import type { Catalogue, CompositeTarget, CustomerContext, PurchaseContext } from "./Context.ts"
+import type { Catalogue, CompositeTarget, CreditTarget, CustomerContext, PurchaseContext } from "./Context.ts"
 import { ModelNotEnabled, NoActivePlan, NotOnPlan, type Refusal, UnknownTarget } from "../../errors.ts"
 
 export type UsageMeter = "CREDIT" | "OUTCOME_STEP" | "OUTCOME" | "UNIT" | "WALLET" | "COMPOSITE"
@@ -114,6 +114,15 @@ export interface CreditSignalInput {
   readonly tag: ResolvedTag | undefined
 }
 
+/**
+ * The credit's terms as the purchase sold them (margin, basePrice,
+ * tokensPerCredit), so a later catalogue edit changes new purchases only. The
+ * model's token rates stay live: they are what the provider charges today.
+ */
+const soldTerms = (purchase: PurchaseContext, target: CreditTarget): CreditTerms =>
+  purchase.snapshot.components.find((c) => c.type === "CREDIT" && c.targetId === target.id && c.creditTerms)
+    ?.creditTerms ?? target
+
 /** Credits used = provider cost / basePrice, at the customer price of the credit's margin. */
 export const meterCredit = (input: CreditSignalInput, context: CustomerContext, catalogue: Catalogue): Metered =>
   Either.gen(function*() {
@@ -122,7 +131,7 @@ export const meterCredit = (input: CreditSignalInput, context: CustomerContext, 
     const purchase = yield* activePurchase(context)
     const by = yield* billedBy(purchase, "CREDIT", target.id, input.agentKey, input.tag)
     const rates = yield* ratesOf(catalogue, input.usage.model)
-    const charge = chargeCredit(tokensOf(input.usage), rates, target)
+    const charge = chargeCredit(tokensOf(input.usage), rates, by === "DIRECT" ? soldTerms(purchase, target) : target)
     const draw = by === "DIRECT" && BigDecimal.isPositive(charge.creditsUsed)
       ? yield* drawAllowance(purchase, {
         organizationId: context.organizationId,

@@ -1,0 +1,120 @@
+/**
+ * Request bodies are checked once, at the edge, before any route sees them,
+ * so that no bad body reaches a schema, a service or the database:
+ * - a body declared as anything but JSON is 415 (no Content-Type at all is
+ *   read as JSON, as the spec's clients send it);
+ * - JSON nested deeper than `MAX_JSON_DEPTH` is 400: schemas and services
+ *   walk values recursively, and a 20,000-deep array would overflow the stack;
+ * - a string (or object key) holding a lone UTF-16 surrogate is 400, naming
+ *   the field: PostgreSQL refuses such text, and it is no character anyway.
+ * Both scans are iterative, so no body, however deep, can exhaust the stack.
+ * Unparseable JSON is left to the framework's own 400.
+ */
+import { HttpServerRequest } from "@effect/platform"
+import type { HttpApp } from "@effect/platform"
+import { Effect } from "effect"
+import { errorResponse } from "./Envelope.ts"
+
+/** The deepest nesting of arrays and objects a request body may have. */
+export const MAX_JSON_DEPTH = 64
+
+const surrogateEscape = /\\u[dD][89a-fA-F]/
+
+/** A UTF-16 surrogate without its pair (String.prototype.isWellFormed, which our TS lib target lacks). */
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+
+const withBody = new Set(["POST", "PUT", "PATCH", "DELETE"])
+
+/** application/json or any `+json` type, parameters (charset) aside. */
+const isJsonType = (contentType: string) => {
+  const media = contentType.split(";")[0]!.trim().toLowerCase()
+  return media === "application/json" || (media.startsWith("application/") && media.endsWith("+json"))
+}
+
+const hasBody = (headers: Record<string, string | undefined>) =>
+  headers["transfer-encoding"] !== undefined || (headers["content-length"] !== undefined && headers["content-length"] !== "0")
+
+/**
+ * The nesting depth of a JSON text, counted on its brackets outside strings;
+ * stops counting once past `limit`. Malformed text may be miscounted, but it
+ * then fails to parse anyway.
+ */
+export const jsonDepthExceeds = (text: string, limit: number): boolean => {
+  let depth = 0
+  let inString = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    if (inString) {
+      if (c === 92 /* \ */) i++
+      else if (c === 34 /* " */) inString = false
+    } else if (c === 34) {
+      inString = true
+    } else if (c === 91 /* [ */ || c === 123 /* { */) {
+      if (++depth > limit) return true
+    } else if (c === 93 /* ] */ || c === 125 /* } */) {
+      depth--
+    }
+  }
+  return false
+}
+
+const pathText = (path: ReadonlyArray<string | number>) =>
+  path.length === 0
+    ? "the body"
+    : path.map((key, index) => typeof key === "number" ? `[${key}]` : index === 0 ? key : `.${key}`).join("")
+
+/** The path of the first string or key holding a lone surrogate, walking the value without recursion. */
+export const findIllFormedString = (value: unknown): ReadonlyArray<string | number> | undefined => {
+  const stack: Array<{ readonly value: unknown; readonly path: ReadonlyArray<string | number> }> = [{ value, path: [] }]
+  while (stack.length > 0) {
+    const { path, value: current } = stack.pop()!
+    if (typeof current === "string") {
+      if (loneSurrogate.test(current)) return path
+    } else if (Array.isArray(current)) {
+      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], path: [...path, i] })
+    } else if (typeof current === "object" && current !== null) {
+      const entries = Object.entries(current)
+      for (let i = entries.length - 1; i >= 0; i--) {
+        const [key, child] = entries[i]!
+        if (loneSurrogate.test(key)) return [...path, key]
+        stack.push({ value: child, path: [...path, key] })
+      }
+    }
+  }
+  return undefined
+}
+
+/** Why a request body is refused, as the response to send; undefined when it may go on. */
+const refusal = (request: HttpServerRequest.HttpServerRequest) =>
+  Effect.gen(function*() {
+    if (!withBody.has(request.method) || !hasBody(request.headers)) return undefined
+    const contentType = request.headers["content-type"]
+    if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) {
+      return errorResponse(415, `Unsupported Content-Type ${contentType.split(";")[0]!.trim()}: request bodies are JSON (application/json)`)
+    }
+    const text = yield* Effect.orElseSucceed(request.text, () => undefined)
+    if (text === undefined || text === "") return undefined
+    if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) {
+      return errorResponse(400, `Invalid request: JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
+    }
+    // Lone surrogates only arrive as \u escapes (UTF-8 cannot carry them): parse only when one may be there.
+    if (!surrogateEscape.test(text)) return undefined
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(text)
+    } catch {
+      return undefined // the framework answers 400 Invalid JSON
+    }
+    const path = findIllFormedString(parsed)
+    return path === undefined
+      ? undefined
+      : errorResponse(400, `Invalid request: ${pathText(path)} holds a lone UTF-16 surrogate (not valid Unicode text)`)
+  })
+
+/** The API middleware: refuses a bad body before routing, or runs the app. */
+export const guardBodies = (prefix: string) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+    new URL(request.url, "http://localhost").pathname.startsWith(prefix)
+      ? Effect.flatMap(refusal(request), (response): HttpApp.Default<E, R> =>
+        response === undefined ? app : Effect.succeed(response))
+      : app)
