@@ -114,7 +114,8 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
 /** The API middleware: refuses a bad body before routing, or runs the app. */
 export const guardBodies = (prefix: string) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-    new URL(request.url, "http://localhost").pathname.startsWith(prefix)
+    // request.url is the request target: a path, except in the absolute form a proxy may send.
+    (request.url.startsWith("/") ? request.url : new URL(request.url).pathname).startsWith(prefix)
       ? Effect.flatMap(refusal(request), (response): HttpApp.Default<E, R> =>
         response === undefined ? app : Effect.succeed(response))
       : app)
