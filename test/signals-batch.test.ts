@@ -270,9 +270,7 @@ describe("POST /signal/batch", () => {
   it("is priced by the worker like the same signals sent one by one, to the exact decimal", async () => {
     const buyer = await api().created("/customers", { name: "Bo", email: "bo@example.com", externalId: "bo-1" }, "customer")
     expect((await api().post("/purchases", { customerId: buyer, planId: ids.plan })).status).toBe(201)
-    // The balances below are read after each signal in send order. The worker claims a customer's
-    // signals sent by customerId and those sent by externalId as two groups, which other tests'
-    // queued signals can push into different batches: start from an empty queue.
+    // Start from an empty queue, so that this batch is priced on its own.
     await drain(app)
     const signals = [
       // credits: 0.0075 / 0.00625 = 1.2 each, customerCost 0.009

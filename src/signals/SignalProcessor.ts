@@ -141,15 +141,24 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      * advisory lock of the first one no other worker holds, and that
      * customer's oldest signals, until the batch is full. Another worker
      * skips the locked customers and takes the next ones.
+     *
+     * A customer is one key whether its signals name it by customerId or by
+     * an externalId it holds: two keys for one customer would let a full
+     * batch take the later signals of one key before the earlier ones of the
+     * other, and price them out of the order they were sent.
      */
     const claim = (limit: number) =>
       Effect.gen(function*() {
         const candidates = yield* findAll(
           Candidate,
           sql`SELECT organization_id, customer_key FROM (
-                SELECT organization_id, coalesce(customer_id, 'ext:' || external_id) AS customer_key, min(id) AS first
+                SELECT head.organization_id, coalesce(head.customer_id, held.id, 'ext:' || head.external_id) AS customer_key,
+                       min(head.id) AS first
                 FROM (SELECT organization_id, customer_id, external_id, id FROM signals
                       WHERE status = 'QUEUED' ORDER BY id LIMIT ${limit * 4}) head
+                LEFT JOIN customers held
+                  ON head.customer_id IS NULL AND held.organization_id = head.organization_id
+                 AND held.external_id = head.external_id AND held.archived_at IS NULL
                 GROUP BY 1, 2) c
               ORDER BY first LIMIT ${CLAIM_CANDIDATES}`
         )
@@ -165,7 +174,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
                        composite_value, member, body
                 FROM signals
                 WHERE status = 'QUEUED' AND organization_id = ${candidate.organizationId}
-                  AND coalesce(customer_id, 'ext:' || external_id) = ${candidate.customerKey}
+                  AND (customer_id = ${candidate.customerKey}
+                       OR (customer_id IS NULL AND 'ext:' || external_id = ${candidate.customerKey})
+                       OR (customer_id IS NULL AND external_id = (
+                             SELECT external_id FROM customers
+                             WHERE organization_id = ${candidate.organizationId} AND id = ${candidate.customerKey}
+                               AND archived_at IS NULL)))
                 ORDER BY id LIMIT ${limit - claimed.length}
                 FOR UPDATE SKIP LOCKED`
           )
