@@ -7,8 +7,8 @@
  * holds the customer's lock, a signal sent by externalId is not claimed either.
  * It needs two sessions at once, so real PostgreSQL.
  */
-import { Effect, Option } from "effect"
-import pg from "pg"
+import { SqlClient } from "@effect/sql"
+import { Deferred, Effect, Fiber, Option } from "effect"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, drain, gpt4oBundle, query } from "./signals-fixtures.ts"
@@ -48,27 +48,28 @@ describe.skipIf(!usesRealPostgres)("the worker's claim (needs real PostgreSQL)",
     const byExternalId = await client(app, acme).post("/signal/credit", { externalId: "jo-1", agentKey: "chat", usage })
     expect([byId.status, byExternalId.status]).toEqual([202, 202])
 
-    // Another worker's claim of this customer: the same advisory lock, held in an open transaction.
-    const other = new pg.Client({ connectionString: app.databaseUrl })
-    await other.connect()
-    try {
-      await other.query("BEGIN")
-      const [lock] = (await other.query(
-        "SELECT pg_try_advisory_xact_lock(hashtext($1), hashtext($2)) AS locked",
-        [acme.organizationId, customerId]
-      )).rows
-      expect(lock.locked).toBe(true)
+    // Another worker's claim of this customer: the same advisory lock, held in an open transaction
+    // on a connection of its own, while this worker tries to claim.
+    const batch = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${acme.organizationId}), hashtext(${customerId}))`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })))
+      yield* Deferred.await(locked)
       // A worker finding only locked customers waits for them: a batch would end this wait with its count.
-      const batch = await app.run(
-        Effect.flatMap(SignalProcessor, (processor) => Effect.timeoutOption(processor.runOnce, "1 second"))
-      )
-      expect(Option.isNone(batch)).toBe(true)
-      expect(await statusOf(byId.body.result.rawId)).toBe("QUEUED")
-      expect(await statusOf(byExternalId.body.result.rawId)).toBe("QUEUED")
-    } finally {
-      await other.query("ROLLBACK")
-      await other.end()
-    }
+      const processor = yield* SignalProcessor
+      const attempt = yield* Effect.timeoutOption(processor.runOnce, "1 second")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      return attempt
+    }))
+    expect(Option.isNone(batch)).toBe(true)
+    expect(await statusOf(byId.body.result.rawId)).toBe("QUEUED")
+    expect(await statusOf(byExternalId.body.result.rawId)).toBe("QUEUED")
 
     await drain(app)
     expect(await statusOf(byId.body.result.rawId)).toBe("PROCESSED")

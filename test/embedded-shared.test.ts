@@ -5,12 +5,13 @@
  * About the embedded database, so it runs whatever DATABASE_URL says (unset
  * for the children).
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
+import { spawnBilling } from "./support/Cli.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 const folders: Array<string> = []
@@ -28,18 +29,7 @@ const envFor = (dataDir: string) => {
   return copy
 }
 
-const cli = (dataDir: string, args: ReadonlyArray<string>) =>
-  new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
-    execFile(process.execPath, [bin, ...args], { env: envFor(dataDir), timeout: 180_000 }, (error, stdout, stderr) => {
-      let json: unknown
-      try {
-        json = JSON.parse(stdout)
-      } catch {
-        json = undefined
-      }
-      resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr })
-    })
-  })
+const cli = (dataDir: string, args: ReadonlyArray<string>) => spawnBilling(args, envFor(dataDir), { timeoutMs: 180_000 })
 
 /** A long-running command; resolves once `ready` shows in its output. */
 const start = (dataDir: string, args: ReadonlyArray<string>, ready: RegExp) => {

@@ -4,12 +4,13 @@
  * created and read over HTTP, a graceful stop on SIGTERM, and the CLI reading
  * the same data folder once the server is gone.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
+import { spawnBilling } from "./support/Cli.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "billing-embedded-"))
@@ -19,18 +20,7 @@ const env = (() => {
   return copy
 })()
 
-const cli = (args: ReadonlyArray<string>) =>
-  new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
-    execFile(process.execPath, [bin, ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
-      let json: unknown
-      try {
-        json = JSON.parse(stdout)
-      } catch {
-        json = undefined
-      }
-      resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr })
-    })
-  })
+const cli = (args: ReadonlyArray<string>) => spawnBilling(args, env, { timeoutMs: 60_000 })
 
 let server: ChildProcess | undefined
 

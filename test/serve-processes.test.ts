@@ -5,7 +5,7 @@
  * it); the request log shows both processes served; SIGTERM to the primary
  * stops everything with exit code 0 and leaves no process behind.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -16,6 +16,7 @@ import { Context, Effect, Layer, Redacted } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { randomToken } from "../src/ids.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
+import { spawnBilling } from "./support/Cli.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 
@@ -75,18 +76,7 @@ afterAll(async () => {
   await cleanup()
 })
 
-const cli = (args: ReadonlyArray<string>) =>
-  new Promise<{ code: number; json: any; stderr: string }>((resolve) => {
-    execFile(process.execPath, [bin, ...args], { env, timeout: 60_000 }, (error, stdout, stderr) => {
-      let json: unknown
-      try {
-        json = JSON.parse(stdout)
-      } catch {
-        json = undefined
-      }
-      resolve({ code: error ? Number(error.code ?? 1) : 0, json, stderr })
-    })
-  })
+const cli = (args: ReadonlyArray<string>) => spawnBilling(args, env, { timeoutMs: 60_000 })
 
 /** Starts `billing serve ...args`; resolves on its "Listening on" line, with a live view of its log lines. */
 const startServer = (args: ReadonlyArray<string>) =>

@@ -27,23 +27,25 @@ export const runCli = (
   app: Pick<TestApp, "databaseUrl">,
   args: ReadonlyArray<string>,
   env: Record<string, string> = {},
+  options: { readonly timeoutMs?: number } = {}
+): Promise<CliExit> => spawnBilling(args, { ...process.env, DATABASE_URL: app.databaseUrl, ...env }, options)
+
+/** Runs `billing ...args` in exactly the environment given (the embedded database's tests leave DATABASE_URL out). */
+export const spawnBilling = (
+  args: ReadonlyArray<string>,
+  env: NodeJS.ProcessEnv,
   { timeoutMs = 60_000 }: { readonly timeoutMs?: number } = {}
 ): Promise<CliExit> =>
   new Promise((resolve) => {
-    const child = execFile(
-      process.execPath,
-      [cliPath, ...args],
-      { env: { ...process.env, DATABASE_URL: app.databaseUrl, ...env }, timeout: timeoutMs },
-      (_error, stdout, stderr) => {
-        let json: unknown
-        try {
-          json = JSON.parse(stdout)
-        } catch {
-          json = undefined
-        }
-        resolve({ code: child.exitCode, signal: child.signalCode, stdout, stderr, json })
+    const child = execFile(process.execPath, [cliPath, ...args], { env, timeout: timeoutMs }, (_error, stdout, stderr) => {
+      let json: unknown
+      try {
+        json = JSON.parse(stdout)
+      } catch {
+        json = undefined
       }
-    )
+      resolve({ code: child.exitCode, signal: child.signalCode, stdout, stderr, json })
+    })
   })
 
 /** A one-line account of how the process ended, for assertion messages. */
