@@ -8,77 +8,28 @@
  * still match the document). Prism reports what it found in the `sl-violations`
  * header of each answer it forwards; a response violation fails the test.
  */
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type PrismProxy, startPrism, type Violation, violationsOf } from "./support/Prism.ts"
 import { startTestApp, type TestApp } from "./support/TestApp.ts"
 
-const prismCli = fileURLToPath(new URL("../node_modules/@stoplight/prism-cli/dist/index.js", import.meta.url))
-
 let app: TestApp
-let prism: ChildProcess | undefined
+let prism: PrismProxy | undefined
 let prismUrl: string
 let key: string
 let document: any
-let directory: string
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0))
-    })
-  })
-
-const waitForPrism = async (url: string, output: () => string) => {
-  for (let attempt = 0; attempt < 300; attempt++) {
-    if (prism?.exitCode !== null) throw new Error(`prism exited: ${output()}`)
-    try {
-      await fetch(`${url}/__ready`)
-      return
-    } catch {
-      await new Promise((resolve) => setTimeout(resolve, 100))
-    }
-  }
-  throw new Error(`prism did not start: ${output()}`)
-}
 
 beforeAll(async () => {
   app = await startTestApp()
   key = (await app.tenant()).apiKey
   document = (await app.request("GET", "/openapi.json", { key: null })).body
-  directory = mkdtempSync(join(tmpdir(), "billing-prism-"))
-  const documentPath = join(directory, "openapi.json")
-  writeFileSync(documentPath, JSON.stringify(document))
-  const port = await freePort()
-  prismUrl = `http://127.0.0.1:${port}`
-  const upstream = app.baseUrl.replace(/\/api\/v1$/, "")
-  let output = ""
-  prism = spawn(process.execPath, [prismCli, "proxy", documentPath, upstream, "-p", String(port), "-v", "warn"], {
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  prism.stdout?.on("data", (chunk) => (output += chunk))
-  prism.stderr?.on("data", (chunk) => (output += chunk))
-  await waitForPrism(prismUrl, () => output)
+  prism = await startPrism(app.baseUrl.replace(/\/api\/v1$/, ""), document)
+  prismUrl = prism.url
 }, 120_000)
 
 afterAll(async () => {
-  prism?.kill()
-  if (directory) rmSync(directory, { recursive: true, force: true })
+  prism?.stop()
   await app?.close()
 })
-
-interface Violation {
-  readonly location: ReadonlyArray<string>
-  readonly message: string
-  readonly severity: string
-}
 
 interface Exchange {
   readonly operation: string
@@ -121,8 +72,7 @@ const send = async (valid: boolean, operation: string, params: Record<string, st
   } catch {
     // kept as text: the check below reports it
   }
-  const header = response.headers.get("sl-violations")
-  const violations: Array<Violation> = header ? JSON.parse(header) : []
+  const violations = violationsOf(response)
   const exchange = { operation, valid, status: response.status, body: parsed, violations }
   exchanges.push(exchange)
   return exchange

@@ -21,9 +21,12 @@ const quote = (word: string) => `'${word.replaceAll("'", `'\\''`)}'`
 
 export const startInPty = (argv: ReadonlyArray<string>, env: NodeJS.ProcessEnv): PtyProcess => {
   const command = argv.map(quote).join(" ")
+  // A person's terminal, even when the suite itself runs in CI: with CI set, Ink
+  // shows only a view's last frame (is-in-ci), so a live view would stay blank.
+  const { CI: _ci, CONTINUOUS_INTEGRATION: _continuous, ...terminalEnv } = env
   // A wide terminal, so that lines are not wrapped by the pty.
   const child = spawn("script", ["-qfec", `stty cols 200 rows 50; exec ${command}`, "/dev/null"], {
-    env: { ...env, TERM: "xterm-256color" },
+    env: { ...terminalEnv, TERM: "xterm-256color" },
     detached: true,
     stdio: ["pipe", "pipe", "pipe"]
   })

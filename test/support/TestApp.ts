@@ -12,16 +12,16 @@
  */
 import { HttpServer } from "@effect/platform"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
-import { execFile } from "node:child_process"
-import { fileURLToPath } from "node:url"
+import { appendFileSync } from "node:fs"
 import { runCliInProcess } from "../../cli/program.ts"
 import { MigrationsLive } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/http/Server.ts"
 import { Organizations } from "../../src/organizations/Organizations.ts"
 import { ServicesLive } from "../../src/Services.ts"
+import { spawnBilling } from "./Cli.ts"
+import { startPrism, violationsOf } from "./Prism.ts"
 import { TestDatabaseLive, TestDatabaseUrl } from "./TestDatabase.ts"
 
-const cliPath = fileURLToPath(new URL("../../bin/billing.mjs", import.meta.url))
 
 const makeLayer = () => {
   const database = Layer.provideMerge(MigrationsLive, TestDatabaseLive)
@@ -84,6 +84,18 @@ export const startTestApp = async (): Promise<TestApp> => {
   const baseUrl = `http://127.0.0.1:${address.port}/api/v1`
   const databaseUrl = await run(TestDatabaseUrl)
 
+  // BILLING_TEST_PRISM_LOG=FILE: the suite's traffic goes through Prism's validation proxy, and each
+  // exchange is written to FILE with the ways its answer departs from the OpenAPI document
+  // (scripts/contract-check.sh).
+  const prismLog = process.env.BILLING_TEST_PRISM_LOG
+  const prism = prismLog
+    ? await startPrism(
+      baseUrl.replace(/\/api\/v1$/, ""),
+      await (await fetch(`${baseUrl}/openapi.json`)).json()
+    )
+    : undefined
+  const requestBase = prism ? `${prism.url}/api/v1` : baseUrl
+
   const request = async (method: string, path: string, options: RequestOptions = {}): Promise<Response> => {
     const headers: Record<string, string> = { ...options.headers }
     if (options.key !== null && options.key !== undefined) headers.authorization = `Bearer ${options.key}`
@@ -91,7 +103,12 @@ export const startTestApp = async (): Promise<TestApp> => {
     if (options.rawBody !== undefined) body = options.rawBody
     else if (options.body !== undefined) body = JSON.stringify(options.body)
     if (body !== undefined && headers["content-type"] === undefined) headers["content-type"] = "application/json"
-    const response = await fetch(`${baseUrl}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) })
+    const base = path === "/openapi.json" ? baseUrl : requestBase
+    const response = await fetch(`${base}${path}`, { method, headers, ...(body !== undefined ? { body } : {}) })
+    if (prismLog && base !== baseUrl) {
+      const found = violationsOf(response).filter((violation) => violation.location[0] === "response")
+      appendFileSync(prismLog, `${JSON.stringify({ method, path, status: response.status, violations: found })}\n`)
+    }
     const text = await response.text()
     let parsed: unknown = text
     try {
@@ -110,24 +127,15 @@ export const startTestApp = async (): Promise<TestApp> => {
   const cli = (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> =>
     runCliInProcess(args, { env: { ...process.env, DATABASE_URL: databaseUrl, ...env } })
 
-  const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
-    new Promise<CliResult>((resolve) => {
-      execFile(
-        process.execPath,
-        [cliPath, ...args],
-        { env: { ...process.env, DATABASE_URL: databaseUrl, ...env }, timeout: 60_000 },
-        (error, stdout, stderr) => {
-          let json: unknown
-          try {
-            json = JSON.parse(stdout)
-          } catch {
-            json = undefined
-          }
-          const code = error ? (typeof error.code === "number" ? error.code : 1) : 0
-          resolve({ code, stdout, stderr, json })
-        }
-      )
-    })
+  const spawnCli = async (args: ReadonlyArray<string>, env: Record<string, string> = {}): Promise<CliResult> => {
+    const exit = await spawnBilling(args, { ...process.env, DATABASE_URL: databaseUrl, ...env })
+    return { code: exit.code ?? 1, stdout: exit.stdout, stderr: exit.stderr, json: exit.json }
+  }
 
-  return { baseUrl, databaseUrl, run, request, tenant, cli, spawnCli, close: () => runtime.dispose() }
+  const close = async () => {
+    prism?.stop()
+    await runtime.dispose()
+  }
+
+  return { baseUrl, databaseUrl, run, request, tenant, cli, spawnCli, close }
 }
