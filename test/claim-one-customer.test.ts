@@ -11,7 +11,7 @@ import { SqlClient } from "@effect/sql"
 import { Deferred, Effect, Fiber, Option } from "effect"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, drain, gpt4oBundle, query } from "./signals-fixtures.ts"
+import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -28,15 +28,7 @@ const statusOf = async (id: string) =>
 beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("One key")
-  const api = client(app, acme)
-  const credit = await api.created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
-  const plan = await api.created("/plans", {
-    name: "Plan",
-    billingCycle: "MONTHLY",
-    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit, quantity: 1000 }]
-  }, "plan")
-  customerId = await api.created("/customers", { name: "Jo", email: "jo@example.com", externalId: "jo-1" }, "customer")
-  expect((await api.post("/purchases", { customerId, planId: plan })).status).toBe(201)
+  customerId = await customerWithChatCredits(app, acme, { externalId: "jo-1" })
 }, 120_000)
 afterAll(() => app.close())
 

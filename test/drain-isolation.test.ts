@@ -7,7 +7,7 @@
  * The database's refusal is a test-only trigger on the usage log.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, drain, gpt4oBundle, query } from "./signals-fixtures.ts"
+import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 
 let app: TestApp
@@ -45,15 +45,7 @@ const creditsUsed = async () =>
 beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("Isolation")
-  const api = client(app, acme)
-  const credit = await api.created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
-  const plan = await api.created("/plans", {
-    name: "Plan",
-    billingCycle: "MONTHLY",
-    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit, quantity: 1000 }]
-  }, "plan")
-  customerId = await api.created("/customers", { name: "Jo", email: "jo@example.com" }, "customer")
-  expect((await api.post("/purchases", { customerId, planId: plan })).status).toBe(201)
+  customerId = await customerWithChatCredits(app, acme)
 }, 120_000)
 afterAll(() => app.close())
 

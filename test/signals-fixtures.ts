@@ -42,6 +42,23 @@ export const gpt4oBundle = [
   { modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }
 ]
 
+/**
+ * A customer on a monthly plan of 1,000 ADVANCE credits of "chat" (gpt-4o, 20%
+ * margin: 1.2 credits and 0.009 USD per 1,000-in/500-out call). Returns the customer's id.
+ */
+export const customerWithChatCredits = async (app: TestApp, tenant: Tenant, customer: Record<string, unknown> = {}) => {
+  const api = client(app, tenant)
+  const credit = await api.created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
+  const plan = await api.created("/plans", {
+    name: "Plan",
+    billingCycle: "MONTHLY",
+    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit, quantity: 1000 }]
+  }, "plan")
+  const customerId = await api.created("/customers", { name: "Jo", email: "jo@example.com", ...customer }, "customer")
+  expect((await api.post("/purchases", { customerId, planId: plan })).status).toBe(201)
+  return customerId
+}
+
 /** Sends `count` requests, `concurrency` at a time; the answers in order. */
 export const sendMany = async <A>(count: number, concurrency: number, send: (index: number) => Promise<A>) => {
   const answers = new Array<A>(count)
