@@ -8,25 +8,29 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Redacted, String } from "effect"
 import { DatabaseConfig } from "../config.ts"
 import { serveDataDir, type EmbeddedAddress } from "./Embedded.ts"
+import { acquirePool } from "./Pool.ts"
 
-const clientOptions = {
-  transformResultNames: String.snakeToCamel,
-  transformQueryNames: String.camelToSnake,
-  applicationName: "billing"
-} as const
+const applicationName = "billing"
+
+const clientOn = (pool: Parameters<typeof acquirePool>[0]) =>
+  PgClient.layerFromPool({
+    acquire: acquirePool({ ...pool, application_name: applicationName }),
+    applicationName,
+    transformResultNames: String.snakeToCamel,
+    transformQueryNames: String.camelToSnake
+  })
 
 export const fromUrl = (url: Redacted.Redacted, maxConnections = 20) =>
-  PgClient.layer({ ...clientOptions, url, maxConnections })
+  clientOn({ connectionString: Redacted.value(url), max: maxConnections })
 
 export const fromEmbedded = (address: EmbeddedAddress) =>
-  PgClient.layer({
-    ...clientOptions,
+  clientOn({
     host: address.host,
     port: address.port,
     database: "postgres",
-    username: "postgres",
+    user: "postgres",
     // pglite-socket multiplexes every client over one PGlite session.
-    maxConnections: 8
+    max: 8
   })
 
 /** The SQL client chosen by the environment (`DATABASE_URL`, else the embedded database). */
