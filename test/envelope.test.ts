@@ -1,4 +1,5 @@
-import { HttpServerRequest, type HttpServerResponse } from "@effect/platform"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { Conflict, Unprocessable } from "../src/errors.ts"

@@ -4,7 +4,7 @@
  * operation, parameter and field a client fills. Built from the API definition
  * (as `/api/v1/openapi.json` serves it), so no database is needed.
  */
-import { OpenApi } from "@effect/platform"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Validator } from "@seriousme/openapi-schema-validator"
 import { describe, expect, it } from "vitest"
 import { Api } from "../src/http/Api.ts"

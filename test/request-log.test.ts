@@ -5,7 +5,7 @@
  * First on the logger alone with a sink that records chunks, then through the
  * real server, in-process, on the test database.
  */
-import { HttpServer } from "@effect/platform"
+import * as HttpServer from "@effect/platform/HttpServer"
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, HashMap, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"

@@ -1,4 +1,6 @@
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { BigDecimal, Schema } from "effect"
 import { byExternalId, CustomerIdPath, customerNotFound, ExternalIdPath } from "../customers/CustomersApi.ts"
 import { Success } from "../http/Envelope.ts"

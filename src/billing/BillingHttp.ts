@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { BigDecimal, Effect } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { Api } from "../http/Api.ts"

@@ -3,7 +3,8 @@
  * own folder; they are put together here, each behind bearer authentication.
  * Every client error is declared once, at the API level, with its status.
  */
-import { HttpApi, OpenApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { CustomersApi } from "../customers/CustomersApi.ts"
 import { BalancesApi, InvoicesApi, PurchasesApi } from "../billing/BillingApi.ts"
 import { MembersApi } from "../members/MembersApi.ts"

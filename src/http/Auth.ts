@@ -5,7 +5,9 @@
  * The lookup is `ApiKeys.authenticate`, answered from the process's key cache
  * (src/organizations/KeyCache.ts): no database round trip for a known key.
  */
-import { HttpApiMiddleware, HttpApiSecurity, HttpServerRequest } from "@effect/platform"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { type ApiError, type DomainError, isDomainError, toApiError, Unauthorized } from "../errors.ts"
 import { declaredError } from "./Envelope.ts"

@@ -10,8 +10,8 @@
  * Both scans are iterative, so no body, however deep, can exhaust the stack.
  * Unparseable JSON is left to the framework's own 400.
  */
-import { HttpServerRequest } from "@effect/platform"
-import type { HttpApp } from "@effect/platform"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import type * as HttpApp from "@effect/platform/HttpApp"
 import { Effect } from "effect"
 import { errorResponse } from "./Envelope.ts"
 

@@ -3,7 +3,9 @@
  * composites, plans): list, create, update, get, archive, unarchive, with the
  * spec's result shapes (`{credits: [...]}`, `{created: true, credit}`, ...).
  */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Success } from "./Envelope.ts"
 import { documented } from "./OpenApiDoc.ts"

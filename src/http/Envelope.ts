@@ -11,8 +11,12 @@
  * request decoding errors, unknown routes and methods, unreadable bodies and,
  * as a last resort, defects (500, nothing internal leaked).
  */
-import { HttpApiError, HttpApiSchema, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import type { HttpApp } from "@effect/platform"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import type * as HttpApp from "@effect/platform/HttpApp"
 import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { SqlError } from "@effect/sql"
 import { sqlState } from "../db/Sql.ts"

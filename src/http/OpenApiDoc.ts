@@ -13,7 +13,7 @@
  * answered with the envelope by `renderFailures`), so an operation's error
  * responses are written here from its own list.
  */
-import { OpenApi } from "@effect/platform"
+import * as OpenApi from "@effect/platform/OpenApi"
 import type { ErrorStatus } from "./Envelope.ts"
 
 type ErrorDescriptions = Partial<Record<ErrorStatus, string>>

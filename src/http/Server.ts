@@ -9,17 +9,15 @@
  * statement (nothing exports spans; the platform's HTTP tracer alone built a
  * URL, a redacted copy of the headers and a dozen span attributes a request).
  */
-import {
-  HttpApi,
-  HttpApiBuilder,
-  HttpApiScalar,
-  HttpApp,
-  HttpMiddleware,
-  HttpServer,
-  HttpServerRequest,
-  HttpServerResponse
-} from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpApiScalar from "@effect/platform/HttpApiScalar"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Cause, Context, Effect, FiberRef, HashMap, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { createServer } from "node:http"

@@ -6,7 +6,10 @@
  * envelope. They are read-only and never cached, never framed, and send no
  * Referer (the token is in the URL).
  */
-import { HttpApiBuilder, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Either } from "effect"
 import { formatsFor, localeOf } from "./Format.ts"
 import type { Html } from "./Html.ts"

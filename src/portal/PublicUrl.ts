@@ -4,8 +4,8 @@
  * the service answers on: over HTTP the Host the caller reached it by, from
  * the CLI the HOST and PORT `billing serve` listens on.
  */
-import { HttpServerRequest } from "@effect/platform"
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Config, Effect, Option } from "effect"
 
 /** BILLING_PUBLIC_URL without its trailing slashes; a value that is not an http(s) URL stops the caller. */

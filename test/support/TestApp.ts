@@ -10,7 +10,7 @@
  * process of its own: one smoke test per command group, crash and
  * cross-process behaviour, serve and the worker loop.
  */
-import { HttpServer } from "@effect/platform"
+import * as HttpServer from "@effect/platform/HttpServer"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { appendFileSync } from "node:fs"
 import { runCliInProcess } from "../../cli/program.ts"
