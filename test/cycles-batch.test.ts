@@ -659,7 +659,7 @@ describe.skipIf(!usesRealPostgres)("several cycle runs at once (needs real Postg
       { type: "UNIT", billingMode: "ARREAR", unitId: pages.id },
       { type: "WALLET", billingMode: "ADVANCE", amount: 25 }
     ], { priceAdjustment: 4.99 })
-    const count = 300
+    const count = 150
     const scheduledAt = new Date(Date.now() + 2 * 3_600_000)
     const ids = await sendMany(count, 8, async (index) => {
       const customer = await makeCustomer(api)

@@ -10,10 +10,11 @@ import { Effect, Fiber, Schedule } from "effect"
 import { TestDatabaseLive } from "./support/TestDatabase.ts"
 
 layer(TestDatabaseLive, { excludeTestServices: true })("an interrupted statement", (it) => {
-  it.effect("runs to its end, and the connection serves the next statement", () =>
+  it.scoped("runs to its end, and the connection serves the next statement", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      yield* sql`CREATE TABLE interrupt_probe (n int)`
+      // A table of the test's own, gone after it: the file's database is shared by the next file.
+      yield* Effect.acquireRelease(sql`CREATE TABLE interrupt_probe (n int)`, () => Effect.orDie(sql`DROP TABLE interrupt_probe`))
       const slowInsert = yield* Effect.fork(sql`INSERT INTO interrupt_probe SELECT 1 FROM pg_sleep(0.4)`)
       yield* Effect.sleep("100 millis")
       yield* Fiber.interrupt(slowInsert)

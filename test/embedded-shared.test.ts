@@ -2,8 +2,9 @@
  * The embedded database is safe to share: CLI commands, a worker loop and
  * `serve`, started together on a fresh data folder with nothing running, all
  * reach the same data or wait for it; none fails with "Connection error".
- * About the embedded database, so it runs whatever DATABASE_URL says (unset
- * for the children).
+ * About the embedded database alone (the children run without DATABASE_URL),
+ * so it runs in the embedded run only: a PostgreSQL run would repeat it
+ * unchanged.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -12,6 +13,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { spawnBilling } from "./support/Cli.ts"
+import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 const folders: Array<string> = []
@@ -68,7 +70,7 @@ afterAll(() => {
   for (const dir of folders) fs.rmSync(dir, { recursive: true, force: true })
 })
 
-describe("the embedded database shared by several processes", () => {
+describe.skipIf(usesRealPostgres)("the embedded database shared by several processes (embedded database only)", () => {
   it("serves several CLI commands started at once on a fresh folder, all on the same data", async () => {
     const dataDir = freshFolder()
     const names = ["A", "B", "C", "D", "E"]

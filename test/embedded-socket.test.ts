@@ -13,6 +13,7 @@ import * as net from "node:net"
 import { fromEmbedded } from "../src/db/Database.ts"
 import { serveSocket, type SocketServer } from "../src/db/EmbeddedSocket.ts"
 import { eventually } from "./support/Eventually.ts"
+import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 const frame = (type: string, ...parts: Array<Buffer>): Buffer => {
   const body = Buffer.concat(parts)
@@ -101,12 +102,13 @@ let scope: Scope.CloseableScope
 let sql: SqlClient.SqlClient
 
 beforeAll(async () => {
+  if (usesRealPostgres) return
   db = new PGlite()
   await db.waitReady
   const execute = db.execProtocolRawStream.bind(db)
   db.execProtocolRawStream = (message, options) => wrap(message, () => execute(message, options))
 })
-afterAll(() => db.close())
+afterAll(() => db?.close())
 
 const startServer = async (testWrap: Wrap = passThrough) => {
   wrap = testWrap
@@ -127,7 +129,7 @@ afterEach(async () => {
   if (db.isInTransaction()) await db.exec("ROLLBACK")
 })
 
-describe("one session, many clients", () => {
+describe.skipIf(usesRealPostgres)("one session, many clients (embedded database only)", () => {
   beforeEach(() => startServer())
 
   it("keeps a client's extended-protocol exchange whole while another client queries", async () => {
@@ -170,7 +172,7 @@ describe("one session, many clients", () => {
 
 const isParse = (message: Uint8Array) => message[0] === "P".charCodeAt(0)
 
-describe("a failure inside the database", () => {
+describe.skipIf(usesRealPostgres)("a failure inside the database (embedded database only)", () => {
   beforeEach(() => {
     let failed = false
     return startServer((message, execute) => {
@@ -187,7 +189,7 @@ describe("a failure inside the database", () => {
   })
 })
 
-describe("a client that leaves while its message runs", () => {
+describe.skipIf(usesRealPostgres)("a client that leaves while its message runs (embedded database only)", () => {
   beforeEach(() =>
     startServer(async (message, execute) => {
       if (isParse(message) && Buffer.from(message).includes("slow_parse")) {

@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { spawnBilling } from "./support/Cli.ts"
+import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "billing-embedded-"))
@@ -46,7 +47,7 @@ afterAll(() => {
   fs.rmSync(dataDir, { recursive: true, force: true })
 })
 
-describe("billing serve on the embedded database", () => {
+describe.skipIf(usesRealPostgres)("billing serve on the embedded database (embedded database only)", () => {
   it("serves, shares its data with the CLI, stops gracefully, and keeps the data", async () => {
     const started = await startServer()
     server = started.process

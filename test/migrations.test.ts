@@ -3,7 +3,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import { runMigrations } from "../src/db/Migrations.ts"
-import { TestDatabaseLive } from "./support/TestDatabase.ts"
+import { EmptyTestDatabaseLive } from "./support/TestDatabase.ts"
 
 const migrationFiles = fs.readdirSync(new URL("../migrations/", import.meta.url)).filter((f) => f.endsWith(".sql"))
 
@@ -17,5 +17,5 @@ describe("migrations", () => {
       const sql = yield* SqlClient.SqlClient
       const [row] = yield* sql<{ count: string }>`SELECT count(*) FROM schema_migrations`
       expect(Number(row!.count)).toBe(migrationFiles.length)
-    }).pipe(Effect.provide(TestDatabaseLive)), { timeout: 60_000 })
+    }).pipe(Effect.provide(EmptyTestDatabaseLive)), { timeout: 60_000 })
 })

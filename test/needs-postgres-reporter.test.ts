@@ -36,7 +36,7 @@ describe("the skipped-for-PostgreSQL line", () => {
     expect(skippedForPostgresLine(run, { databaseUrl: "" })).toBe(line)
   })
 
-  it("says nothing with DATABASE_URL set, or when nothing needing PostgreSQL was skipped", () => {
+  it("says nothing of them with DATABASE_URL set, or when nothing needing PostgreSQL was skipped", () => {
     expect(skippedForPostgresLine(run, { databaseUrl: "postgres://postgres@127.0.0.1:5432/test" })).toBeUndefined()
     expect(skippedForPostgresLine(run.slice(3), { databaseUrl: undefined })).toBeUndefined()
     expect(skippedForPostgresLine([], { databaseUrl: undefined })).toBeUndefined()
@@ -47,5 +47,22 @@ describe("the skipped-for-PostgreSQL line", () => {
       "skipped (need real PostgreSQL: set DATABASE_URL): test/a.test.ts > parallel workers (needs real PostgreSQL) > never deadlock"
     )
     expect(skippedForPostgresLine(run, { databaseUrl: undefined, namePattern: "prices" })).toBeUndefined()
+  })
+})
+
+describe("the skipped-for-the-embedded-database line", () => {
+  const onPostgres = [
+    test("serve on a data folder (embedded database only) > keeps the data", "skipped", "skip", "test/c.test.ts"),
+    ...run
+  ]
+
+  it("names, on a PostgreSQL run, the tests about the embedded database alone", () => {
+    expect(skippedForPostgresLine(onPostgres, { databaseUrl: "postgres://postgres@127.0.0.1:5432/test" })).toBe(
+      "skipped (embedded database only: run without DATABASE_URL): test/c.test.ts > serve on a data folder (embedded database only) > keeps the data"
+    )
+  })
+
+  it("says nothing of them on an embedded run", () => {
+    expect(skippedForPostgresLine(onPostgres.slice(0, 1), { databaseUrl: undefined })).toBeUndefined()
   })
 })

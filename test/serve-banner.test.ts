@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { eventually } from "./support/Eventually.ts"
 import { type PtyProcess, startInPty, stripAnsi } from "./support/Pty.ts"
 import { startTestApp, type TestApp } from "./support/TestApp.ts"
+import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 
@@ -58,7 +59,7 @@ describe("billing serve's start banner", () => {
     child.kill("SIGTERM")
   }, 120_000)
 
-  it("prints the API URL, the docs URL and the embedded database's folder on a terminal", async () => {
+  it.skipIf(usesRealPostgres)("prints the API URL, the docs URL and the embedded database's folder on a terminal (embedded database only)", async () => {
     const env: NodeJS.ProcessEnv = { ...process.env, BILLING_DATA_DIR: dataDir }
     delete env.DATABASE_URL
     delete env.NO_COLOR

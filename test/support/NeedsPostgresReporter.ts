@@ -10,6 +10,13 @@
  * names; that is how they are told apart from tests skipped for another reason
  * (`.skip`, `.todo`, a `-t` filter). Nothing is printed when none was skipped
  * or when DATABASE_URL is set.
+ *
+ * The other way round, on a run with DATABASE_URL: the tests about the embedded
+ * database alone (they unset DATABASE_URL for their own processes, so a
+ * PostgreSQL run would repeat them unchanged), which say "embedded database
+ * only" in their names:
+ *
+ *   skipped (embedded database only: run without DATABASE_URL): test/b.test.ts > suite (embedded database only) > test
  */
 import { relative } from "node:path"
 import type { Reporter, TestModule, Vitest } from "vitest/node"
@@ -25,8 +32,10 @@ export interface SkippableTest {
 }
 
 export const SKIPPED_PREFIX = "skipped (need real PostgreSQL: set DATABASE_URL): "
+export const SKIPPED_EMBEDDED_PREFIX = "skipped (embedded database only: run without DATABASE_URL): "
 
 const NEEDS_POSTGRES = /PostgreSQL/
+const EMBEDDED_ONLY = /embedded database only/
 
 /**
  * The line to print for `tests`, or undefined when there is nothing to say:
@@ -37,7 +46,8 @@ export const skippedForPostgresLine = (
   tests: Iterable<SkippableTest>,
   options: { readonly databaseUrl: string | undefined; readonly namePattern?: RegExp | string | undefined }
 ): string | undefined => {
-  if ((options.databaseUrl ?? "") !== "") return undefined
+  const onPostgres = (options.databaseUrl ?? "") !== ""
+  const [prefix, reason] = onPostgres ? [SKIPPED_EMBEDDED_PREFIX, EMBEDDED_ONLY] : [SKIPPED_PREFIX, NEEDS_POSTGRES]
   const pattern = options.namePattern === undefined || options.namePattern === ""
     ? undefined
     : typeof options.namePattern === "string"
@@ -46,11 +56,11 @@ export const skippedForPostgresLine = (
   const names: Array<string> = []
   for (const test of tests) {
     if (test.state !== "skipped" || test.mode !== "skip") continue
-    if (!NEEDS_POSTGRES.test(test.fullName)) continue
+    if (!reason.test(test.fullName)) continue
     if (pattern !== undefined && !pattern.test(test.fullName)) continue
     names.push(`${test.file} > ${test.fullName}`)
   }
-  return names.length === 0 ? undefined : `${SKIPPED_PREFIX}${names.join("; ")}`
+  return names.length === 0 ? undefined : `${prefix}${names.join("; ")}`
 }
 
 export default class NeedsPostgresReporter implements Reporter {

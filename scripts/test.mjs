@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+/**
+ * `npm test` after the build: the type check and the suite at once. The suite
+ * leaves a core idle much of the time (it waits on child processes, sockets
+ * and timers), and `tsc` needs one for some 20 s: run at the lowest priority,
+ * it takes only that idle time, so the suite is not slowed and the type
+ * check's time is saved. The type check's output is held back and printed
+ * after the suite's, so the two never interleave; the exit code is non-zero
+ * when either fails. Arguments go to vitest (`npm test -- test/x.test.ts`).
+ */
+import { spawn } from "node:child_process"
+import { setPriority } from "node:os"
+import { fileURLToPath } from "node:url"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const bin = (name) => fileURLToPath(new URL(`../node_modules/.bin/${name}`, import.meta.url))
+
+const typecheck = new Promise((resolve) => {
+  const child = spawn(bin("tsc"), ["--noEmit", "-p", "tsconfig.json"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+  try {
+    setPriority(child.pid, 19)
+  } catch {
+    // Not allowed here: it runs at normal priority.
+  }
+  let output = ""
+  child.stdout.on("data", (chunk) => (output += chunk))
+  child.stderr.on("data", (chunk) => (output += chunk))
+  child.on("close", (code) => resolve({ code: code ?? 1, output }))
+})
+
+const suite = new Promise((resolve) => {
+  const child = spawn(bin("vitest"), ["run", ...process.argv.slice(2)], { cwd: root, stdio: "inherit" })
+  child.on("close", (code) => resolve(code ?? 1))
+})
+
+const suiteCode = await suite
+const checked = await typecheck
+process.stdout.write(checked.code === 0 ? "\ntype check (tsc --noEmit): no errors\n" : `\ntype check (tsc --noEmit) failed:\n${checked.output}`)
+process.exit(suiteCode !== 0 ? suiteCode : checked.code)

@@ -1,0 +1,45 @@
+/**
+ * Runs once per `vitest run`, in vitest's own process. On PostgreSQL each test
+ * process keeps one database for the run (test/support/TestDatabase.ts), named
+ * `billing_run_<run>_<pid>`: this names the run (vitest's pid, inherited by the
+ * test processes as BILLING_TEST_RUN), drops the databases of runs whose
+ * process is gone (a run that was killed), and drops this run's at its end.
+ */
+import pg from "pg"
+import { testRunDatabasePrefix } from "./TestDatabase.ts"
+
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+const dropDatabases = async (adminUrl: string, keep: (name: string) => boolean) => {
+  const client = new pg.Client({ connectionString: adminUrl })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ datname: string }>(
+      "SELECT datname FROM pg_database WHERE datname LIKE 'billing\\_run\\_%'"
+    )
+    for (const { datname } of rows) {
+      if (!keep(datname)) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
+    }
+  } finally {
+    await client.end()
+  }
+}
+
+export default async function setup() {
+  const run = String(process.pid)
+  process.env.BILLING_TEST_RUN = run
+  const adminUrl = process.env.DATABASE_URL ?? ""
+  if (adminUrl === "") return
+  await dropDatabases(adminUrl, (name) => {
+    const runPid = Number(/^billing_run_(\d+)_/.exec(name)?.[1])
+    return Number.isInteger(runPid) && runPid !== process.pid && isAlive(runPid)
+  })
+  return () => dropDatabases(adminUrl, (name) => !name.startsWith(testRunDatabasePrefix(run)))
+}
