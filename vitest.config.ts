@@ -1,4 +1,8 @@
 import { defineConfig } from "vitest/config"
+import SlowFirstSequencer from "./test/support/SlowFirstSequencer.ts"
+
+/** `--sequence.shuffle` keeps its meaning (files in random order): our order applies only without it. */
+const shuffled = process.argv.some((arg) => arg.startsWith("--sequence.shuffle"))
 
 export default defineConfig({
   test: {
@@ -21,6 +25,7 @@ export default defineConfig({
       }
     },
     setupFiles: ["./test/support/RestoreEnv.ts"],
+    ...(shuffled ? {} : { sequence: { sequencer: SlowFirstSequencer } }),
     // Names the run and drops its PostgreSQL databases at the end.
     globalSetup: ["./test/support/GlobalSetup.ts"]
   }
