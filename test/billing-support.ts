@@ -116,7 +116,7 @@ export const runCycles = (app: TestApp, now: Date) =>
  * counted too, and the count would depend on which tests ran first.
  */
 export const ownTestApp = async (tenantName = "Acme") => {
-  const app = await startTestApp()
+  const app = await startTestApp({ ownDatabase: true })
   onTestFinished(() => app.close())
   const tenant = await app.tenant(tenantName)
   return { app, tenant, api: clientOf(app, tenant) }

@@ -20,11 +20,11 @@ import { Organizations } from "../../src/organizations/Organizations.ts"
 import { ServicesLive } from "../../src/Services.ts"
 import { spawnBilling } from "./Cli.ts"
 import { startPrism, violationsOf } from "./Prism.ts"
-import { TestDatabaseLive, TestDatabaseUrl } from "./TestDatabase.ts"
+import { EmptyTestDatabaseLive, TestDatabaseLive, TestDatabaseUrl } from "./TestDatabase.ts"
 
 
-const makeLayer = () => {
-  const database = Layer.provideMerge(MigrationsLive, TestDatabaseLive)
+const makeLayer = (ownDatabase = false) => {
+  const database = Layer.provideMerge(MigrationsLive, ownDatabase ? EmptyTestDatabaseLive : TestDatabaseLive)
   const services = ServicesLive.pipe(Layer.provideMerge(database))
   return makeHttpServer({ port: 0, host: "127.0.0.1" }).pipe(
     Layer.provideMerge(services),
@@ -76,8 +76,17 @@ export interface TestApp {
   readonly close: () => Promise<void>
 }
 
-export const startTestApp = async (): Promise<TestApp> => {
-  const runtime = ManagedRuntime.make(makeLayer())
+export interface TestAppOptions {
+  /**
+   * A database no other app of the test process shares, even within the file
+   * (created for it, and migrated): by default the file's apps share the
+   * file's database.
+   */
+  readonly ownDatabase?: boolean
+}
+
+export const startTestApp = async (options: TestAppOptions = {}): Promise<TestApp> => {
+  const runtime = ManagedRuntime.make(makeLayer(options.ownDatabase))
   const run = <A, E>(effect: Effect.Effect<A, E, AppContext>) => runtime.runPromise(effect)
   const address = await run(Effect.map(HttpServer.HttpServer, (server) => server.address))
   if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")
