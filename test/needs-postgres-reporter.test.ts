@@ -4,7 +4,7 @@
  * nothing about tests skipped for other reasons or on a PostgreSQL run.
  */
 import { describe, expect, it } from "vitest"
-import { type SkippableTest, skippedForPostgresLine } from "./support/NeedsPostgresReporter.ts"
+import { type SkippableTest, skippedLine } from "./support/NeedsPostgresReporter.ts"
 
 const test = (fullName: string, state: SkippableTest["state"], mode: SkippableTest["mode"], file = "test/a.test.ts"): SkippableTest => ({
   file,
@@ -25,7 +25,7 @@ const run = [
 
 describe("the skipped-for-PostgreSQL line", () => {
   it("names every test skipped for want of PostgreSQL, with its file, on one line", () => {
-    const line = skippedForPostgresLine(run, { databaseUrl: undefined })
+    const line = skippedLine(run, { databaseUrl: undefined })
     expect(line).toBe(
       "skipped (need real PostgreSQL: set DATABASE_URL): " +
         "test/a.test.ts > parallel workers (needs real PostgreSQL) > price each signal once; " +
@@ -33,20 +33,20 @@ describe("the skipped-for-PostgreSQL line", () => {
         "test/b.test.ts > hears a revocation through NOTIFY (PostgreSQL)"
     )
     expect(line).not.toContain("\n")
-    expect(skippedForPostgresLine(run, { databaseUrl: "" })).toBe(line)
+    expect(skippedLine(run, { databaseUrl: "" })).toBe(line)
   })
 
   it("says nothing of them with DATABASE_URL set, or when nothing needing PostgreSQL was skipped", () => {
-    expect(skippedForPostgresLine(run, { databaseUrl: "postgres://postgres@127.0.0.1:5432/test" })).toBeUndefined()
-    expect(skippedForPostgresLine(run.slice(3), { databaseUrl: undefined })).toBeUndefined()
-    expect(skippedForPostgresLine([], { databaseUrl: undefined })).toBeUndefined()
+    expect(skippedLine(run, { databaseUrl: "postgres://postgres@127.0.0.1:5432/test" })).toBeUndefined()
+    expect(skippedLine(run.slice(3), { databaseUrl: undefined })).toBeUndefined()
+    expect(skippedLine([], { databaseUrl: undefined })).toBeUndefined()
   })
 
   it("leaves out tests that a -t name filter skipped", () => {
-    expect(skippedForPostgresLine(run, { databaseUrl: undefined, namePattern: /deadlock/ })).toBe(
+    expect(skippedLine(run, { databaseUrl: undefined, namePattern: /deadlock/ })).toBe(
       "skipped (need real PostgreSQL: set DATABASE_URL): test/a.test.ts > parallel workers (needs real PostgreSQL) > never deadlock"
     )
-    expect(skippedForPostgresLine(run, { databaseUrl: undefined, namePattern: "prices" })).toBeUndefined()
+    expect(skippedLine(run, { databaseUrl: undefined, namePattern: "prices" })).toBeUndefined()
   })
 })
 
@@ -57,12 +57,12 @@ describe("the skipped-for-the-embedded-database line", () => {
   ]
 
   it("names, on a PostgreSQL run, the tests about the embedded database alone", () => {
-    expect(skippedForPostgresLine(onPostgres, { databaseUrl: "postgres://postgres@127.0.0.1:5432/test" })).toBe(
+    expect(skippedLine(onPostgres, { databaseUrl: "postgres://postgres@127.0.0.1:5432/test" })).toBe(
       "skipped (embedded database only: run without DATABASE_URL): test/c.test.ts > serve on a data folder (embedded database only) > keeps the data"
     )
   })
 
   it("says nothing of them on an embedded run", () => {
-    expect(skippedForPostgresLine(onPostgres.slice(0, 1), { databaseUrl: undefined })).toBeUndefined()
+    expect(skippedLine(onPostgres.slice(0, 1), { databaseUrl: undefined })).toBeUndefined()
   })
 })

@@ -20,7 +20,6 @@ import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
 import { outputMode, writeOut } from "../Output.ts"
 
-
 export interface ServeOptions {
   readonly port?: number
   readonly host?: string
@@ -40,7 +39,6 @@ const poolPerProcess = (processes: number) => Math.max(5, Math.ceil(totalPool / 
  * the primary 8, and the CLI needs room while serve runs.
  */
 const maxEmbeddedProcesses = 6
-
 
 /**
  * JSON log lines, and no tracing spans: nothing exports them, and every

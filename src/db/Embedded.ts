@@ -64,7 +64,8 @@ export const markLongLived = () => {
   longLivedProcess = true
 }
 
-const isProcessAlive = (pid: number): boolean => {
+/** Whether a process of that pid runs (one of another user counts). */
+export const isProcessAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
     return true

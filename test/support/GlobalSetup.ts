@@ -5,32 +5,17 @@
  * test processes as BILLING_TEST_RUN), drops the databases of runs whose
  * process is gone (a run that was killed), and drops this run's at its end.
  */
-import pg from "pg"
-import { testRunDatabasePrefix } from "./TestDatabase.ts"
+import { Effect } from "effect"
+import { isProcessAlive } from "../../src/db/Embedded.ts"
+import { runAlone, testRunDatabasePrefix } from "./TestDatabase.ts"
 
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
-const dropDatabases = async (adminUrl: string, keep: (name: string) => boolean) => {
-  const client = new pg.Client({ connectionString: adminUrl })
-  await client.connect()
-  try {
-    const { rows } = await client.query<{ datname: string }>(
-      "SELECT datname FROM pg_database WHERE datname LIKE 'billing\\_run\\_%'"
-    )
-    for (const { datname } of rows) {
-      if (!keep(datname)) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
+const dropDatabases = (adminUrl: string, keep: (name: string) => boolean) =>
+  Effect.runPromise(Effect.gen(function*() {
+    const rows = yield* runAlone(adminUrl, "SELECT datname FROM pg_database WHERE datname LIKE 'billing\\_run\\_%'")
+    for (const { datname } of rows as ReadonlyArray<{ datname: string }>) {
+      if (!keep(datname)) yield* runAlone(adminUrl, `DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`)
     }
-  } finally {
-    await client.end()
-  }
-}
+  }))
 
 export default async function setup() {
   const run = String(process.pid)
@@ -39,7 +24,7 @@ export default async function setup() {
   if (adminUrl === "") return
   await dropDatabases(adminUrl, (name) => {
     const runPid = Number(/^billing_run_(\d+)_/.exec(name)?.[1])
-    return Number.isInteger(runPid) && runPid !== process.pid && isAlive(runPid)
+    return Number.isInteger(runPid) && runPid !== process.pid && isProcessAlive(runPid)
   })
   return () => dropDatabases(adminUrl, (name) => !name.startsWith(testRunDatabasePrefix(run)))
 }

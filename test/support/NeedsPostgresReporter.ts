@@ -38,11 +38,12 @@ const NEEDS_POSTGRES = /PostgreSQL/
 const EMBEDDED_ONLY = /embedded database only/
 
 /**
- * The line to print for `tests`, or undefined when there is nothing to say:
- * DATABASE_URL set, or no skipped test needing PostgreSQL. A test a name
- * filter (`-t`) left out is not reported as skipped for PostgreSQL.
+ * The line to print for `tests`, or undefined when there is nothing to say: the
+ * tests skipped for want of PostgreSQL on an embedded run, or those about the
+ * embedded database alone on a PostgreSQL run. A test a name filter (`-t`)
+ * left out is not reported.
  */
-export const skippedForPostgresLine = (
+export const skippedLine = (
   tests: Iterable<SkippableTest>,
   options: { readonly databaseUrl: string | undefined; readonly namePattern?: RegExp | string | undefined }
 ): string | undefined => {
@@ -80,7 +81,7 @@ export default class NeedsPostgresReporter implements Reporter {
         mode: test.options.mode
       }))
     )
-    const line = skippedForPostgresLine(tests, {
+    const line = skippedLine(tests, {
       databaseUrl: process.env.DATABASE_URL,
       namePattern: this.vitest?.config.testNamePattern
     })

@@ -1,9 +1,9 @@
 /**
- * A database of its own for each test file: with DATABASE_URL a freshly created
- * PostgreSQL database (dropped afterwards), without it the test process's
- * in-memory embedded database, emptied for the file. Either way it is reached
- * over the PostgreSQL wire by the same client as production, and `url` lets a
- * spawned CLI or worker reach it too.
+ * A database of its own for each test file: the test process's database,
+ * emptied for the file (with DATABASE_URL a PostgreSQL database made for the
+ * run and process, without it an in-memory embedded database). Either way it
+ * is reached over the PostgreSQL wire by the same client as production, and
+ * `url` lets a spawned CLI or worker reach it too.
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
@@ -20,7 +20,7 @@ export class TestDatabaseUrl extends Context.Tag("TestDatabaseUrl")<TestDatabase
 export const usesRealPostgres = (process.env.DATABASE_URL ?? "") !== ""
 
 /** One statement on its own short-lived connection (CREATE DATABASE cannot run in a pool's transaction). */
-const runAlone = (url: string, statement: string) =>
+export const runAlone = (url: string, statement: string) =>
   Effect.scoped(
     Effect.flatMap(
       Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
@@ -35,10 +35,15 @@ const freshPostgresDatabase = (adminUrl: string) =>
       Effect.orDie(runAlone(adminUrl, `CREATE DATABASE "${name}"`)),
       () => Effect.ignore(runAlone(adminUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`))
     )
-    const url = new URL(adminUrl)
-    url.pathname = `/${name}`
-    return url.toString()
+    return databaseUrl(adminUrl, name)
   })
+
+/** The URL of database `name` on the server of `adminUrl`. */
+const databaseUrl = (adminUrl: string, name: string) => {
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}
 
 const inMemoryDatabase = Effect.map(
   serveInMemory,
@@ -65,9 +70,7 @@ const processPostgresDatabase = (adminUrl: string) =>
     const name = `${testRunDatabasePrefix(process.env.BILLING_TEST_RUN ?? `solo${process.pid}`)}${process.pid}`
     yield* Effect.orDie(runAlone(adminUrl, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`))
     yield* Effect.orDie(runAlone(adminUrl, `CREATE DATABASE "${name}"`))
-    const url = new URL(adminUrl)
-    url.pathname = `/${name}`
-    return url.toString()
+    return databaseUrl(adminUrl, name)
   })
 
 const startSharedDatabase = () =>
