@@ -5,7 +5,8 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/intake.ts \
  *     [--signals 20000] [--batches 400] [--batch-size 100] [--customers 100] [--connections 64] \
- *     [--batch-connections 16] [--yardstick 20000] [--processes 1] [--root OTHER_CHECKOUT]
+ *     [--batch-connections 16] [--yardstick 20000] [--processes 1] [--root OTHER_CHECKOUT] \
+ *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"]
  *
  * In one run, on a database of its own (dropped at the end):
  *  1. the yardstick: plain single-row INSERTs of a small jsonb row, 64 concurrent
@@ -52,6 +53,8 @@ const yardstickCount = flag("yardstick", 20_000)
 const processes = flag("processes", 1)
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
+// Node flags for the server and the worker, e.g. a CPU profile of each (NODE_OPTIONS refuses --cpu-prof).
+const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
 
 const adminUrl = process.env.DATABASE_URL
 if (!adminUrl) {
@@ -152,7 +155,7 @@ const main = async () => {
       })
 
     const spawnedAt = performance.now()
-    server = spawn(process.execPath, [cliPath, "serve", "--no-worker", "--port", String(port), ...(processes > 1 ? ["--processes", String(processes)] : [])], {
+    server = spawn(process.execPath, [...childNodeArgs, cliPath, "serve", "--no-worker", "--port", String(port), ...(processes > 1 ? ["--processes", String(processes)] : [])], {
       cwd: root,
       env,
       stdio: ["ignore", "ignore", "inherit"]
@@ -236,7 +239,7 @@ const main = async () => {
 
     // A worker's first priced signal, from spawn.
     const workerSpawned = performance.now()
-    const worker = spawn(process.execPath, [cliPath, "worker"], { cwd: root, env, stdio: ["ignore", "ignore", "inherit"] })
+    const worker = spawn(process.execPath, [...childNodeArgs, cliPath, "worker"], { cwd: root, env, stdio: ["ignore", "ignore", "inherit"] })
     const workerDone = new Promise((resolve) => worker.on("exit", resolve))
     let firstSignalSeconds = NaN
     for (let tries = 0; tries < 2000; tries++) {

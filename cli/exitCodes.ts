@@ -1,8 +1,9 @@
 /**
  * The CLI's exit codes, one per kind of failure, so a script can tell "fix
  * your command" from "that record does not exist" without parsing stderr.
- * Domain failures take theirs from the status `src/errors.ts` gives their tag,
- * so the CLI and the API always agree on what kind of failure it was.
+ * Domain failures take theirs from the status `src/errors.ts` gives their tag
+ * (`exitCodeOfStatus`), so the CLI and the API always agree on what kind of
+ * failure it was. Nothing is imported here: `billing --help` loads this module.
  *
  *   0  success
  *   1  internal error (a bug or an unreachable database)
@@ -12,8 +13,6 @@
  *   5  conflict with the current state (409)
  *   6  well-formed but refused by a rule (422)
  */
-import { errorStatus, type ServiceError } from "../src/errors.ts"
-
 export const ExitCode = {
   ok: 0,
   internal: 1,
@@ -24,7 +23,7 @@ export const ExitCode = {
   refused: 6
 } as const
 
-const exitCodeOfStatus: Record<(typeof errorStatus)[keyof typeof errorStatus], number> = {
+const exitCodes: Record<400 | 401 | 403 | 404 | 409 | 422, number> = {
   400: ExitCode.usage,
   401: ExitCode.notAllowed,
   403: ExitCode.notAllowed,
@@ -33,4 +32,4 @@ const exitCodeOfStatus: Record<(typeof errorStatus)[keyof typeof errorStatus], n
   422: ExitCode.refused
 }
 
-export const exitCodeOf = (error: ServiceError): number => exitCodeOfStatus[errorStatus[error._tag]]
+export const exitCodeOfStatus = (status: keyof typeof exitCodes): number => exitCodes[status]

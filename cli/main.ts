@@ -3,8 +3,10 @@
  * the same services as the API (never the API itself). See DESIGN.md §8 for the
  * stable forms that scripts rely on, and cli/program.ts for the command tree.
  */
+import * as fs from "node:fs"
+import { parseCommandLine } from "./commandLine.ts"
+import { type CommandShape, isHelpRequest, programFromShape } from "./helpTree.ts"
 import { setExitCode } from "./Output.ts"
-import { runCli } from "./program.ts"
 
 // `billing ... | head` closes the pipe early: that is the reader's choice, not a failure.
 process.stdout.on("error", (error: NodeJS.ErrnoException) => {
@@ -12,4 +14,20 @@ process.stdout.on("error", (error: NodeJS.ErrnoException) => {
   throw error
 })
 
-await runCli(process.argv.slice(2), setExitCode)
+/** The tree written beside the built CLI (scripts/build.mjs); none when running from sources. */
+const builtShape = (): CommandShape | undefined => {
+  try {
+    return JSON.parse(fs.readFileSync(new URL("./commands.json", import.meta.url), "utf8"))
+  } catch {
+    return undefined
+  }
+}
+
+const args = process.argv.slice(2)
+const shape = builtShape()
+if (shape !== undefined && isHelpRequest(shape, args)) {
+  await parseCommandLine(programFromShape(shape), args, setExitCode)
+} else {
+  const { runCli } = await import("./program.ts")
+  await runCli(args, setExitCode)
+}

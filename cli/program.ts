@@ -4,112 +4,74 @@
  * environment of the caller's choosing (`runCliInProcess`, for tests: the
  * same command functions without starting a Node process each time).
  */
-import { Command, CommanderError } from "commander"
+import type { Command } from "commander"
 import packageJson from "../package.json" with { type: "json" }
-import { registerAdjust } from "./commands/adjust.tsx"
-import { registerBalance } from "./commands/balance.tsx"
-import { registerComposite } from "./commands/composite.tsx"
-import { registerCompletion } from "./commands/completion.ts"
-import { registerCredit } from "./commands/credit.tsx"
-import { registerCustomer } from "./commands/customer.tsx"
-import { registerCycle } from "./commands/cycle.tsx"
-import { registerInvoice } from "./commands/invoice.tsx"
-import { registerMember } from "./commands/member.tsx"
-import { registerModel } from "./commands/model.tsx"
-import { registerKey, registerOrg } from "./commands/org.tsx"
-import { registerOutcome } from "./commands/outcome.tsx"
-import { registerPlan } from "./commands/plan.tsx"
-import { registerPortal } from "./commands/portal.tsx"
-import { registerPurchase } from "./commands/purchase.tsx"
-import { registerServe } from "./commands/serve.tsx"
-import { registerSignal } from "./commands/signal.tsx"
-import { registerStatus } from "./commands/status.tsx"
-import { registerTax } from "./commands/tax.tsx"
-import { registerToolkit } from "./commands/toolkit.tsx"
-import { registerUnit } from "./commands/unit.tsx"
-import { registerUsage } from "./commands/usage.tsx"
-import { registerWallet } from "./commands/wallet.tsx"
-import { registerListen } from "./commands/listen.tsx"
-import { registerWebhook } from "./commands/webhook.tsx"
-import { registerWorker } from "./commands/worker.tsx"
-import { setActiveCommand, withActiveCommandSlot } from "./activeCommand.ts"
-import { ExitCode } from "./exitCodes.ts"
-import { type CliIo, withCliIo, writeErr, writeOut } from "./Output.ts"
+import { addUsageHints, newRoot, parseCommandLine } from "./commandLine.ts"
+import { type CliIo, withCliIo } from "./Output.ts"
 
 export const version: string = packageJson.version
 
-/** `billing customer get`, as a person would type it. */
-export const commandPath = (command: Command): string => {
-  const names: Array<string> = []
-  for (let at: Command | null = command; at !== null; at = at.parent) names.unshift(at.name())
-  return names.join(" ")
-}
+type Register = (program: Command) => void
 
 /**
- * After a usage error, the command's own usage line and where to read more:
- * the whole help of a command with forty subcommands buries the one line
- * that says what went wrong.
+ * Every top-level command, in the order help lists them, with the module that
+ * registers it. A module is loaded only when its command runs (or when the
+ * whole tree is wanted): `billing worker` does not load Ink views of forty
+ * other commands, nor `billing org list` the worker.
  */
-const usageHints = (command: Command) => {
-  command.showHelpAfterError(`usage: ${commandPath(command)} ${command.usage()}\nsee '${commandPath(command)} --help'`)
-  for (const sub of command.commands) usageHints(sub)
-}
+const commandModules: ReadonlyArray<{ readonly name: string; readonly register: () => Promise<Register> }> = [
+  { name: "serve", register: () => import("./commands/serve.tsx").then((m) => m.registerServe) },
+  { name: "worker", register: () => import("./commands/worker.tsx").then((m) => m.registerWorker) },
+  { name: "status", register: () => import("./commands/status.tsx").then((m) => m.registerStatus) },
+  { name: "org", register: () => import("./commands/org.tsx").then((m) => m.registerOrg) },
+  { name: "key", register: () => import("./commands/org.tsx").then((m) => m.registerKey) },
+  { name: "customer", register: () => import("./commands/customer.tsx").then((m) => m.registerCustomer) },
+  { name: "purchase", register: () => import("./commands/purchase.tsx").then((m) => m.registerPurchase) },
+  { name: "cycle", register: () => import("./commands/cycle.tsx").then((m) => m.registerCycle) },
+  { name: "balance", register: () => import("./commands/balance.tsx").then((m) => m.registerBalance) },
+  { name: "adjust", register: () => import("./commands/adjust.tsx").then((m) => m.registerAdjust) },
+  { name: "wallet", register: () => import("./commands/wallet.tsx").then((m) => m.registerWallet) },
+  { name: "invoice", register: () => import("./commands/invoice.tsx").then((m) => m.registerInvoice) },
+  { name: "tax", register: () => import("./commands/tax.tsx").then((m) => m.registerTax) },
+  { name: "member", register: () => import("./commands/member.tsx").then((m) => m.registerMember) },
+  { name: "portal", register: () => import("./commands/portal.tsx").then((m) => m.registerPortal) },
+  { name: "signal", register: () => import("./commands/signal.tsx").then((m) => m.registerSignal) },
+  { name: "usage", register: () => import("./commands/usage.tsx").then((m) => m.registerUsage) },
+  { name: "model", register: () => import("./commands/model.tsx").then((m) => m.registerModel) },
+  { name: "credit", register: () => import("./commands/credit.tsx").then((m) => m.registerCredit) },
+  { name: "outcome", register: () => import("./commands/outcome.tsx").then((m) => m.registerOutcome) },
+  { name: "webhook", register: () => import("./commands/webhook.tsx").then((m) => m.registerWebhook) },
+  { name: "listen", register: () => import("./commands/listen.tsx").then((m) => m.registerListen) },
+  { name: "toolkit", register: () => import("./commands/toolkit.tsx").then((m) => m.registerToolkit) },
+  { name: "unit", register: () => import("./commands/unit.tsx").then((m) => m.registerUnit) },
+  { name: "composite", register: () => import("./commands/composite.tsx").then((m) => m.registerComposite) },
+  { name: "plan", register: () => import("./commands/plan.tsx").then((m) => m.registerPlan) },
+  // Generated from the tree it is registered in: it always gets the whole one.
+  { name: "completion", register: () => import("./commands/completion.ts").then((m) => m.registerCompletion) }
+]
 
-export const buildProgram = (): Command => {
-  const program = new Command("billing")
+/**
+ * The command tree: the whole of it, or only the top-level command `only`
+ * (which parses and runs exactly as it does in the whole tree). A name that is
+ * not a command, and `completion`, get the whole tree.
+ */
+export const buildProgram = async (only?: string): Promise<Command> => {
+  const program = newRoot("billing")
     .description("usage metering and billing for AI products")
     .version(version, "-V, --version", "print the version")
-    .exitOverride()
-    .configureOutput({ writeOut, writeErr })
-    .hook("preAction", (_program, actionCommand) => setActiveCommand(actionCommand))
-
-  registerServe(program)
-  registerWorker(program)
-  registerStatus(program)
-  registerOrg(program)
-  registerKey(program)
-  registerCustomer(program)
-  registerPurchase(program)
-  registerCycle(program)
-  registerBalance(program)
-  registerAdjust(program)
-  registerWallet(program)
-  registerInvoice(program)
-  registerTax(program)
-  registerMember(program)
-  registerPortal(program)
-  registerSignal(program)
-  registerUsage(program)
-  registerModel(program)
-  registerCredit(program)
-  registerOutcome(program)
-  registerWebhook(program)
-  registerListen(program)
-  registerToolkit(program)
-  registerUnit(program)
-  registerComposite(program)
-  registerPlan(program)
-  registerCompletion(program)
-  usageHints(program)
-  return program
+  const single = only !== "completion" && commandModules.some((module) => module.name === only)
+  const chosen = single ? commandModules.filter((module) => module.name === only) : commandModules
+  const registers = await Promise.all(chosen.map((module) => module.register()))
+  for (const register of registers) register(program)
+  return addUsageHints(program)
 }
 
 /**
  * Parses and runs `args` (without `node billing`) on the current `CliIo`,
- * returning the exit code instead of exiting: commander's own exits (help,
- * version, usage errors) are caught here, usage errors as exit code 2.
+ * returning the exit code instead of exiting (see cli/commandLine.ts).
  */
-export const runCli = async (args: ReadonlyArray<string>, setExitCode: (code: number) => void): Promise<void> => {
-  const program = buildProgram()
-  try {
-    await withActiveCommandSlot(() => program.parseAsync([...args], { from: "user" }))
-  } catch (error) {
-    if (!(error instanceof CommanderError)) throw error
-    // Asked-for help and the version succeed; anything else commander stops on is a usage error.
-    const asked = error.code === "commander.helpDisplayed" || error.code === "commander.version"
-    setExitCode(asked ? ExitCode.ok : ExitCode.usage)
-  }
-}
+export const runCli = async (args: ReadonlyArray<string>, setExitCode: (code: number) => void): Promise<void> =>
+  parseCommandLine(await buildProgram(args[0]), args, setExitCode)
 
 export interface InProcessRun {
   readonly code: number
@@ -127,7 +89,15 @@ export interface InProcessOptions {
 }
 
 /** Runs one `billing` command in this process, with its own streams, environment and exit code. */
-export const runCliInProcess = async (args: ReadonlyArray<string>, options: InProcessOptions): Promise<InProcessRun> => {
+export const runCliInProcess = (args: ReadonlyArray<string>, options: InProcessOptions): Promise<InProcessRun> =>
+  runInProcess(runCli, args, options)
+
+/** Runs a command line through `run` (the real tree's, or another) as `runCliInProcess` does. */
+export const runInProcess = async (
+  run: (args: ReadonlyArray<string>, setExitCode: (code: number) => void) => Promise<void>,
+  args: ReadonlyArray<string>,
+  options: InProcessOptions
+): Promise<InProcessRun> => {
   let stdout = ""
   let stderr = ""
   let code = 0
@@ -151,7 +121,7 @@ export const runCliInProcess = async (args: ReadonlyArray<string>, options: InPr
       code = exitCode
     }
   }
-  await withCliIo(io, () => runCli(args, io.setExitCode))
+  await withCliIo(io, () => run(args, io.setExitCode))
   let json: unknown
   try {
     json = JSON.parse(stdout)

@@ -6,19 +6,16 @@
  */
 import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, ParseResult, Schema } from "effect"
 import { type Command, InvalidArgumentError } from "commander"
-import { renderToString } from "ink"
 import * as fs from "node:fs"
-import { stripVTControlCharacters } from "node:util"
 import type { ReactElement } from "react"
-import YAML from "yaml"
-import { BadRequest, isServiceError } from "../src/errors.ts"
+import { BadRequest, errorStatus, isServiceError } from "../src/errors.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
 import { AppServicesLive } from "../src/Services.ts"
 import { activeCommand } from "./activeCommand.ts"
-import { ExitCode, exitCodeOf } from "./exitCodes.ts"
+import { ExitCode, exitCodeOfStatus } from "./exitCodes.ts"
 import { describeInputIssues } from "./inputErrors.ts"
-import { cliIo, envVar, outputMode, setExitCode, terminalColumns, writeErr, writeOut } from "./Output.ts"
+import { cliIo, envVar, outputMode, setExitCode, writeErr, writeOut } from "./Output.ts"
 
 export type AppServices = Layer.Layer.Success<typeof AppServicesLive>
 
@@ -47,28 +44,6 @@ export const environmentConfig = () => {
   return Layer.setConfigProvider(ConfigProvider.fromMap(new Map(entries)))
 }
 
-const plainAt = (view: ReactElement, columns: number) =>
-  stripVTControlCharacters(renderToString(view, { columns })).split("\n").map((line) => line.trimEnd()).join("\n")
-
-/**
- * Renders a view as text for the current output: fitted to a terminal, or
- * plain with no escape codes and no line wrapped. Ink lays text out in a grid
- * as wide as `columns` (its cost grows with the width), so a plain view is
- * rendered at a width that is then doubled: when twice the width lays out the
- * same text, nothing was wrapped.
- */
-export const renderView = (view: ReactElement): string => {
-  if (outputMode({}) === "tty") return renderToString(view, { columns: terminalColumns() })
-  let columns = 256
-  let text = plainAt(view, columns)
-  for (;;) {
-    const wider = plainAt(view, columns * 2)
-    if (wider === text) return text
-    columns *= 2
-    text = wider
-  }
-}
-
 const describeFailure = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
@@ -88,7 +63,7 @@ const describeFailure = (cause: Cause.Cause<unknown>): string => {
 const exitCodeOfCause = (cause: Cause.Cause<unknown>): number => {
   const failure = Cause.failureOption(cause)
   if (Option.isNone(failure)) return ExitCode.internal
-  if (isServiceError(failure.value)) return exitCodeOf(failure.value)
+  if (isServiceError(failure.value)) return exitCodeOfStatus(errorStatus[failure.value._tag])
   if (ParseResult.isParseError(failure.value)) return ExitCode.usage
   return ExitCode.internal
 }
@@ -117,8 +92,13 @@ export const runOn = async <A, R>(
   const exit = await runtime.runPromiseExit(effect)
   await runtime.dispose()
   if (Exit.isSuccess(exit)) {
-    if (outputMode(options) === "json") writeOut(`${JSON.stringify(presenter.json(exit.value), null, 2)}\n`)
-    else writeOut(`${renderView(presenter.view(exit.value))}\n`)
+    if (outputMode(options) === "json") {
+      writeOut(`${JSON.stringify(presenter.json(exit.value), null, 2)}\n`)
+    } else {
+      // Ink is loaded only for a view: a --json command, and the worker on a pipe, never need it.
+      const { renderView } = await import("./ui/renderView.ts")
+      writeOut(`${renderView(presenter.view(exit.value))}\n`)
+    }
     return
   }
   writeErr(`error: ${describeFailure(exit.cause)}\n`)
@@ -139,10 +119,12 @@ export const encode = <A, I>(schema: Schema.Schema<A, I>) => (value: A): I => Sc
 
 /** Reads a JSON or YAML request body from `--file`. */
 export const readBodyFile = (file: string): Effect.Effect<unknown, BadRequest> =>
-  Effect.try({
-    try: () => {
+  Effect.tryPromise({
+    try: async () => {
       const text = fs.readFileSync(file, "utf8")
-      return /\.ya?ml$/i.test(file) ? YAML.parse(text) : JSON.parse(text)
+      if (!/\.ya?ml$/i.test(file)) return JSON.parse(text)
+      const { default: YAML } = await import("yaml")
+      return YAML.parse(text)
     },
     catch: (error) => new BadRequest({ message: `cannot read ${file}: ${(error as Error).message}` })
   })

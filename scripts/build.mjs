@@ -13,6 +13,7 @@
  * statement counter can wrap its client).
  */
 import * as esbuild from "esbuild"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 
@@ -22,7 +23,7 @@ const outdir = `${root}dist`
 fs.rmSync(outdir, { recursive: true, force: true })
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { "cli/main": "cli/main.ts", "worker/main": "worker/main.ts" },
+  entryPoints: { "cli/main": "cli/main.ts", "cli/describe": "cli/describe.ts", "worker/main": "worker/main.ts" },
   outdir,
   bundle: true,
   splitting: true,
@@ -33,9 +34,16 @@ await esbuild.build({
   sourcemap: "linked",
   legalComments: "none",
   logLevel: "warning",
+  // React and Ink pick their production builds (react-reconciler's development
+  // build alone is 1 MB that every command would parse at start).
+  define: { "process.env.NODE_ENV": "\"production\"" },
   external: ["@electric-sql/pglite", "@electric-sql/pglite-socket", "react-devtools-core", "pg", "pg-native", "deno"],
   // Bundled CommonJS packages call require(); ESM output has none of its own.
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" }
 })
+// The command tree for `billing --help`, which then loads none of the commands (cli/helpTree.ts).
+const described = spawnSync(process.execPath, [`${outdir}/cli/describe.js`], { encoding: "utf8" })
+if (described.status !== 0) throw new Error(`cli/describe failed: ${described.stderr}`)
+fs.writeFileSync(`${outdir}/cli/commands.json`, described.stdout)
 // Written last: its time is what `bin/billing.mjs` compares the sources with.
 fs.writeFileSync(`${outdir}/BUILD`, `${new Date().toISOString()}\n`)

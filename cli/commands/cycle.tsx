@@ -1,6 +1,6 @@
 import type { Command } from "commander"
 import { Duration, Effect } from "effect"
-import { Text } from "ink"
+import { Text } from "../ui/ink.ts"
 import { billingCycleJob } from "../../src/billing/CycleJob.ts"
 import { runWorker } from "../../src/worker/Worker.ts"
 import { run, withJson } from "../run.ts"

@@ -7,7 +7,7 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { configuredOrigin } from "../../src/portal/PublicUrl.ts"
-import { Box, Text } from "ink"
+import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
 
 const invoiceJson = encode(Invoice)

@@ -4,7 +4,7 @@
  */
 import type { Command } from "commander"
 import { Cause, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Schedule, Schema } from "effect"
-import { Text } from "ink"
+import { Text } from "../ui/ink.ts"
 import { SqlClient } from "@effect/sql"
 import { Customers } from "../../src/customers/Customers.ts"
 import { BadRequest } from "../../src/errors.ts"

@@ -1,6 +1,6 @@
 import type { Command } from "commander"
 import { Duration, Effect } from "effect"
-import { Text } from "ink"
+import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { ApiKeys, type ApiKey } from "../../src/organizations/ApiKeys.ts"
 import { defaultKeyCacheOptions } from "../../src/organizations/KeyCache.ts"

@@ -1,5 +1,5 @@
 import type { Command } from "commander"
-import { Box, Text } from "ink"
+import { Box, Text } from "../ui/ink.ts"
 import { Outcome, OutcomeCreate, OutcomeUpdate, OutcomeWithSteps } from "../../src/outcomes/Outcome.ts"
 import { Outcomes } from "../../src/outcomes/Outcomes.ts"
 import { Money } from "../../src/schema.ts"

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { PortalToken } from "../../src/portal/PortalApi.ts"
 import { Portal } from "../../src/portal/Portal.ts"
 import { configuredOrigin } from "../../src/portal/PublicUrl.ts"
-import { Box, Text } from "ink"
+import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
 import { encode, organizationOf, run, withOrg } from "../run.ts"
 

@@ -1,5 +1,5 @@
 import { type Command, InvalidArgumentError } from "commander"
-import { Text } from "ink"
+import { Text } from "../ui/ink.ts"
 import { DatabaseLive } from "../../src/db/Database.ts"
 import { runMigrations } from "../../src/db/Migrations.ts"
 import { numberFlag, runOn, withJson } from "../run.ts"

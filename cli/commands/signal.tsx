@@ -1,6 +1,6 @@
 import type { Command } from "commander"
 import { Chunk, Effect, Schema, Stream } from "effect"
-import { Box, Text } from "ink"
+import { Box, Text } from "../ui/ink.ts"
 import * as fs from "node:fs"
 import * as readline from "node:readline"
 import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"

@@ -1,6 +1,6 @@
 import type { Command } from "commander"
 import { Effect } from "effect"
-import { Box, Text } from "ink"
+import { Box, Text } from "../ui/ink.ts"
 import { OperationsStatus, type WorkStatus } from "../../src/operations/Status.ts"
 import { watch } from "../ui/Live.tsx"
 import { Details } from "../ui/Table.tsx"

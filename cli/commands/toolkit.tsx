@@ -1,6 +1,6 @@
 import type { Command } from "commander"
 import { Effect } from "effect"
-import { Box, Text } from "ink"
+import { Box, Text } from "../ui/ink.ts"
 import { FixtureDocument, type LoadedRecord, loadFixtures } from "../../src/toolkit/Fixtures.ts"
 import { DEFAULT_DEMO_WEBHOOK_URL, seedWorkspace } from "../../src/toolkit/Seed.ts"
 import { Details, Table } from "../ui/Table.tsx"

@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
 import { BigDecimal, Effect, Schema } from "effect"
-import { Box } from "ink"
+import { Box } from "../ui/ink.ts"
 import { UsageLogParams } from "../../src/usage/UsageApi.ts"
 import { UsageLog, UsageTotal } from "../../src/usage/UsageLog.ts"
 import { toEntry, UsageLogEntry } from "../../src/usage/UsageLogEntry.ts"

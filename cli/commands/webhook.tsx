@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { nextCursorOf, withOldest } from "../lists.ts"
 import { Effect } from "effect"
-import { Text } from "ink"
+import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { MAX_LIMIT } from "../../src/http/Pagination.ts"
 import { toNumber } from "../../src/money.ts"

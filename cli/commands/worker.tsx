@@ -1,6 +1,5 @@
 import type { Command } from "commander"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
-import { render } from "ink"
 import { markLongLived } from "../../src/db/Embedded.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { AppServicesLive } from "../../src/Services.ts"
@@ -9,7 +8,7 @@ import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { run, withJson } from "../run.ts"
-import { WorkerLiveView, WorkerStatsStore, WorkerSummary } from "../ui/WorkerView.tsx"
+import { loadInk } from "../ui/ink.ts"
 
 export const parseInstant = (value: string | undefined) => {
   if (value === undefined) return Effect.succeed(undefined)
@@ -53,10 +52,17 @@ const quietLogs = Layer.merge(
   Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger))
 )
 
+/**
+ * The views, loaded only when a person looks at one: a worker that writes
+ * JSON lines (a pipe, a process manager) starts without Ink.
+ */
+const loadViews = () => import("../ui/WorkerView.tsx")
+
 /** `--once`: drain, then a per-job, per-organisation summary (one document with --json). */
-const drainOnce = (options: WorkerFlags) => {
+const drainOnce = async (options: WorkerFlags) => {
   const reports: Array<BatchReport> = []
   const mode = outputMode(options)
+  const views = mode === "json" ? undefined : await loadViews()
   const onBatch = (report: BatchReport) =>
     Effect.zipRight(
       Effect.sync(() => reports.push(report)),
@@ -71,7 +77,10 @@ const drainOnce = (options: WorkerFlags) => {
       )),
     {
       json: (result) => result,
-      view: (result) => <WorkerSummary summaries={result.jobs} handled={result.handled} />
+      view: (result) => {
+        const { WorkerSummary } = views!
+        return <WorkerSummary summaries={result.jobs} handled={result.handled} />
+      }
     }
   )
 }
@@ -84,8 +93,9 @@ const drainOnce = (options: WorkerFlags) => {
 const loop = async (options: WorkerFlags) => {
   const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs)))
   const live = outputMode(options) === "tty"
-  const store = new WorkerStatsStore(workerJobs.map((job) => job.name))
-  const onBatch = live ? (report: BatchReport) => Effect.sync(() => store.add(report)) : printLogLine
+  const views = live ? await loadViews() : undefined
+  const store = views && new views.WorkerStatsStore(workerJobs.map((job) => job.name))
+  const onBatch = store ? (report: BatchReport) => Effect.sync(() => store.add(report)) : printLogLine
   const fiber = runtime.runFork(
     Effect.flatMap(parseInstant(options.now), (now) =>
       runWorker(workerJobs, { once: false, now, idle: pollInterval(), onBatch }))
@@ -96,8 +106,8 @@ const loop = async (options: WorkerFlags) => {
     stopping = true
     void runtime.runPromise(Fiber.interrupt(fiber))
   }
-  const view = live
-    ? render(<WorkerLiveView store={store} interactive={isInteractive(options)} onQuit={stop} />, {
+  const view = views && store
+    ? (await loadInk()).render(<views.WorkerLiveView store={store} interactive={isInteractive(options)} onQuit={stop} />, {
       exitOnCtrlC: false,
       patchConsole: false
     })

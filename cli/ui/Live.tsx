@@ -5,10 +5,13 @@
  * snapshots one after another instead of being redrawn in place.
  */
 import { Effect } from "effect"
-import { Box, render, Text } from "ink"
 import type { ReactElement } from "react"
 import { cliIo, isInteractive, writeOut } from "../Output.ts"
-import { renderView } from "../run.ts"
+import { loadInk } from "./ink.ts"
+import { renderView } from "./renderView.ts"
+
+// A live view is Ink's from its first frame: loaded with this module.
+const { Box, render, Text } = await loadInk()
 
 /** Ink on the running command's streams (not necessarily the process's). */
 const renderLive = (view: ReactElement) =>

@@ -3,7 +3,7 @@
  * In a terminal the columns are cut to fit its width (widest first, with an
  * ellipsis) so a row never wraps; on a pipe nothing is cut (see cli/Output.ts).
  */
-import { Box, Text } from "ink"
+import { Box, Text } from "./ink.ts"
 import { isInteractive, terminalColumns, truncate } from "../Output.ts"
 
 const GAP = 2

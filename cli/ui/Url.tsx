@@ -1,5 +1,5 @@
 /** A URL on one line, however narrow the terminal: a wrapped link breaks when copied. */
-import { Box, Text } from "ink"
+import { Box, Text } from "./ink.ts"
 
 export function UrlLine(props: { readonly label: string; readonly url: string }) {
   return (

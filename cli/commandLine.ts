@@ -1,0 +1,59 @@
+/**
+ * What every `billing` command tree shares, the real one (cli/program.ts) and
+ * the one that only answers help requests (cli/helpTree.ts): the root's
+ * settings, the usage line shown after a usage error, and how commander's own
+ * exits (help, version, usage errors) become exit codes. Commander only; this
+ * module is on the path of `billing --help`.
+ */
+import { Command, CommanderError } from "commander"
+import { setActiveCommand, withActiveCommandSlot } from "./activeCommand.ts"
+import { ExitCode } from "./exitCodes.ts"
+import { writeErr, writeOut } from "./Output.ts"
+
+/**
+ * The root, configured before any subcommand is added: subcommands inherit
+ * exitOverride and the output settings when they are created.
+ */
+export const newRoot = (name: string): Command =>
+  new Command(name)
+    .exitOverride()
+    .configureOutput({ writeOut, writeErr })
+    .hook("preAction", (_program, actionCommand) => setActiveCommand(actionCommand))
+
+/** `billing customer get`, as a person would type it. */
+export const commandPath = (command: Command): string => {
+  const names: Array<string> = []
+  for (let at: Command | null = command; at !== null; at = at.parent) names.unshift(at.name())
+  return names.join(" ")
+}
+
+/**
+ * After a usage error, the command's own usage line and where to read more:
+ * the whole help of a command with forty subcommands buries the one line
+ * that says what went wrong.
+ */
+export const addUsageHints = (command: Command): Command => {
+  command.showHelpAfterError(`usage: ${commandPath(command)} ${command.usage()}\nsee '${commandPath(command)} --help'`)
+  for (const sub of command.commands) addUsageHints(sub)
+  return command
+}
+
+/**
+ * Parses and runs `args` (without `node billing`) on the current `CliIo`,
+ * setting the exit code instead of exiting: commander's own exits (help,
+ * version, usage errors) are caught here, usage errors as exit code 2.
+ */
+export const parseCommandLine = async (
+  program: Command,
+  args: ReadonlyArray<string>,
+  setExitCode: (code: number) => void
+): Promise<void> => {
+  try {
+    await withActiveCommandSlot(() => program.parseAsync([...args], { from: "user" }))
+  } catch (error) {
+    if (!(error instanceof CommanderError)) throw error
+    // Asked-for help and the version succeed; anything else commander stops on is a usage error.
+    const asked = error.code === "commander.helpDisplayed" || error.code === "commander.version"
+    setExitCode(asked ? ExitCode.ok : ExitCode.usage)
+  }
+}
