@@ -23,7 +23,12 @@ const outdir = `${root}dist`
 fs.rmSync(outdir, { recursive: true, force: true })
 await esbuild.build({
   absWorkingDir: root,
-  entryPoints: { "cli/main": "cli/main.ts", "cli/describe": "cli/describe.ts", "worker/main": "worker/main.ts" },
+  entryPoints: {
+    "cli/main": "cli/main.ts",
+    "cli/describe": "cli/describe.ts",
+    "cli/prepareEmbedded": "cli/prepareEmbedded.ts",
+    "worker/main": "worker/main.ts"
+  },
   outdir,
   bundle: true,
   splitting: true,
@@ -41,9 +46,14 @@ await esbuild.build({
   // Bundled CommonJS packages call require(); ESM output has none of its own.
   banner: { js: "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);" }
 })
+const runBuilt = (entry) => {
+  const result = spawnSync(process.execPath, [`${outdir}/${entry}.js`], { encoding: "utf8" })
+  if (result.status !== 0) throw new Error(`${entry} failed: ${result.stderr}`)
+  return result.stdout
+}
 // The command tree for `billing --help`, which then loads none of the commands (cli/helpTree.ts).
-const described = spawnSync(process.execPath, [`${outdir}/cli/describe.js`], { encoding: "utf8" })
-if (described.status !== 0) throw new Error(`cli/describe failed: ${described.stderr}`)
-fs.writeFileSync(`${outdir}/cli/commands.json`, described.stdout)
+fs.writeFileSync(`${outdir}/cli/commands.json`, runBuilt("cli/describe"))
+// A new embedded database's cluster, copied instead of running initdb; kept across builds (src/db/EmbeddedTemplate.ts).
+runBuilt("cli/prepareEmbedded")
 // Written last: its time is what `bin/billing.mjs` compares the sources with.
 fs.writeFileSync(`${outdir}/BUILD`, `${new Date().toISOString()}\n`)

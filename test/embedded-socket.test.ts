@@ -12,6 +12,7 @@ import { Context, Effect, Exit, Layer, Scope } from "effect"
 import * as net from "node:net"
 import { fromEmbedded } from "../src/db/Database.ts"
 import { serveSocket, type SocketServer } from "../src/db/EmbeddedSocket.ts"
+import { readTemplate } from "../src/db/EmbeddedTemplate.ts"
 import { eventually } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -103,7 +104,9 @@ let sql: SqlClient.SqlClient
 
 beforeAll(async () => {
   if (usesRealPostgres) return
-  db = new PGlite()
+  // From the cluster template, as the service opens a new database (no initdb).
+  const template = readTemplate()
+  db = new PGlite(template === undefined ? {} : { loadDataDir: template })
   await db.waitReady
   const execute = db.execProtocolRawStream.bind(db)
   db.execProtocolRawStream = (message, options) => wrap(message, () => execute(message, options))

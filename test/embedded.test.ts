@@ -1,16 +1,19 @@
 /**
  * The quick start, end to end, on the embedded database: `billing serve` with no
- * DATABASE_URL, an organisation created by the CLI while it runs, a customer
- * created and read over HTTP, a graceful stop on SIGTERM, and the CLI reading
- * the same data folder once the server is gone.
+ * DATABASE_URL started in a terminal (its banner: the API and docs URLs, the
+ * data folder, the worker), an organisation created by the CLI while it runs,
+ * a customer created and read over HTTP, a graceful stop on Ctrl-C, and the
+ * CLI reading the same data folder once the server is gone. One server start
+ * for all of it: on a fresh folder it is the slowest thing the suite does.
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { spawnBilling } from "./support/Cli.ts"
+import { eventually } from "./support/Eventually.ts"
+import { type PtyProcess, startInPty, stripAnsi } from "./support/Pty.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
@@ -23,57 +26,52 @@ const env = (() => {
 
 const cli = (args: ReadonlyArray<string>) => spawnBilling(args, env, { timeoutMs: 60_000 })
 
-let server: ChildProcess | undefined
-
-const startServer = () =>
-  new Promise<{ process: ChildProcess; baseUrl: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--no-worker"], { env })
-    let output = ""
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000)
-    child.stdout!.on("data", (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /Listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-      if (match) {
-        clearTimeout(timer)
-        resolve({ process: child, baseUrl: `${match[1]}/api/v1` })
-      }
-    })
-    child.stderr!.on("data", (chunk: Buffer) => (output += chunk.toString()))
-    child.once("exit", (code) => reject(new Error(`server exited with ${code}:\n${output}`)))
-  })
+let terminal: PtyProcess | undefined
 
 afterAll(() => {
-  server?.kill("SIGKILL")
+  terminal?.kill()
   fs.rmSync(dataDir, { recursive: true, force: true })
 })
 
 describe.skipIf(usesRealPostgres)("billing serve on the embedded database (embedded database only)", () => {
-  it("serves, shares its data with the CLI, stops gracefully, and keeps the data", async () => {
-    const started = await startServer()
-    server = started.process
+  it("shows its banner on a terminal, serves, shares its data with the CLI, stops on Ctrl-C, and keeps the data", async () => {
+    // As a person starts it: in a terminal, with the worker in the same process.
+    const terminalEnv = { ...env }
+    delete terminalEnv.NO_COLOR
+    terminal = startInPty([process.execPath, bin, "serve", "--port", "0"], terminalEnv)
+    const screen = await eventually(() => {
+      const text = stripAnsi(terminal!.output())
+      expect(text, text).toMatch(/Ctrl-C stops/)
+      return text
+    }, { timeoutMs: 90_000 })
+    const apiUrl = /billing API {2}(http:\/\/127\.0\.0\.1:\d+\/api\/v1)/.exec(screen)?.[1]
+    expect(apiUrl, screen).toBeDefined()
+    expect(screen).toMatch(/docs {9}http:\/\/127\.0\.0\.1:\d+\/docs/)
+    expect(screen).toContain(`database     embedded PGlite in ${dataDir}`)
+    expect(screen).toContain("worker       running in this process")
+    expect(screen).not.toContain("Listening on")
 
     const org = await cli(["org", "create", "--name", "Acme", "--json"])
-    expect(org.code).toBe(0)
+    expect(org.code, org.stderr).toBe(0)
     const apiKey: string = org.json.apiKey
 
     const headers = { authorization: `Bearer ${apiKey}`, "content-type": "application/json" }
-    const created = await fetch(`${started.baseUrl}/customers`, {
+    const created = await fetch(`${apiUrl}/customers`, {
       method: "POST",
       headers,
       body: JSON.stringify({ name: "Embedded Ed", email: "ed@example.com", externalId: "ed-1" })
     })
     expect(created.status).toBe(201)
-    const read = await fetch(`${started.baseUrl}/customers/ext/ed-1`, { headers })
+    const read = await fetch(`${apiUrl}/customers/ext/ed-1`, { headers })
     const body = await read.json() as any
     expect(body.result.customer.name).toBe("Embedded Ed")
 
-    const exited = new Promise<number | null>((resolve) => started.process.once("exit", resolve))
-    started.process.kill("SIGTERM")
-    expect(await exited).toBe(0)
-    server = undefined
+    terminal.type("\u0003")
+    expect(await terminal.exited, stripAnsi(terminal.output())).toBe(0)
+    terminal = undefined
 
     const listed = await cli(["customer", "list", "--org", org.json.organization.id, "--json"])
-    expect(listed.code).toBe(0)
+    expect(listed.code, listed.stderr).toBe(0)
     expect(listed.json.customers.map((c: any) => c.externalId)).toEqual(["ed-1"])
   }, 180_000)
 })

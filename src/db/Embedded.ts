@@ -29,6 +29,7 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { serveSocket, type SocketServer } from "./EmbeddedSocket.ts"
+import { holdsNoCluster, readTemplate } from "./EmbeddedTemplate.ts"
 
 export class EmbeddedDatabaseError extends Data.TaggedError("EmbeddedDatabaseError")<{
   readonly message: string
@@ -188,7 +189,10 @@ const openPGlite = (dataDir: string | undefined) =>
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
-        const db = dataDir === undefined ? new PGlite() : new PGlite(dataDir)
+        // A new cluster starts from the template instead of initdb (EmbeddedTemplate.ts).
+        const template = dataDir === undefined || holdsNoCluster(dataDir) ? readTemplate() : undefined
+        const options = template === undefined ? {} : { loadDataDir: template }
+        const db = dataDir === undefined ? new PGlite(options) : new PGlite(dataDir, options)
         await db.waitReady
         return db
       },
