@@ -77,6 +77,14 @@ const decoderOf: Record<QueuedRoute, (input: unknown) => Either.Either<unknown, 
   WALLET: Schema.decodeUnknownEither(schemaOfRoute.WALLET)
 }
 
+/** Each queued route's encoder, built once: every accepted signal's body goes through one. */
+const encoderOf: Record<QueuedRoute, (input: unknown) => Either.Either<unknown, ParseResult.ParseError>> = {
+  CREDIT: Schema.encodeUnknownEither(schemaOfRoute.CREDIT),
+  OUTCOME: Schema.encodeUnknownEither(schemaOfRoute.OUTCOME),
+  UNIT: Schema.encodeUnknownEither(schemaOfRoute.UNIT),
+  WALLET: Schema.encodeUnknownEither(schemaOfRoute.WALLET)
+}
+
 const nul = /\u0000/
 const unpairedSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
@@ -135,8 +143,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
         )
 
     /** The body the inbox keeps: the request decoded and encoded again by its route's schema. */
-    const encodeBody = (route: QueuedRoute, input: unknown) =>
-      Either.getOrThrow(Schema.encodeUnknownEither(schemaOfRoute[route] as Schema.Schema<unknown, unknown>)(input))
+    const encodeBody = (route: QueuedRoute, input: unknown) => Either.getOrThrow(encoderOf[route](input))
 
     /**
      * The inbox row of a decoded request of a queued route, or why it is
