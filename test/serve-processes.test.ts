@@ -10,43 +10,19 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { randomToken } from "../src/ids.ts"
-import { usesRealPostgres } from "./support/TestDatabase.ts"
+import { isProcessAlive } from "../src/db/Embedded.ts"
 import { spawnBilling } from "./support/Cli.ts"
+import { eventually } from "./support/Eventually.ts"
+import { runAlone, usesRealPostgres } from "./support/TestDatabase.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
-
-/** One statement on its own connection (CREATE DATABASE cannot run in a transaction). */
-const runAlone = (url: string, statement: string) =>
-  Effect.runPromise(Effect.scoped(Effect.flatMap(
-    Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
-    (context) => Context.get(context, SqlClient.SqlClient).unsafe(statement)
-  )))
 
 interface LogLine {
   readonly message: string
   readonly annotations: Record<string, any>
-}
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
-const eventually = async (check: () => boolean, timeoutMs = 10_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error("timed out")
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
 }
 
 let env: NodeJS.ProcessEnv = {}
@@ -57,11 +33,11 @@ beforeAll(async () => {
   if (usesRealPostgres) {
     const admin = process.env.DATABASE_URL!
     const name = `billing_test_${randomToken(5)}`
-    await runAlone(admin, `CREATE DATABASE "${name}"`)
+    await Effect.runPromise(runAlone(admin, `CREATE DATABASE "${name}"`))
     const url = new URL(admin)
     url.pathname = `/${name}`
     env = { ...process.env, DATABASE_URL: url.toString() }
-    cleanup = () => runAlone(admin, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).then(() => undefined)
+    cleanup = () => Effect.runPromise(runAlone(admin, `DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)).then(() => undefined)
   } else {
     const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "billing-processes-"))
     env = { ...process.env, BILLING_DATA_DIR: dataDir }
@@ -113,7 +89,7 @@ describe(`billing serve --processes on ${usesRealPostgres ? "PostgreSQL" : "the 
     expect(server.listening.annotations.processes).toBe(2)
     expect(new Set(apiPids).size).toBe(2)
     expect(apiPids).not.toContain(server.process.pid)
-    expect(apiPids.every(isAlive)).toBe(true)
+    expect(apiPids.every(isProcessAlive)).toBe(true)
 
     // The CLI works alongside (on the embedded database, through the primary's socket).
     const org = await cli(["org", "create", "--name", "Processes", "--json"])
@@ -142,14 +118,16 @@ describe(`billing serve --processes on ${usesRealPostgres ? "PostgreSQL" : "the 
     // Each request's line names the process that answered it (lines are written within 100 ms).
     const servedBy = () =>
       new Set(server.lines().filter((line) => line.message === "request").map((line) => line.annotations.pid as number))
-    await eventually(() => server.lines().filter((line) => line.message === "request").length >= 33)
+    await eventually(() => expect(server.lines().filter((line) => line.message === "request").length).toBeGreaterThanOrEqual(33), {
+      timeoutMs: 10_000
+    })
     expect([...servedBy()].sort()).toEqual([...apiPids].sort())
     expect(server.lines().some((line) => line.message === "request" && line.annotations.status === 401)).toBe(true)
 
     const exited = new Promise<number | null>((resolve) => server.process.once("exit", resolve))
     server.process.kill("SIGTERM")
     expect(await exited).toBe(0)
-    expect(apiPids.filter(isAlive)).toEqual([])
+    expect(apiPids.filter(isProcessAlive)).toEqual([])
 
     // The data is still there for the next start.
     const listed = await cli(["customer", "list", "--org", org.json.organization.id, "--json"])
