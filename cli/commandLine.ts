@@ -52,8 +52,9 @@ export const parseCommandLine = async (
     await withActiveCommandSlot(() => program.parseAsync([...args], { from: "user" }))
   } catch (error) {
     if (!(error instanceof CommanderError)) throw error
-    // Asked-for help and the version succeed; anything else commander stops on is a usage error.
-    const asked = error.code === "commander.helpDisplayed" || error.code === "commander.version"
-    setExitCode(asked ? ExitCode.ok : ExitCode.usage)
+    // Asked-for help (`--help`, `billing help customer`) and the version succeed: commander
+    // stops on them with exit code 0. Anything else it stops on is a usage error, help shown
+    // because a command was missing (`billing customer`) included.
+    setExitCode(error.exitCode === 0 ? ExitCode.ok : ExitCode.usage)
   }
 }

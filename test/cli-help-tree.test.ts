@@ -53,6 +53,10 @@ describe("the help tree", () => {
       expect({ args, ...rebuilt }).toEqual({ args, ...real })
     }
     expect((await runCliInProcess(["--version"], { env: {} })).stdout.trim()).toMatch(/^\d+\.\d+\.\d+$/)
+    // Help that was asked for succeeds; help shown for a missing command or subcommand is a usage error.
+    const codes = async (args: ReadonlyArray<string>) => (await runCliInProcess(args, { env: {} })).code
+    expect([await codes(["help"]), await codes(["help", "customer"]), await codes(["customer", "--help"])]).toEqual([0, 0, 0])
+    expect([await codes([]), await codes(["customer"])]).toEqual([2, 2])
   })
 
   it("leaves to the real tree anything that is not a pure help request", async () => {
