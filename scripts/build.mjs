@@ -54,6 +54,11 @@ const runBuilt = (entry) => {
 // The command tree for `billing --help`, which then loads none of the commands (cli/helpTree.ts).
 fs.writeFileSync(`${outdir}/cli/commands.json`, runBuilt("cli/describe"))
 // A new embedded database's cluster, copied instead of running initdb; kept across builds (src/db/EmbeddedTemplate.ts).
-runBuilt("cli/prepareEmbedded")
+// Only a head start: without it a new database runs initdb, so a failure here warns and the build goes on.
+try {
+  runBuilt("cli/prepareEmbedded")
+} catch (error) {
+  process.stderr.write(`warning: no embedded cluster template (new embedded databases will run initdb): ${error.message}\n`)
+}
 // Written last: its time is what `bin/billing.mjs` compares the sources with.
 fs.writeFileSync(`${outdir}/BUILD`, `${new Date().toISOString()}\n`)
