@@ -54,7 +54,7 @@ afterAll(async () => {
   await app.close()
 })
 
-const cli = (args: ReadonlyArray<string>) => app.cli([...args, "--json"], { BILLING_ORG: tenant.organizationId })
+const cli = (args: ReadonlyArray<string>, on: Tenant = tenant) => app.cli([...args, "--json"], { BILLING_ORG: on.organizationId })
 
 /** A NUMERIC column's text as PostgreSQL holds it. */
 const numericText = (query: (sql: SqlClient.SqlClient) => Effect.Effect<ReadonlyArray<Record<string, unknown>>, unknown>) =>
@@ -97,18 +97,35 @@ purchases:
   }, CLI_TEST_TIMEOUT)
 
   it("takes amount flags as typed, exactly, and refuses what is not a decimal", async () => {
-    const adjusted = await cli(["adjust", "wallet", "--external-id", "ann", "--delta", "-0.000000000001"])
+    // A workspace of its own: a customer whose wallet holds PRECISE.
+    const own = await app.tenant("Decimal flags")
+    const file = path.join(dir, "wallet.yaml")
+    fs.writeFileSync(
+      file,
+      `
+plans:
+  - { name: Basic, entitlements: [{ type: WALLET, billingMode: ADVANCE, amount: "${PRECISE}" }] }
+customers:
+  - { name: Ann, email: ann@example.com, externalId: ann }
+purchases:
+  - { externalId: ann, plan: Basic }
+`
+    )
+    const loaded = await cli(["fixtures", "load", file], own)
+    expect(loaded.stderr).toBe("")
+
+    const adjusted = await cli(["adjust", "wallet", "--external-id", "ann", "--delta", "-0.000000000001"], own)
     expect(adjusted.stderr).toBe("")
     expect(adjusted.json).toMatchObject({ adjusted: true, floored: false })
-    const org = tenant.organizationId
+    const org = own.organizationId
     expect(await numericText((sql) => sql`SELECT balance::text FROM wallets WHERE organization_id = ${org}`))
       .toBe("1234567.123456789011")
 
-    const tax = await cli(["tax", "create", "--name", "VAT", "--rate", "7.125"])
+    const tax = await cli(["tax", "create", "--name", "VAT", "--rate", "7.125"], own)
     expect(tax.code, tax.stderr).toBe(0)
     expect(await numericText((sql) => sql`SELECT rate_percent::text FROM taxes WHERE organization_id = ${org}`)).toBe("7.125")
 
-    const refused = await cli(["adjust", "wallet", "--external-id", "ann", "--delta", "1e3"])
+    const refused = await cli(["adjust", "wallet", "--external-id", "ann", "--delta", "1e3"], own)
     expect(refused.code).not.toBe(0)
     expect(refused.stderr).toContain("not a decimal number")
   }, CLI_TEST_TIMEOUT)

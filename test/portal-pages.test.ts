@@ -151,13 +151,15 @@ describe("GET /pay/{invoiceId}", () => {
   })
 
   it("shows PAID with no instructions once paid, and the API still refuses a pay link", async () => {
-    const link = ok(await world.api.post(`/invoices/${world.invoice.id}/pay-link`)).url
-    await app.run(Effect.flatMap(Invoices, (invoices) => invoices.pay(world.acme.organizationId, world.invoice.id, "bank-1")))
+    // An invoice of its own to pay: the other tests read theirs OPEN.
+    const paid = await makePortalWorld(app, "Paid Co")
+    const link = ok(await paid.api.post(`/invoices/${paid.invoice.id}/pay-link`)).url
+    await app.run(Effect.flatMap(Invoices, (invoices) => invoices.pay(paid.acme.organizationId, paid.invoice.id, "bank-1")))
     const page = await open(link)
     expect(page.status).toBe(200)
     expect(page.text).toMatch(/class="badge PAID"/)
     expect(page.text).not.toContain(PAYMENT_INSTRUCTIONS.split("\n")[0])
-    expectError(await world.api.post(`/invoices/${world.invoice.id}/pay-link`), 409)
+    expectError(await paid.api.post(`/invoices/${paid.invoice.id}/pay-link`), 409)
   })
 })
 

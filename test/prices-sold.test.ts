@@ -4,7 +4,7 @@
  * rates of models are the exception, live by design (docs/billing.md).
  */
 import { BigDecimal, Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import * as fs from "node:fs"
 import { Models } from "../src/models/Models.ts"
 import { client, drain as drainIn, gpt4oBundle, query } from "./signals-fixtures.ts"
@@ -56,6 +56,9 @@ beforeAll(async () => {
 afterAll(() => app.close())
 
 describe("a catalogue edit after the sale changes nothing the purchase pays", () => {
+  // Every test starts from gpt-4o's list rates: one of them changes the rates.
+  beforeEach(() => setGpt4o("2.5", "10"))
+
   it("credit: the margin sold, not the credit's new one", async () => {
     // basePrice 0.00625; margin 25 -> pricePerCredit 0.0078125
     const creditId = await api().created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 25, modelBundle: gpt4oBundle }, "credit")
@@ -154,7 +157,6 @@ describe("a catalogue edit after the sale changes nothing the purchase pays", ()
   })
 
   it("a purchase sold before the terms were frozen takes the credit's terms of the upgrade (migration 0010)", async () => {
-    await setGpt4o("2.5", "10")
     const creditId = await api().created("/credits", { name: "Old", agentKey: "old", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
     const customerId = await customerOn([{ type: "CREDIT", billingMode: "ADVANCE", creditId, quantity: 10 }])
     const strip = `UPDATE purchases SET snapshot = jsonb_set(snapshot, '{components}',

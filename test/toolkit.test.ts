@@ -6,7 +6,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
 import { verifyWebhookSignature } from "../src/index.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
@@ -123,7 +123,8 @@ purchases:
     return file
   }
 
-  beforeAll(async () => {
+  // A workspace per test: each one loads what it refers to.
+  beforeEach(async () => {
     tenant = await app.tenant("Fixtures")
   })
 
@@ -156,6 +157,7 @@ purchases:
   }, CLI_TEST_TIMEOUT)
 
   it("loads JSON that refers to records already in the workspace", async () => {
+    expect((await load(yamlFile())).code).toBe(0)
     const file = path.join(dir, "more.json")
     fs.writeFileSync(
       file,

@@ -25,8 +25,6 @@ interface Shop {
   readonly unitKey: string
 }
 
-const shops: Array<Shop> = []
-
 const openShop = async (name: string): Promise<Shop> => {
   const tenant = await app.tenant(name)
   const client = clientOf(app, tenant)
@@ -36,6 +34,9 @@ const openShop = async (name: string): Promise<Shop> => {
   await buy(client, customer.id, plan.id)
   return { tenant, customerId: customer.id, unitKey: unit.agentKey }
 }
+
+/** Two workspaces of the calling test's own: the counts it asserts are its signals alone. */
+const twoShops = async (): Promise<[Shop, Shop]> => [await openShop("Watch A"), await openShop("Watch B")]
 
 /** Queues `priced` signals that will price and `failed` ones that will fail (an unknown unit). */
 const queueSignals = async (shop: Shop, priced: number, failed: number) => {
@@ -59,7 +60,6 @@ const statuses = async (shop: Shop) =>
 
 beforeAll(async () => {
   app = await startTestApp()
-  shops.push(await openShop("Watch A"), await openShop("Watch B"))
 })
 afterAll(async () => {
   for (const terminal of terminals) terminal.kill()
@@ -68,7 +68,7 @@ afterAll(async () => {
 
 describe("billing worker --once", () => {
   it("ends with one JSON document: per job, per organisation", async () => {
-    const [a, b] = shops as [Shop, Shop]
+    const [a, b] = await twoShops()
     await queueSignals(a, 3, 1)
     await queueSignals(b, 2, 0)
     const result = await app.cli(["worker", "--once", "--json"])
@@ -86,7 +86,7 @@ describe("billing worker --once", () => {
   }, TIMEOUT)
 
   it("writes one JSON line per batch that did work through a pipe, then the summary", async () => {
-    const [a, b] = shops as [Shop, Shop]
+    const [a, b] = await twoShops()
     await queueSignals(a, 2, 0)
     await queueSignals(b, 1, 1)
     const result = await app.cli(["worker", "--once"])
@@ -112,7 +112,7 @@ describe("billing worker --once", () => {
 
 describe("billing worker (looping)", () => {
   it("writes JSON lines when not on a terminal and stops cleanly on SIGTERM", async () => {
-    const [a] = shops as [Shop]
+    const a = await openShop("Watch A")
     const child = spawn(process.execPath, [bin, "worker"], {
       env: { ...process.env, DATABASE_URL: app.databaseUrl, BILLING_WORKER_POLL_MS: "50" }
     })
@@ -135,7 +135,7 @@ describe("billing worker (looping)", () => {
   }, TIMEOUT)
 
   it("shows a live line per job on a terminal, and q leaves with exit code 0", async () => {
-    const [, b] = shops as [Shop, Shop]
+    const b = await openShop("Watch B")
     const processedBefore = (await statuses(b)).PROCESSED ?? 0
     await queueSignals(b, 3, 0)
     const env: NodeJS.ProcessEnv = { ...process.env, DATABASE_URL: app.databaseUrl, BILLING_WORKER_POLL_MS: "50" }
