@@ -174,11 +174,21 @@ const isCommandPath = (shape: CommandShape, names: ReadonlyArray<string>): boole
   return true
 }
 
+const helpFlags = ["--help", "-h"]
+
+/**
+ * Whether `args` have the form of a help request, before the tree is read:
+ * every other command line starts without reading it.
+ */
+export const mayAskForHelp = (args: ReadonlyArray<string>): boolean =>
+  args.length === 0 || args[0] === "help" || helpFlags.includes(args[args.length - 1]!) ||
+  (args.length === 1 && args[0]!.startsWith("-"))
+
 /** Whether `args` only ask for help or the version (see the header). */
 export const isHelpRequest = (shape: CommandShape, args: ReadonlyArray<string>): boolean => {
+  if (!mayAskForHelp(args)) return false
   if (args.length === 0) return true
   if (args.length === 1 && shape.version && shape.version.flags.split(/[ ,|]+/).includes(args[0]!)) return true
   if (args[0] === "help") return isCommandPath(shape, args.slice(1))
-  const last = args[args.length - 1]
-  return (last === "--help" || last === "-h") && isCommandPath(shape, args.slice(0, -1))
+  return helpFlags.includes(args[args.length - 1]!) && isCommandPath(shape, args.slice(0, -1))
 }

@@ -5,7 +5,7 @@
  */
 import * as fs from "node:fs"
 import { parseCommandLine } from "./commandLine.ts"
-import { type CommandShape, isHelpRequest, programFromShape } from "./helpTree.ts"
+import { type CommandShape, isHelpRequest, mayAskForHelp, programFromShape } from "./helpTree.ts"
 import { setExitCode } from "./Output.ts"
 
 // `billing ... | head` closes the pipe early: that is the reader's choice, not a failure.
@@ -24,7 +24,7 @@ const builtShape = (): CommandShape | undefined => {
 }
 
 const args = process.argv.slice(2)
-const shape = builtShape()
+const shape = mayAskForHelp(args) ? builtShape() : undefined
 if (shape !== undefined && isHelpRequest(shape, args)) {
   await parseCommandLine(programFromShape(shape), args, setExitCode)
 } else {

@@ -11,7 +11,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { describe, expect, it } from "vitest"
 import { parseCommandLine } from "../cli/commandLine.ts"
-import { type CommandShape, isHelpRequest, programFromShape, shapeOf } from "../cli/helpTree.ts"
+import { type CommandShape, isHelpRequest, mayAskForHelp, programFromShape, shapeOf } from "../cli/helpTree.ts"
 import { buildProgram, runCliInProcess, runInProcess } from "../cli/program.ts"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -67,6 +67,10 @@ describe("the help tree", () => {
     expect(isHelpRequest(shape, ["help", "customr"])).toBe(false)
     expect(isHelpRequest(shape, ["--help", "customer"])).toBe(false)
     expect(isHelpRequest(shape, ["-V", "customer"])).toBe(false)
+    // A command line that is no help request starts without reading the tree at all.
+    expect(mayAskForHelp(["customer", "list", "--json"])).toBe(false)
+    expect(mayAskForHelp(["worker"])).toBe(false)
+    for (const args of [[], ["help", "customer"], ["customer", "-h"], ["--version"]]) expect(mayAskForHelp(args)).toBe(true)
   })
 })
 

@@ -108,6 +108,18 @@ describe("billing worker --once", () => {
     expect(result.stdout).toContain("signals: 4 in")
     expect(result.stdout).toContain(`${a.tenant.organizationId}  priced 2`)
   }, TIMEOUT)
+
+  it("starts a process with a batch of 100 signals and doubles it after each batch (docs/signals.md)", async () => {
+    const shop = await openShop("Watch ramp")
+    const signals = Array.from({ length: 350 }, () => ({ type: "unit", customerId: shop.customerId, agentKey: shop.unitKey }))
+    ok(await clientOf(app, shop.tenant).post("/signal/batch", { signals }), 202)
+    const result = await app.cli(["worker", "--once"])
+    expect(result.code, result.stderr).toBe(0)
+    const batches = result.stdout.split("\n").filter((line) => line.startsWith("{")).map((line) => JSON.parse(line))
+      .filter((line) => line.job === "signals").map((line) => line.handled)
+    expect(batches).toEqual([100, 200, 50])
+    expect(await statuses(shop)).toEqual({ PROCESSED: 350 })
+  }, TIMEOUT)
 })
 
 describe("billing worker (looping)", () => {

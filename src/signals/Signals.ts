@@ -69,21 +69,17 @@ const acknowledgement = (row: { readonly id: string; readonly messageId: string 
 })
 
 
+const queuedRoutes: ReadonlyArray<QueuedRoute> = ["CREDIT", "OUTCOME", "UNIT", "WALLET"]
+
+/** `make` applied once to each queued route's schema. */
+const perQueuedRoute = <A>(make: (schema: Schema.Schema<any, any>) => A): Record<QueuedRoute, A> =>
+  Object.fromEntries(queuedRoutes.map((route) => [route, make(schemaOfRoute[route])])) as Record<QueuedRoute, A>
+
 /** Each queued route's decoder, built once (a batch decodes up to 1,000 items). */
-const decoderOf: Record<QueuedRoute, (input: unknown) => Either.Either<unknown, ParseResult.ParseError>> = {
-  CREDIT: Schema.decodeUnknownEither(schemaOfRoute.CREDIT),
-  OUTCOME: Schema.decodeUnknownEither(schemaOfRoute.OUTCOME),
-  UNIT: Schema.decodeUnknownEither(schemaOfRoute.UNIT),
-  WALLET: Schema.decodeUnknownEither(schemaOfRoute.WALLET)
-}
+const decoderOf = perQueuedRoute((schema) => Schema.decodeUnknownEither(schema))
 
 /** Each queued route's encoder, built once: every accepted signal's body goes through one. */
-const encoderOf: Record<QueuedRoute, (input: unknown) => Either.Either<unknown, ParseResult.ParseError>> = {
-  CREDIT: Schema.encodeUnknownEither(schemaOfRoute.CREDIT),
-  OUTCOME: Schema.encodeUnknownEither(schemaOfRoute.OUTCOME),
-  UNIT: Schema.encodeUnknownEither(schemaOfRoute.UNIT),
-  WALLET: Schema.encodeUnknownEither(schemaOfRoute.WALLET)
-}
+const encoderOf = perQueuedRoute((schema) => Schema.encodeUnknownEither(schema))
 
 const nul = /\u0000/
 const unpairedSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
