@@ -16,7 +16,7 @@ const encode = (value: bigint, length: number): string => {
   return out
 }
 
-/** `length` base-32 characters of a whole number below 2^53 (a Number: BigInt cost 3 % of intake's CPU). */
+/** `length` base-32 characters of a whole number below 2^53: Numbers, 2.7 times faster than BigInt (bench/ids.ts). */
 const encodeNumber = (value: number, length: number): string => {
   let out = ""
   for (let i = 0; i < length; i++) {

@@ -1,7 +1,8 @@
 /**
  * Ink's Box and Text for the views of one-shot commands, without loading Ink
  * until something is rendered. Ink (React's reconciler, the Yoga layout engine
- * in WebAssembly) costs a command about 0.15 s to load; a `--json` run, which
+ * in WebAssembly) took 0.13 s of a `--json` command's start in a CPU profile
+ * (docs/benchmarks.md); a `--json` run, which
  * renders nothing, should not pay it. Whatever renders (cli/ui/renderView.ts,
  * cli/ui/Live.tsx, the worker's live view) calls `loadInk` first, and these
  * components render through the Ink it loaded.

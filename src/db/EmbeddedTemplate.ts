@@ -1,8 +1,9 @@
 /**
  * A fresh PGlite cluster, kept as a file, so that a new embedded database
  * starts from a copy instead of running initdb. initdb in WebAssembly is most
- * of a first start: 6 s and 9.5 CPU-seconds here, against 2 s and 2.5 from
- * the copy. The copy is PGlite's own dump of a cluster it has just created
+ * of a first start (docs/benchmarks.md, "A new embedded database": 7.3 s and
+ * 10.8 CPU-seconds to a first answer before, 4.4 s and 6.4-6.9 with it).
+ * The copy is PGlite's own dump of a cluster it has just created
  * with the options we open ours with (none), so it is byte for byte what
  * initdb would have written; nothing of ours is in it (migrations run after,
  * as on any database).
