@@ -19,7 +19,12 @@ type Register = (program: Command) => void
  * whole tree is wanted): `billing worker` does not load Ink views of forty
  * other commands, nor `billing org list` the worker.
  */
-const commandModules: ReadonlyArray<{ readonly name: string; readonly register: () => Promise<Register> }> = [
+const commandModules: ReadonlyArray<{
+  readonly name: string
+  readonly register: () => Promise<Register>
+  /** The command reads the tree it is registered in, so it runs in the whole one. */
+  readonly wholeTree?: boolean
+}> = [
   { name: "serve", register: () => import("./commands/serve.tsx").then((m) => m.registerServe) },
   { name: "worker", register: () => import("./commands/worker.tsx").then((m) => m.registerWorker) },
   { name: "status", register: () => import("./commands/status.tsx").then((m) => m.registerStatus) },
@@ -46,21 +51,20 @@ const commandModules: ReadonlyArray<{ readonly name: string; readonly register: 
   { name: "unit", register: () => import("./commands/unit.tsx").then((m) => m.registerUnit) },
   { name: "composite", register: () => import("./commands/composite.tsx").then((m) => m.registerComposite) },
   { name: "plan", register: () => import("./commands/plan.tsx").then((m) => m.registerPlan) },
-  // Generated from the tree it is registered in: it always gets the whole one.
-  { name: "completion", register: () => import("./commands/completion.ts").then((m) => m.registerCompletion) }
+  { name: "completion", register: () => import("./commands/completion.ts").then((m) => m.registerCompletion), wholeTree: true }
 ]
 
 /**
  * The command tree: the whole of it, or only the top-level command `only`
  * (which parses and runs exactly as it does in the whole tree). A name that is
- * not a command, and `completion`, get the whole tree.
+ * not a command, and a command that reads the tree (`completion`), get the whole tree.
  */
 export const buildProgram = async (only?: string): Promise<Command> => {
   const program = newRoot("billing")
     .description("usage metering and billing for AI products")
     .version(version, "-V, --version", "print the version")
-  const single = only !== "completion" && commandModules.some((module) => module.name === only)
-  const chosen = single ? commandModules.filter((module) => module.name === only) : commandModules
+  const named = commandModules.find((module) => module.name === only)
+  const chosen = named !== undefined && named.wholeTree !== true ? [named] : commandModules
   const registers = await Promise.all(chosen.map((module) => module.register()))
   for (const register of registers) register(program)
   return addUsageHints(program)
