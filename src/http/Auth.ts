@@ -24,6 +24,10 @@ export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Aut
 
 const bearerPattern = /^Bearer +(\S+)\s*$/i
 
+/** The key of an `Authorization: Bearer <key>` header; undefined when the header is missing or malformed. */
+export const bearerToken = (header: string | undefined): string | undefined =>
+  header === undefined ? undefined : bearerPattern.exec(header)?.[1]
+
 export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
@@ -32,11 +36,11 @@ export const AuthenticationLive = Layer.effect(
       bearer: (_token: Redacted.Redacted) =>
         Effect.gen(function*() {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const match = bearerPattern.exec(request.headers["authorization"] ?? "")
-          if (!match) {
+          const secret = bearerToken(request.headers["authorization"])
+          if (secret === undefined) {
             return yield* new Unauthorized({ message: "Missing or malformed Authorization header: expected Bearer <API_KEY>" })
           }
-          return yield* keys.authenticate(match[1]!)
+          return yield* keys.authenticate(secret)
         })
     }
   })

@@ -20,13 +20,16 @@ export const MAX_JSON_DEPTH = 64
 
 const surrogateEscape = /\\u[dD][89a-fA-F]/
 
+/** Lone surrogates only arrive as \u escapes (UTF-8 cannot carry them): a text without one holds none. */
+export const mayHoldLoneSurrogate = (text: string) => surrogateEscape.test(text)
+
 /** A UTF-16 surrogate without its pair (String.prototype.isWellFormed, which our TS lib target lacks). */
 const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 const withBody = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
 /** application/json or any `+json` type, parameters (charset) aside. */
-const isJsonType = (contentType: string) => {
+export const isJsonType = (contentType: string) => {
   const media = contentType.split(";")[0]!.trim().toLowerCase()
   return media === "application/json" || (media.startsWith("application/") && media.endsWith("+json"))
 }
@@ -97,8 +100,7 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
     if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) {
       return errorResponse(400, `Invalid request: JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
     }
-    // Lone surrogates only arrive as \u escapes (UTF-8 cannot carry them): parse only when one may be there.
-    if (!surrogateEscape.test(text)) return undefined
+    if (!mayHoldLoneSurrogate(text)) return undefined
     let parsed: unknown
     try {
       parsed = JSON.parse(text)

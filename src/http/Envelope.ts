@@ -94,11 +94,14 @@ const encodeErrorEnvelope = Object.fromEntries(
   errorStatuses.map((status) => [status, Schema.encodeSync(ErrorEnvelope[status] as Schema.Schema<unknown>)])
 ) as Record<ErrorStatus, (envelope: unknown) => unknown>
 
+const errorEnvelope = (status: ErrorStatus, message: string) =>
+  encodeErrorEnvelope[status]({ statusCode: status, statusDetail: { status: "ERROR", message }, result: {} })
+
 export const errorResponse = (status: ErrorStatus, message: string) =>
-  HttpServerResponse.unsafeJson(
-    encodeErrorEnvelope[status]({ statusCode: status, statusDetail: { status: "ERROR", message }, result: {} }),
-    { status }
-  )
+  HttpServerResponse.unsafeJson(errorEnvelope(status, message), { status })
+
+/** The JSON text of an error answer, for a door that writes Node's response itself (src/http/IntakeLane.ts). */
+export const errorBody = (status: ErrorStatus, message: string) => JSON.stringify(errorEnvelope(status, message))
 
 /**
  * A declared API error whose encoding is its status's envelope: the handler
@@ -157,34 +160,48 @@ const isSqlError = (u: unknown): u is SqlError.SqlError =>
 /** character_not_in_repertoire, untranslatable_character */
 const unstorableText = new Set(["22021", "22P05"])
 
+/** How a failure is answered: a status and message, or the route-not-found answer (404 or 405). */
+export type FailureAnswer =
+  | { readonly _tag: "Answer"; readonly status: ErrorStatus; readonly message: string }
+  | { readonly _tag: "UnknownRoute" }
+
+const answerWith = (status: ErrorStatus, message: string): FailureAnswer => ({ _tag: "Answer", status, message })
+
+/**
+ * The one mapping of a failure to its answer: our typed errors, request
+ * decoding errors, unknown routes, unreadable bodies and, as a last resort,
+ * defects (500, nothing internal leaked; the caller logs the cause).
+ */
+export const failureAnswer = (cause: Cause.Cause<unknown>): FailureAnswer => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isSome(failure)) {
+    const error: unknown = failure.value
+    if (isServiceError(error)) return answerWith(errorStatus[error._tag], error.message)
+    if (error instanceof HttpApiError.HttpApiDecodeError) {
+      return answerWith(400, `Invalid request: ${describeIssues(error.issues) || error.message}`)
+    }
+    if (ParseResult.isParseError(error)) return answerWith(400, `Invalid request: ${describeParseError(error)}`)
+    if (error instanceof HttpServerError.RouteNotFound) return { _tag: "UnknownRoute" }
+  }
+  for (const defect of Cause.defects(cause)) {
+    // HttpApi dies (rather than fails) when a JSON body cannot be parsed.
+    if (defect instanceof HttpServerError.RequestError && defect.reason === "Decode") {
+      return answerWith(400, "Invalid JSON in request body")
+    }
+    // Text PostgreSQL cannot store (a NUL character) is the client's input, not our failure.
+    if (isSqlError(defect) && unstorableText.has(sqlState(defect) ?? "")) {
+      return answerWith(400, "Invalid request: text must not contain NUL characters")
+    }
+  }
+  if (Cause.isInterruptedOnly(cause)) return answerWith(503, "The service is shutting down")
+  return answerWith(500, "Internal server error")
+}
+
 /** Turns every failure of the API into an enveloped response. */
 export const renderFailures = (routes: RouteTable) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<never, R> =>
   Effect.catchAllCause(app, (cause) => {
-    const failure = Cause.failureOption(cause)
-    if (Option.isSome(failure)) {
-      const error: unknown = failure.value
-      if (isServiceError(error)) return Effect.succeed(errorResponse(errorStatus[error._tag], error.message))
-      if (error instanceof HttpApiError.HttpApiDecodeError) {
-        return Effect.succeed(errorResponse(400, `Invalid request: ${describeIssues(error.issues) || error.message}`))
-      }
-      if (ParseResult.isParseError(error)) {
-        return Effect.succeed(errorResponse(400, `Invalid request: ${describeParseError(error)}`))
-      }
-      if (error instanceof HttpServerError.RouteNotFound) return unknownRoute(routes)
-    }
-    for (const defect of Cause.defects(cause)) {
-      // HttpApi dies (rather than fails) when a JSON body cannot be parsed.
-      if (defect instanceof HttpServerError.RequestError && defect.reason === "Decode") {
-        return Effect.succeed(errorResponse(400, "Invalid JSON in request body"))
-      }
-      // Text PostgreSQL cannot store (a NUL character) is the client's input, not our failure.
-      if (isSqlError(defect) && unstorableText.has(sqlState(defect) ?? "")) {
-        return Effect.succeed(errorResponse(400, "Invalid request: text must not contain NUL characters"))
-      }
-    }
-    if (Cause.isInterruptedOnly(cause)) return Effect.succeed(errorResponse(503, "The service is shutting down"))
-    return Effect.as(
-      Effect.logError("Unhandled failure", cause),
-      errorResponse(500, "Internal server error")
-    )
+    const answer = failureAnswer(cause)
+    if (answer._tag === "UnknownRoute") return unknownRoute(routes)
+    const response = errorResponse(answer.status, answer.message)
+    return answer.status === 500 ? Effect.as(Effect.logError("Unhandled failure", cause), response) : Effect.succeed(response)
   })

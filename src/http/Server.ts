@@ -20,7 +20,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Cause, Context, Effect, FiberRef, HashMap, Layer } from "effect"
 import { randomUUID } from "node:crypto"
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { CustomersHttpLive } from "../customers/CustomersHttp.ts"
 import { BalancesHttpLive, InvoicesHttpLive, PurchasesHttpLive } from "../billing/BillingHttp.ts"
 import { MembersHttpLive } from "../members/MembersHttp.ts"
@@ -37,6 +37,7 @@ import { Api } from "./Api.ts"
 import { AuthenticationLive } from "./Auth.ts"
 import { guardBodies } from "./BodyGuard.ts"
 import { renderFailures, type RouteTable } from "./Envelope.ts"
+import { IntakeLane } from "./IntakeLane.ts"
 import * as RequestLog from "./RequestLog.ts"
 
 /** Every path pattern of the API, to answer 405 rather than 404 for a known path. */
@@ -113,6 +114,22 @@ export interface HttpServerOptions {
   readonly requestLog?: Partial<RequestLog.RequestLogOptions>
 }
 
+/**
+ * Node's server, with every request offered to the intake lane first; what
+ * the lane does not take (or hands back) goes to the full server's listener.
+ */
+const serverWithLane = (lane: IntakeLane): Server => {
+  const server = createServer()
+  const emit = server.emit.bind(server) as (event: string | symbol, ...args: Array<unknown>) => boolean
+  const toFullServer = (request: IncomingMessage, response: ServerResponse) => {
+    emit("request", request, response)
+  }
+  server.emit = ((event: string | symbol, ...args: Array<unknown>) =>
+    (event === "request" && lane.take(args[0] as IncomingMessage, args[1] as ServerResponse, toFullServer)) ||
+    emit(event, ...args)) as Server["emit"]
+  return server
+}
+
 export const makeHttpServer = (options: HttpServerOptions) => {
   const serve = Layer.unwrapEffect(
     Effect.map(RequestLog.RequestLog, (log) => HttpApiBuilder.serve(requestLogging(log)))
@@ -128,7 +145,10 @@ export const makeHttpServer = (options: HttpServerOptions) => {
     Layer.provide(ApiLive)
   )
   return (options.logAddress === false ? serve : HttpServer.withLogAddress(serve)).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(createServer, { port: options.port, host: options.host })),
+    Layer.provideMerge(Layer.unwrapEffect(Effect.map(IntakeLane, (lane) =>
+      NodeHttpServer.layer(() => serverWithLane(lane), { port: options.port, host: options.host })))),
+    // Built before the server and released after it: the lane's requests in flight end with the server.
+    Layer.provideMerge(IntakeLane.Default),
     // Built before the HTTP server and released after it: lines of requests that finish while it closes are written.
     Layer.provide(RequestLog.layer(options.requestLog))
   )

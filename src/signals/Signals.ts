@@ -78,8 +78,16 @@ const perQueuedRoute = <A>(make: (schema: Schema.Schema<any, any>) => A): Record
 /** Each queued route's decoder, built once (a batch decodes up to 1,000 items). */
 const decoderOf = perQueuedRoute((schema) => Schema.decodeUnknownEither(schema))
 
+/** A request body decoded by its queued route's schema, as the HttpApi route decodes it. */
+export const decodeQueued = <R extends QueuedRoute>(route: R, body: unknown) =>
+  decoderOf[route](body) as Either.Either<SignalOf<R>, ParseResult.ParseError>
+
 /** Each queued route's encoder, built once: every accepted signal's body goes through one. */
 const encoderOf = perQueuedRoute((schema) => Schema.encodeUnknownEither(schema))
+
+/** A body its route's schema refuses, in the words the HttpApi routes use. */
+const invalidBody = (error: ParseResult.ParseError) =>
+  new BadRequest({ message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
 
 const nul = /\u0000/
 const unpairedSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
@@ -186,9 +194,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       const route = batchRoutes[type as BatchType]
       const decoded = decoderOf[route](fields)
       if (Either.isLeft(decoded)) {
-        return Either.left(new BadRequest({
-          message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(decoded.left))}`
-        }))
+        return Either.left(invalidBody(decoded.left))
       }
       return rowOf(organizationId, route, decoded.right as SignalInput)
     }

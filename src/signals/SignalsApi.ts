@@ -17,7 +17,8 @@ import {
   WalletSignal
 } from "./Signal.ts"
 
-const Accepted = Success(Acknowledgement, { status: 202, message: "Signal accepted for processing" })
+/** The 202 answer of the queued routes (also encoded by src/http/IntakeLane.ts). */
+export const Accepted = Success(Acknowledgement, { status: 202, message: "Signal accepted for processing" })
 
 const BatchAccepted = Success(SignalBatchResult, {
   status: 202,

@@ -1,0 +1,173 @@
+/**
+ * The intake lane: the four queued signal routes (`POST /api/v1/signal/credit`,
+ * `outcome`, `unit`, `wallet`) answered straight from Node's request, without
+ * the platform's per-request machinery (request wrapper, router, middleware
+ * chain, schema-driven response). That machinery alone holds a bare endpoint
+ * to about a quarter of what Node answers on this machine (docs/benchmarks.md,
+ * "The intake lane"), and these routes carry nearly all of a customer's traffic.
+ *
+ * The lane is a door, not a second implementation. It applies the same body
+ * rules (BodyGuard's functions), decodes with the route's schema, calls the
+ * same services as the HttpApi handler (`ApiKeys.authenticate`,
+ * `Signals.accept`), encodes the same `Accepted` envelope, maps failures with
+ * the one mapping (`failureAnswer`) and writes the same request-log line.
+ * A request it cannot judge without the full server (no Content-Length, a
+ * query string, a body that is not plain valid JSON of the route's schema) is
+ * replayed, body and all, into the full HttpApi server before anything is
+ * written, and answered there: for these, the documented answer comes from one
+ * place only.
+ */
+import { Cause, Effect, Either, FiberSet, Option, Schema } from "effect"
+import { randomUUID } from "node:crypto"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { Readable } from "node:stream"
+import { ApiKeys } from "../organizations/ApiKeys.ts"
+import type { ServiceError } from "../errors.ts"
+import type { Acknowledgement } from "../signals/Signal.ts"
+import { decodeQueued, type QueuedRoute, Signals } from "../signals/Signals.ts"
+import { Accepted } from "../signals/SignalsApi.ts"
+import { bearerToken } from "./Auth.ts"
+import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "./BodyGuard.ts"
+import { errorBody, failureAnswer } from "./Envelope.ts"
+import * as RequestLog from "./RequestLog.ts"
+
+const laneRoutes: Readonly<Record<string, QueuedRoute>> = {
+  "/api/v1/signal/credit": "CREDIT",
+  "/api/v1/signal/outcome": "OUTCOME",
+  "/api/v1/signal/unit": "UNIT",
+  "/api/v1/signal/wallet": "WALLET"
+}
+
+/** The largest body the lane reads; a bigger one (a signal is a few hundred bytes) goes to the full server. */
+export const maxLaneBody = 64 * 1024
+
+const encodeAccepted = Schema.encodeSync(Accepted)
+
+/** The lane declines the request: the full server answers it. */
+class Declined {
+  readonly _tag = "Declined"
+}
+const declined = new Declined()
+
+/**
+ * A request whose body has been read, as the full server reads a request: the
+ * same headers, method, url and socket, and the same bytes as its body.
+ */
+const replayOf = (request: IncomingMessage, body: Buffer): IncomingMessage =>
+  Object.assign(Readable.from([body], { objectMode: false }), {
+    headers: request.headers,
+    rawHeaders: request.rawHeaders,
+    method: request.method,
+    url: request.url,
+    socket: request.socket,
+    httpVersion: request.httpVersion,
+    httpVersionMajor: request.httpVersionMajor,
+    httpVersionMinor: request.httpVersionMinor
+  }) as unknown as IncomingMessage
+
+/** What the lane did since the server started (tests, diagnostics). */
+export interface IntakeLaneStats {
+  /** Requests the lane answered itself: accepted, or refused by a service or the key check. */
+  readonly answered: number
+  /** Requests the lane read and handed to the full server to answer. */
+  readonly handedOver: number
+}
+
+export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
+  scoped: Effect.gen(function*() {
+    const keys = yield* ApiKeys
+    const signals = yield* Signals
+    const log = yield* RequestLog.RequestLog
+    // Requests in flight end with the server: one interrupted then is answered 503, as the full server does.
+    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
+    let answered = 0
+    let handedOver = 0
+
+    /** The signal's acknowledgement; fails with `declined` before anything is written when the full server must judge it. */
+    const accepted = (route: QueuedRoute, secret: string, text: string) =>
+      Effect.suspend((): Effect.Effect<Acknowledgement, Declined | ServiceError> => {
+        if (jsonDepthExceeds(text, MAX_JSON_DEPTH) || mayHoldLoneSurrogate(text)) return Effect.fail(declined)
+        let body: unknown
+        try {
+          body = JSON.parse(text)
+        } catch {
+          return Effect.fail(declined)
+        }
+        const decoded = decodeQueued(route, body)
+        if (Either.isLeft(decoded)) return Effect.fail(declined)
+        return Effect.flatMap(keys.authenticate(secret), (caller) => signals.accept(caller.organizationId, route, decoded.right))
+      })
+
+    /**
+     * Takes `request` if it is one of the lane's and answers it, or hands it
+     * to `fallback` (with a replay of its body) when only the full server can;
+     * false when the lane does not take it at all.
+     */
+    const take = (
+      request: IncomingMessage,
+      response: ServerResponse,
+      fallback: (request: IncomingMessage, response: ServerResponse) => void
+    ): boolean => {
+      if (request.method !== "POST") return false
+      const route = laneRoutes[request.url ?? ""]
+      if (route === undefined) return false
+      const headers = request.headers
+      const contentType = headers["content-type"]
+      if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) return false
+      const length = Number(headers["content-length"])
+      if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxLaneBody)) return false
+      const secret = bearerToken(headers["authorization"])
+      if (secret === undefined) return false
+
+      const started = performance.now()
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("error", () => response.destroy())
+      request.on("end", () => {
+        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+        const requestId = (headers["x-request-id"] as string | undefined) ?? randomUUID()
+        const finished = (status: number, json: string) => {
+          answered++
+          answer(response, status, json, requestId)
+          const now = performance.now()
+          log.record(requestId, "POST", request.url!, status, now - started, now)
+        }
+        const handOver = Effect.sync(() => {
+          handedOver++
+          fallback(replayOf(request, body), response)
+        })
+        const fiber = runFork(Effect.matchCauseEffect(accepted(route, secret, body.toString("utf8")), {
+          onSuccess: (acknowledgement) => Effect.sync(() => finished(202, JSON.stringify(encodeAccepted(acknowledgement)))),
+          onFailure: (cause) => {
+            if (Cause.failureOption(cause).pipe(Option.exists((error) => error === declined))) return handOver
+            // A client that went away has no answer and no line, as in the full server.
+            if (response.destroyed) return Effect.void
+            const failure = failureAnswer(cause)
+            // Cannot happen (the lane's paths are all routes); if it did, the full server answers.
+            if (failure._tag === "UnknownRoute") return handOver
+            const sent = Effect.sync(() => finished(failure.status, errorBody(failure.status, failure.message)))
+            return failure.status === 500 ? Effect.zipRight(Effect.logError("Unhandled failure", cause), sent) : sent
+          }
+        }))
+        response.on("close", () => {
+          if (!response.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
+        })
+      })
+      return true
+    }
+
+    return {
+      take,
+      stats: Effect.sync((): IntakeLaneStats => ({ answered, handedOver }))
+    } as const
+  })
+}) {}
+
+const answer = (response: ServerResponse, status: number, json: string, requestId: string) => {
+  response.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(json),
+    "x-request-id": requestId
+  })
+  response.end(json)
+}

@@ -1,0 +1,196 @@
+/**
+ * The intake lane (src/http/IntakeLane.ts) answers the four queued signal
+ * routes without the full HttpApi server, and hands what it cannot judge to
+ * it. Each request here is sent twice over raw HTTP: once as the lane takes it
+ * (with a Content-Length) and once chunked, which the lane leaves to the full
+ * server. The two answers must be the same (status, envelope, headers), the
+ * lane's counters say which door answered, and nothing is written twice.
+ */
+import { Effect } from "effect"
+import * as http from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { IntakeLane } from "../src/http/IntakeLane.ts"
+import { InboxWriter } from "../src/signals/InboxWriter.ts"
+import { client, gpt4oBundle, query } from "./signals-fixtures.ts"
+import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
+
+let app: TestApp
+let acme: Tenant
+let customerId: string
+let archivedId: string
+
+interface Answer {
+  readonly status: number
+  readonly body: any
+  readonly headers: http.IncomingHttpHeaders
+}
+
+/** A POST over node:http: with a Content-Length (the lane's), or chunked (the full server's). */
+const post = (path: string, text: string, options: { readonly chunked: boolean; readonly headers?: Record<string, string> }) =>
+  new Promise<Answer>((resolve, reject) => {
+    const url = new URL(`${app.baseUrl}${path}`)
+    const request = http.request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname + url.search,
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${acme.apiKey}`,
+        "content-type": "application/json",
+        ...(options.chunked ? {} : { "content-length": Buffer.byteLength(text) }),
+        ...options.headers
+      }
+    }, (response) => {
+      const chunks: Array<Buffer> = []
+      response.on("data", (chunk) => chunks.push(chunk))
+      response.on("end", () => {
+        const raw = Buffer.concat(chunks).toString("utf8")
+        resolve({ status: response.statusCode ?? 0, body: raw === "" ? raw : JSON.parse(raw), headers: response.headers })
+      })
+    })
+    request.on("error", reject)
+    if (options.chunked) {
+      // Two writes: the body goes out in chunks, as a streaming client sends it.
+      request.write(text.slice(0, 1))
+      request.end(text.slice(1))
+    } else {
+      request.end(text)
+    }
+  })
+
+const laneStats = () => app.run(Effect.flatMap(IntakeLane, (lane) => lane.stats))
+const writerRows = () => app.run(Effect.map(Effect.flatMap(InboxWriter, (writer) => writer.stats), (stats) => stats.rows))
+const inboxCount = async () =>
+  Number((await query<{ n: string }>(app, "SELECT count(*) AS n FROM signals WHERE organization_id = $1", [acme.organizationId]))[0]!.n)
+
+/** The envelope of an answer without the ids a new signal gets. */
+const withoutIds = (body: any) =>
+  body?.result?.rawId === undefined ? body : { ...body, result: { ...body.result, rawId: "sig", messageId: "msg" } }
+
+/**
+ * Sends `text` both ways; expects the same answer and that the lane answered
+ * (`answered`) or handed the request over (`handedOver`), and returns it.
+ */
+const sameBothWays = async (path: string, text: string, door: "answered" | "handedOver", headers?: Record<string, string>) => {
+  const before = await laneStats()
+  const viaLane = await post(path, text, { chunked: false, ...(headers ? { headers } : {}) })
+  const afterLane = await laneStats()
+  const viaFull = await post(path, text, { chunked: true, ...(headers ? { headers } : {}) })
+  const afterFull = await laneStats()
+  expect(afterLane[door] - before[door], `the lane ${door} ${path} ${text.slice(0, 60)}`).toBe(1)
+  expect(afterFull, "a chunked request is the full server's").toEqual(afterLane)
+  expect(viaLane.status, JSON.stringify(viaLane.body)).toBe(viaFull.status)
+  expect(withoutIds(viaLane.body)).toEqual(withoutIds(viaFull.body))
+  // The same headers, but for those that differ by nature (date, the request's id, the length of new ids).
+  const compared = (headers: http.IncomingHttpHeaders) => {
+    const { date: _date, "x-request-id": _id, "content-length": _length, ...rest } = headers
+    return rest
+  }
+  expect(compared(viaLane.headers)).toEqual(compared(viaFull.headers))
+  expect(viaLane.headers["x-request-id"]).toMatch(/\S/)
+  return viaLane
+}
+
+const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
+
+beforeAll(async () => {
+  app = await startTestApp()
+  acme = await app.tenant("Lane")
+  const api = client(app, acme)
+  const chat = await api.created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
+  const plan = await api.created("/plans", {
+    name: "Lane plan",
+    billingCycle: "MONTHLY",
+    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: chat, quantity: 10 }]
+  }, "plan")
+  customerId = await api.created("/customers", { name: "Jo", email: "jo@example.com" }, "customer")
+  await api.created("/purchases", { customerId, planId: plan }, "purchase")
+  archivedId = await api.created("/customers", { name: "Gone", email: "gone@example.com" }, "customer")
+  expect((await api.del(`/customers/${archivedId}`)).status).toBe(200)
+}, 60_000)
+afterAll(() => app.close())
+
+describe("the intake lane", () => {
+  it("accepts a signal with the full server's 202 envelope and writes it once", async () => {
+    const inboxBefore = await inboxCount()
+    const text = JSON.stringify({ customerId, agentKey: "chat", usage })
+    const answer = await sameBothWays("/signal/credit", text, "answered", { "x-request-id": "req-lane-1" })
+    expect(answer.status).toBe(202)
+    expect(answer.body.statusDetail).toEqual({ status: "SUCCESS", message: "Signal accepted for processing" })
+    expect(answer.body.result).toEqual({ queued: true, messageId: expect.stringMatching(/^msg_/), rawId: expect.stringMatching(/^sig_/) })
+    expect(answer.headers["x-request-id"]).toBe("req-lane-1")
+    expect(await inboxCount()).toBe(inboxBefore + 2)
+    const rows = await query<{ route: string; owner: string }>(app, "SELECT route, customer_id AS owner FROM signals WHERE id = $1", [answer.body.result.rawId])
+    expect(rows).toEqual([{ route: "CREDIT", owner: customerId }])
+  })
+
+  it("answers a repeated idempotency key with the first signal, whichever door took each", async () => {
+    const text = JSON.stringify({ customerId, agentKey: "chat", usage, idempotencyKey: "lane-key-1" })
+    const first = await post("/signal/credit", text, { chunked: false })
+    const again = await post("/signal/credit", text, { chunked: true })
+    const third = await post("/signal/credit", text, { chunked: false })
+    expect([first.status, again.status, third.status]).toEqual([202, 202, 202])
+    expect(again.body.result.rawId).toBe(first.body.result.rawId)
+    expect(third.body.result.rawId).toBe(first.body.result.rawId)
+    expect(await query(app, "SELECT id FROM signals WHERE idempotency_key = 'lane-key-1'")).toHaveLength(1)
+  })
+
+  it("answers what a service refuses itself, with the full server's envelope, and writes nothing", async () => {
+    const inboxBefore = await inboxCount()
+    const rowsBefore = await writerRows()
+    const refused: Array<readonly [string, unknown, number]> = [
+      ["/signal/credit", { customerId: "cus_missing", agentKey: "chat", usage }, 404],
+      ["/signal/unit", { customerId: archivedId, agentKey: "pages" }, 409],
+      ["/signal/wallet", { usage }, 400],
+      ["/signal/outcome", { customerId, agentKey: "draft", runId: "nul\u0000run" }, 400]
+    ]
+    for (const [path, body, status] of refused) {
+      expect((await sameBothWays(path, JSON.stringify(body), "answered")).status).toBe(status)
+    }
+    expect(await inboxCount()).toBe(inboxBefore)
+    // The unknown and the archived customer are refused by the inbox writer's statement, once per door:
+    // the lane never retries a refused request through the full server.
+    expect((await writerRows()) - rowsBefore).toBe(2 * 2)
+  })
+
+  it("answers an unknown or revoked key 401 itself", async () => {
+    const before = await laneStats()
+    const text = JSON.stringify({ customerId, agentKey: "chat", usage })
+    const viaLane = await post("/signal/credit", text, { chunked: false, headers: { authorization: "Bearer bk_nope" } })
+    const viaFull = await post("/signal/credit", text, { chunked: true, headers: { authorization: "Bearer bk_nope" } })
+    expect(viaLane.status).toBe(401)
+    expect(viaLane.body).toEqual(viaFull.body)
+    expect((await laneStats()).answered - before.answered).toBe(1)
+  })
+
+  it("hands a body it cannot judge to the full server, which answers it as documented", async () => {
+    const inboxBefore = await inboxCount()
+    const deep = `{"customerId":"${customerId}","agentKey":"chat","usage":${"[".repeat(70)}${"]".repeat(70)}}`
+    const handedOver: Array<readonly [string, string]> = [
+      ["/signal/credit", "{not json"],
+      ["/signal/credit", JSON.stringify({ customerId, agentKey: "chat", usage, surprise: 1 })],
+      ["/signal/credit", JSON.stringify({ customerId, agentKey: "chat", usage: { ...usage, inputTokens: -1 } })],
+      ["/signal/credit", deep],
+      ["/signal/unit", `{"customerId":"${customerId}","agentKey":"pages","runId":"\\ud800"}`]
+    ]
+    for (const [path, text] of handedOver) {
+      const answer = await sameBothWays(path, text, "handedOver")
+      expect(answer.status, text.slice(0, 60)).toBe(400)
+      expect(answer.body.statusDetail.status).toBe("ERROR")
+    }
+    expect(await inboxCount()).toBe(inboxBefore)
+  })
+
+  it("leaves to the full server what is not a plain intake request", async () => {
+    const before = await laneStats()
+    const text = JSON.stringify({ customerId, agentKey: "chat", usage })
+    const answers = [
+      await post("/signal/credit", text, { chunked: false, headers: { "content-type": "text/plain" } }),
+      await post("/signal/credit", text, { chunked: false, headers: { authorization: "Basic abc" } }),
+      await post("/signal/credit?source=test", text, { chunked: false }),
+      await post("/signal/outcome/complete", JSON.stringify({ customerId, runId: "none" }), { chunked: false })
+    ]
+    expect(answers.map((answer) => answer.status)).toEqual([415, 401, 202, 404])
+    expect(await laneStats()).toEqual(before)
+  })
+})
