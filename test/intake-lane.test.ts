@@ -11,7 +11,7 @@ import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { IntakeLane } from "../src/http/IntakeLane.ts"
 import { InboxWriter } from "../src/signals/InboxWriter.ts"
-import { client, gpt4oBundle, query } from "./signals-fixtures.ts"
+import { client, customerWithChatCredits, query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 
 let app: TestApp
@@ -97,14 +97,7 @@ beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("Lane")
   const api = client(app, acme)
-  const chat = await api.created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
-  const plan = await api.created("/plans", {
-    name: "Lane plan",
-    billingCycle: "MONTHLY",
-    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: chat, quantity: 10 }]
-  }, "plan")
-  customerId = await api.created("/customers", { name: "Jo", email: "jo@example.com" }, "customer")
-  await api.created("/purchases", { customerId, planId: plan }, "purchase")
+  customerId = await customerWithChatCredits(app, acme)
   archivedId = await api.created("/customers", { name: "Gone", email: "gone@example.com" }, "customer")
   expect((await api.del(`/customers/${archivedId}`)).status).toBe(200)
 }, 60_000)
