@@ -122,6 +122,13 @@ export const declaredError = <Self extends { readonly message: string }, S exten
     ...HttpApiSchema.annotations({ status })
   })
 
+/**
+ * The JSON text of a success answer whose result encodes to itself, for a door
+ * that writes Node's response itself (src/http/IntakeLane.ts).
+ */
+export const successBody = (status: number, message: string, result: unknown) =>
+  JSON.stringify({ statusCode: status, statusDetail: { status: "SUCCESS", message }, result })
+
 export const successResponse = (status: number, message: string, result: unknown) =>
   HttpServerResponse.unsafeJson(
     { statusCode: status, statusDetail: { status: "SUCCESS", message }, result },

@@ -9,7 +9,7 @@
  * The lane is a door, not a second implementation. It applies the same body
  * rules (BodyGuard's functions), decodes with the route's schema, calls the
  * same services as the HttpApi handler (`ApiKeys.authenticate`,
- * `Signals.accept`), encodes the same `Accepted` envelope, maps failures with
+ * `Signals.accept`), answers the same `Accepted` envelope, maps failures with
  * the one mapping (`failureAnswer`) and writes the same request-log line.
  * A request it cannot judge without the full server (no Content-Length, a
  * query string, a body that is not plain valid JSON of the route's schema) is
@@ -17,7 +17,7 @@
  * written, and answered there: for these, the documented answer comes from one
  * place only.
  */
-import { Cause, Effect, Either, FiberSet, Option, Schema } from "effect"
+import { Cause, Effect, Either, FiberSet, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Readable } from "node:stream"
@@ -25,10 +25,10 @@ import { ApiKeys } from "../organizations/ApiKeys.ts"
 import type { ServiceError } from "../errors.ts"
 import type { Acknowledgement } from "../signals/Signal.ts"
 import { decodeQueued, type QueuedRoute, Signals } from "../signals/Signals.ts"
-import { Accepted } from "../signals/SignalsApi.ts"
+import { acceptedMessage } from "../signals/SignalsApi.ts"
 import { bearerToken } from "./Auth.ts"
 import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "./BodyGuard.ts"
-import { errorBody, failureAnswer } from "./Envelope.ts"
+import { errorBody, failureAnswer, successBody } from "./Envelope.ts"
 import * as RequestLog from "./RequestLog.ts"
 
 const laneRoutes: Readonly<Record<string, QueuedRoute>> = {
@@ -41,7 +41,12 @@ const laneRoutes: Readonly<Record<string, QueuedRoute>> = {
 /** The largest body the lane reads; a bigger one (a signal is a few hundred bytes) goes to the full server. */
 export const maxLaneBody = 64 * 1024
 
-const encodeAccepted = Schema.encodeSync(Accepted)
+/**
+ * The 202 body. An `Acknowledgement` (strings and a literal) encodes to itself, so the
+ * envelope is written directly: the `Accepted` schema's encode was 9 % of the lane's
+ * allocations (docs/benchmarks.md). test/intake-lane.test.ts compares it with the full server's.
+ */
+const acceptedBody = (acknowledgement: Acknowledgement) => successBody(202, acceptedMessage, acknowledgement)
 
 /** The lane declines the request: the full server answers it. */
 class Declined {
@@ -137,7 +142,7 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
           fallback(replayOf(request, body), response)
         })
         const fiber = runFork(Effect.matchCauseEffect(accepted(route, secret, body.toString("utf8")), {
-          onSuccess: (acknowledgement) => Effect.sync(() => finished(202, JSON.stringify(encodeAccepted(acknowledgement)))),
+          onSuccess: (acknowledgement) => Effect.sync(() => finished(202, acceptedBody(acknowledgement))),
           onFailure: (cause) => {
             if (Cause.failureOption(cause).pipe(Option.exists((error) => error === declined))) return handOver
             // A client that went away has no answer and no line, as in the full server.

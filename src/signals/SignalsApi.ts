@@ -17,8 +17,10 @@ import {
   WalletSignal
 } from "./Signal.ts"
 
-/** The 202 answer of the queued routes (also encoded by src/http/IntakeLane.ts). */
-export const Accepted = Success(Acknowledgement, { status: 202, message: "Signal accepted for processing" })
+/** The message of the queued routes' 202 (also written by src/http/IntakeLane.ts). */
+export const acceptedMessage = "Signal accepted for processing"
+
+const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
 
 const BatchAccepted = Success(SignalBatchResult, {
   status: 202,
