@@ -7,7 +7,7 @@
  * requests, and `billing signal send --file`.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Effect, Either, Exit } from "effect"
+import { Cause, Effect, Either, Exit, Fiber } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -17,6 +17,7 @@ import { InboxWriter } from "../src/signals/InboxWriter.ts"
 import { Signals } from "../src/signals/Signals.ts"
 import { client, drain, expectError, gpt4oBundle, query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
+import { eventually } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 let app: TestApp
@@ -465,6 +466,47 @@ describe("grouped inbox writes of the single routes", () => {
       expect(after.rows - before.rows).toBe(200)
       expect(after.inserts - before.inserts).toBeLessThanOrEqual(5)
       expect(after.statements - before.statements).toBe(after.inserts - before.inserts)
+    },
+    30_000
+  )
+
+  it.skipIf(!usesRealPostgres)(
+    "(real PostgreSQL only) still writes the row of a request interrupted while it waits, and counts it answered once",
+    async () => {
+      const before = await writerStats()
+      const row = {
+        organizationId: acme.organizationId,
+        id: makeId("sig"),
+        messageId: makeId("msg"),
+        route: "UNIT" as const,
+        customerId,
+        externalId: null,
+        idempotencyKey: "gone-away-1",
+        agentKey: "pages",
+        runId: null,
+        compositeRef: null,
+        compositeValue: null,
+        member: null,
+        body: { customerId, agentKey: "pages", idempotencyKey: "gone-away-1" }
+      }
+      const exit = await app.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        // The insert waits for this lock, so the request is still waiting when it is interrupted.
+        sql.withTransaction(Effect.gen(function*() {
+          yield* sql`LOCK TABLE signals IN EXCLUSIVE MODE`
+          const writer = yield* InboxWriter
+          const request = yield* Effect.fork(writer.submit(row))
+          for (let i = 0; i < 500 && (yield* writer.stats).waiting === before.waiting; i++) yield* Effect.sleep(5)
+          expect((yield* writer.stats).waiting).toBe(before.waiting + 1)
+          const interrupted = yield* Fiber.interrupt(request)
+          expect((yield* writer.stats).waiting).toBe(before.waiting)
+          return interrupted
+        }))))
+      expect(Exit.isInterrupted(exit)).toBe(true)
+      // The writer had taken the row: it is written once the lock is gone, though nobody waits for it.
+      await eventually(async () => expect(await inbox("idempotency_key = 'gone-away-1'")).toHaveLength(1))
+      const after = await writerStats()
+      expect(after.waiting).toBe(before.waiting)
+      expect(after.rows - before.rows).toBe(1)
     },
     30_000
   )
