@@ -52,6 +52,23 @@ const inboxCount = async () => (await inbox()).length
 
 const batch = (signals: unknown) => api().post("/signal/batch", { signals })
 
+/** An inbox row of a unit signal for the customer, handed to the writer directly. */
+const unitRow = (idempotencyKey: string, custom?: Record<string, unknown>) => ({
+  organizationId: acme.organizationId,
+  id: makeId("sig"),
+  messageId: makeId("msg"),
+  route: "UNIT" as const,
+  customerId,
+  externalId: null,
+  idempotencyKey,
+  agentKey: "pages",
+  runId: null,
+  compositeRef: null,
+  compositeValue: null,
+  member: null,
+  body: { customerId, agentKey: "pages", idempotencyKey, ...(custom ? { custom } : {}) }
+})
+
 const writerStats = () => app.run(Effect.flatMap(InboxWriter, (writer) => writer.stats))
 
 beforeAll(async () => {
@@ -474,21 +491,7 @@ describe("grouped inbox writes of the single routes", () => {
     "(real PostgreSQL only) still writes the row of a request interrupted while it waits, and counts it answered once",
     async () => {
       const before = await writerStats()
-      const row = {
-        organizationId: acme.organizationId,
-        id: makeId("sig"),
-        messageId: makeId("msg"),
-        route: "UNIT" as const,
-        customerId,
-        externalId: null,
-        idempotencyKey: "gone-away-1",
-        agentKey: "pages",
-        runId: null,
-        compositeRef: null,
-        compositeValue: null,
-        member: null,
-        body: { customerId, agentKey: "pages", idempotencyKey: "gone-away-1" }
-      }
+      const row = unitRow("gone-away-1")
       const exit = await app.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
         // The insert waits for this lock, so the request is still waiting when it is interrupted.
         sql.withTransaction(Effect.gen(function*() {
@@ -512,22 +515,8 @@ describe("grouped inbox writes of the single routes", () => {
   )
 
   it("fails only the row the database refuses: the rest of its statement is written again without it", async () => {
-    const rowOf = (n: number, custom?: Record<string, unknown>) => ({
-      organizationId: acme.organizationId,
-      id: makeId("sig"),
-      messageId: makeId("msg"),
-      route: "UNIT" as const,
-      customerId,
-      externalId: null,
-      idempotencyKey: `fallback-${n}`,
-      agentKey: "pages",
-      runId: null,
-      compositeRef: null,
-      compositeValue: null,
-      member: null,
-      // An unpaired surrogate: Signals refuses it before writing; here it reaches the database, which refuses it.
-      body: { customerId, agentKey: "pages", idempotencyKey: `fallback-${n}`, ...(custom ? { custom } : {}) }
-    })
+    // An unpaired surrogate: Signals refuses it before writing; here it reaches the database, which refuses it.
+    const rowOf = (n: number, custom?: Record<string, unknown>) => unitRow(`fallback-${n}`, custom)
     const before = await writerStats()
     const [written, submitted] = await app.run(Effect.flatMap(InboxWriter, (writer) =>
       Effect.all([
