@@ -36,6 +36,7 @@ import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import { Success } from "../src/http/Envelope.ts"
 import { Acknowledgement, CreditSignal } from "../src/signals/Signal.ts"
+import { acceptedMessage } from "../src/signals/SignalsApi.ts"
 import { load } from "./support.ts"
 
 const flag = (name: string, fallback: number) => {
@@ -43,7 +44,7 @@ const flag = (name: string, fallback: number) => {
   return index >= 0 ? Number(process.argv[index + 1]) : fallback
 }
 
-const Accepted = Success(Acknowledgement, { status: 202, message: "Signal accepted for processing" })
+const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
 const answer = { queued: true, messageId: "msg_floor", rawId: "sig_floor" } as const
 const acceptedText = JSON.stringify(Schema.encodeSync(Accepted)(answer))
 

@@ -221,6 +221,15 @@ describe("the request log of the real server", () => {
     }
     expect(successes.every((answer) => answer.status === 200)).toBe(true)
 
+    // The intake lane answers signals itself (src/http/IntakeLane.ts): its answers have their lines too.
+    const signal = (requestId: string) =>
+      fetch(`${baseUrl}/signal/credit`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${apiKey}`, "content-type": "application/json", "x-request-id": requestId },
+        body: JSON.stringify({ customerId: "cus_missing", agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1 } })
+      }).then((response) => response.status)
+    expect(await signal("lane-404-1")).toBe(404)
+
     // A failure of ours: the table is gone. The 500 has its line, and its cause is logged under the same id.
     const rename = (from: string, to: string) =>
       runtime.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`ALTER TABLE ${from} RENAME TO ${to}`)))
@@ -240,6 +249,12 @@ describe("the request log of the real server", () => {
       const line = logged.find((candidate) => candidate.annotations.requestId === answer.requestId)
       expect(line?.annotations.status).toBe(answer.status)
     }
+    expect(logged.find((line) => line.annotations.requestId === "lane-404-1")?.annotations).toMatchObject({
+      method: "POST",
+      url: "/api/v1/signal/credit",
+      status: 404,
+      pid: process.pid
+    })
     expect(logged.find((line) => line.annotations.requestId === "unauthorized-1")?.annotations).toMatchObject({
       method: "GET",
       url: "/api/v1/customers",
@@ -255,8 +270,8 @@ describe("the request log of the real server", () => {
       annotations: { status: 500 }
     })
     const summary = lines.find((line) => line.message === "requests")
-    expect(summary?.annotations).toMatchObject({ requests: 45, status: { "2xx": 40, "4xx": 4, "5xx": 1 } })
-    expect(summary!.annotations.logged + summary!.annotations.notLogged).toBe(45)
+    expect(summary?.annotations).toMatchObject({ requests: 46, status: { "2xx": 40, "4xx": 5, "5xx": 1 } })
+    expect(summary!.annotations.logged + summary!.annotations.notLogged).toBe(46)
     expect(summary!.annotations.p99Ms).toBeGreaterThan(0)
   })
 })

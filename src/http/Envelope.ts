@@ -129,12 +129,6 @@ export const declaredError = <Self extends { readonly message: string }, S exten
 export const successBody = (status: number, message: string, result: unknown) =>
   JSON.stringify({ statusCode: status, statusDetail: { status: "SUCCESS", message }, result })
 
-export const successResponse = (status: number, message: string, result: unknown) =>
-  HttpServerResponse.unsafeJson(
-    { statusCode: status, statusDetail: { status: "SUCCESS", message }, result },
-    { status }
-  )
-
 const describeParseError = (error: ParseResult.ParseError) =>
   describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
 

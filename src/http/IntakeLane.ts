@@ -39,7 +39,7 @@ const laneRoutes: Readonly<Record<string, QueuedRoute>> = {
 }
 
 /** The largest body the lane reads; a bigger one (a signal is a few hundred bytes) goes to the full server. */
-export const maxLaneBody = 64 * 1024
+const maxLaneBody = 64 * 1024
 
 /**
  * The 202 body. An `Acknowledgement` (strings and a literal) encodes to itself, so the
