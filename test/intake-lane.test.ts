@@ -6,13 +6,16 @@
  * server. The two answers must be the same (status, envelope, headers), the
  * lane's counters say which door answered, and nothing is written twice.
  */
+import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { IntakeLane } from "../src/http/IntakeLane.ts"
 import { InboxWriter } from "../src/signals/InboxWriter.ts"
 import { client, customerWithChatCredits, query } from "./signals-fixtures.ts"
+import { eventually } from "./support/Eventually.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
+import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -186,4 +189,63 @@ describe("the intake lane", () => {
     expect(answers.map((answer) => answer.status)).toEqual([415, 401, 202, 404])
     expect(await laneStats()).toEqual(before)
   })
+
+  it.skipIf(!usesRealPostgres)(
+    "(real PostgreSQL only) answers a signal still in flight when the server stops, once it is committed",
+    async () => {
+      const own = await startTestApp({ ownDatabase: true })
+      const tenant = await own.tenant("Stopping")
+      const ownCustomer = await customerWithChatCredits(own, tenant)
+      let unlock!: () => void
+      const unlocked = new Promise<void>((resolve) => (unlock = resolve))
+      let locked!: () => void
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve))
+      // The insert waits for this lock, so the signal is in flight when the server is asked to stop.
+      const holder = own.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        sql.withTransaction(Effect.gen(function*() {
+          yield* sql`LOCK TABLE signals IN EXCLUSIVE MODE`
+          locked()
+          yield* Effect.promise(() => unlocked)
+        }))))
+      await lockTaken
+      const url = new URL(`${own.baseUrl}/signal/credit`)
+      const text = JSON.stringify({ customerId: ownCustomer, agentKey: "chat", usage })
+      const answer = new Promise<Answer>((resolve, reject) => {
+        const request = http.request({
+          host: url.hostname,
+          port: url.port,
+          path: url.pathname,
+          method: "POST",
+          agent: false,
+          headers: { authorization: `Bearer ${tenant.apiKey}`, "content-type": "application/json", "content-length": Buffer.byteLength(text) }
+        }, (response) => {
+          const chunks: Array<Buffer> = []
+          response.on("data", (chunk) => chunks.push(chunk))
+          response.on("end", () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString("utf8")), headers: response.headers }))
+        })
+        request.on("error", reject)
+        request.end(text)
+      })
+      await eventually(async () =>
+        expect((await own.run(Effect.flatMap(InboxWriter, (writer) => writer.stats))).waiting).toBe(1))
+      expect((await own.run(Effect.flatMap(IntakeLane, (lane) => lane.stats))).answered).toBe(0)
+      const stopped = own.close()
+      // The server is stopping (it takes no new connection) while the signal waits for its commit.
+      await eventually(() =>
+        new Promise<void>((resolve, reject) => {
+          const probe = http.get({ host: url.hostname, port: url.port, path: "/api/v1/customers", agent: false }, (response) => {
+            response.resume()
+            reject(new Error(`still answering: ${response.statusCode}`))
+          })
+          probe.on("error", () => resolve())
+        }))
+      unlock()
+      await holder
+      const answered = await answer
+      await stopped
+      expect(answered.status).toBe(202)
+      expect(answered.body.result.rawId).toMatch(/^sig_/)
+    },
+    30_000
+  )
 })

@@ -83,7 +83,7 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
     const keys = yield* ApiKeys
     const signals = yield* Signals
     const log = yield* RequestLog.RequestLog
-    // Requests in flight end with the server: one interrupted then is answered 503, as the full server does.
+    // Released after the server, which finishes its requests in flight first; one still running then is answered 503.
     const runFork = yield* FiberSet.makeRuntime<never, void, never>()
     let answered = 0
     let handedOver = 0
