@@ -16,16 +16,6 @@ const encode = (value: bigint, length: number): string => {
   return out
 }
 
-/** `length` base-32 characters of a whole number below 2^53: Numbers, 2.7 times faster than BigInt (bench/ids.ts). */
-const encodeNumber = (value: number, length: number): string => {
-  let out = ""
-  for (let i = 0; i < length; i++) {
-    out = alphabet[value % 32] + out
-    value = Math.floor(value / 32)
-  }
-  return out
-}
-
 const HALF = 2 ** 40
 
 /** The 80 bits of randomness as two 40-bit halves. */
@@ -38,9 +28,25 @@ export interface RandomPart {
 export const incremented = ({ high, low }: RandomPart): RandomPart =>
   low + 1 === HALF ? { high: (high + 1) % HALF, low: 0 } : { high, low: low + 1 }
 
+const alphabetCodes = Uint16Array.from(alphabet, (char) => char.charCodeAt(0))
+/** The suffix's characters, written in place: one string per id instead of one per character (2 per signal). */
+const suffixCodes = new Uint16Array(26)
+
+/** Writes `length` base-32 characters of `value` (below 2^53) into `suffixCodes`, ending before `end`. */
+const writeNumber = (value: number, length: number, end: number) => {
+  for (let i = end - 1; i >= end - length; i--) {
+    suffixCodes[i] = alphabetCodes[value % 32]!
+    value = Math.floor(value / 32)
+  }
+}
+
 /** What follows the prefix: 10 characters of milliseconds, 16 of randomness. */
-export const suffixOf = (time: number, random: RandomPart): string =>
-  encodeNumber(time, 10) + encodeNumber(random.high, 8) + encodeNumber(random.low, 8)
+export const suffixOf = (time: number, random: RandomPart): string => {
+  writeNumber(time, 10, 10)
+  writeNumber(random.high, 8, 18)
+  writeNumber(random.low, 8, 26)
+  return String.fromCharCode.apply(null, suffixCodes as unknown as Array<number>)
+}
 
 let lastTime = 0
 let lastRandom: RandomPart = { high: 0, low: 0 }

@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { IntakeLane } from "../src/http/IntakeLane.ts"
+import { ApiKeys } from "../src/organizations/ApiKeys.ts"
 import { InboxWriter } from "../src/signals/InboxWriter.ts"
 import { client, customerWithChatCredits, query } from "./signals-fixtures.ts"
 import { eventually } from "./support/Eventually.ts"
@@ -157,6 +158,32 @@ describe("the intake lane", () => {
     expect(viaLane.status).toBe(401)
     expect(viaLane.body).toEqual(viaFull.body)
     expect((await laneStats()).answered - before.answered).toBe(1)
+  })
+
+  it("refuses a key the cache holds once it has expired, answering from the cache without a look-up", async () => {
+    const text = JSON.stringify({ customerId, agentKey: "chat", usage })
+    const keyStats = () => app.run(Effect.flatMap(ApiKeys, (keys) => keys.cacheStats))
+    // The second request must come within the cache's TTL of the first to be answered from the cache;
+    // on a machine too slow for that it is looked up instead (also 401), and the scenario runs again.
+    let fromCache = 0
+    for (let attempt = 0; attempt < 5 && fromCache === 0; attempt++) {
+      const expiresAt = new Date(Date.now() + 250)
+      const { secret } = await app.run(Effect.flatMap(ApiKeys, (keys) => keys.create(acme.organizationId, { expiresAt })))
+      const headers = { authorization: `Bearer ${secret}` }
+      expect((await post("/signal/credit", text, { chunked: false, headers })).status).toBe(202)
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt.getTime() - Date.now() + 5)))
+      const [before, lane] = [await keyStats(), await laneStats()]
+      const refused = await post("/signal/credit", text, { chunked: false, headers })
+      expect(refused.status).toBe(401)
+      expect(refused.body.statusDetail.status).toBe("ERROR")
+      expect((await laneStats()).answered - lane.answered).toBe(1)
+      const after = await keyStats()
+      if (after.lookups === before.lookups) {
+        expect(after.hits - before.hits).toBe(1)
+        fromCache++
+      }
+    }
+    expect(fromCache).toBe(1)
   })
 
   it("hands a body it cannot judge to the full server, which answers it as documented", async () => {

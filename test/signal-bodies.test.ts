@@ -7,7 +7,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
 import { schemaOfRoute } from "../src/signals/Signal.ts"
-import { decodesToItself, type QueuedRoute, storedBody } from "../src/signals/Signals.ts"
+import { decodesToItself } from "../src/SchemaCheck.ts"
+import { type QueuedRoute, storedBody } from "../src/signals/Signals.ts"
 
 const everyField = {
   customerId: "cus_1",

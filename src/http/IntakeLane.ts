@@ -8,16 +8,19 @@
  *
  * The lane is a door, not a second implementation. It applies the same body
  * rules (BodyGuard's functions), decodes with the route's schema, calls the
- * same services as the HttpApi handler (`ApiKeys.authenticate`,
- * `Signals.accept`), answers the same `Accepted` envelope, maps failures with
- * the one mapping (`failureAnswer`) and writes the same request-log line.
+ * same services as the HttpApi handler (`ApiKeys`, `Signals`), answers the
+ * same `Accepted` envelope, maps failures with the one mapping
+ * (`failureAnswer`) and writes the same request-log line. A request whose key
+ * is in the key cache (nearly all) runs no fiber at all: the cache answers at
+ * once and the inbox writer calls back (`Signals.enqueue`); a fiber per
+ * request was a tenth of the lane's time (docs/benchmarks.md).
  * A request it cannot judge without the full server (no Content-Length, a
  * query string, a body that is not plain valid JSON of the route's schema) is
  * replayed, body and all, into the full HttpApi server before anything is
  * written, and answered there: for these, the documented answer comes from one
  * place only.
  */
-import { Cause, Effect, Either, FiberSet, Option } from "effect"
+import { Cause, Effect, Either, Exit, FiberSet } from "effect"
 import { randomUUID } from "node:crypto"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Readable } from "node:stream"
@@ -48,12 +51,6 @@ const maxLaneBody = 64 * 1024
  */
 const acceptedBody = (acknowledgement: Acknowledgement) => successBody(202, acceptedMessage, acknowledgement)
 
-/** The lane declines the request: the full server answers it. */
-class Declined {
-  readonly _tag = "Declined"
-}
-const declined = new Declined()
-
 /**
  * A request whose body has been read, as the full server reads a request: the
  * same headers, method, url and socket, and the same bytes as its body.
@@ -83,25 +80,24 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
     const keys = yield* ApiKeys
     const signals = yield* Signals
     const log = yield* RequestLog.RequestLog
-    // Released after the server, which finishes its requests in flight first; one still running then is answered 503.
+    // For a key not in the cache (its look-up is an effect) and error logs. Released after the server, which
+    // finishes its requests in flight first. A request waiting for the inbox writer when that stops is answered 503.
     const runFork = yield* FiberSet.makeRuntime<never, void, never>()
     let answered = 0
     let handedOver = 0
 
-    /** The signal's acknowledgement; fails with `declined` before anything is written when the full server must judge it. */
-    const accepted = (route: QueuedRoute, secret: string, text: string) =>
-      Effect.suspend((): Effect.Effect<Acknowledgement, Declined | ServiceError> => {
-        if (jsonDepthExceeds(text, MAX_JSON_DEPTH) || mayHoldLoneSurrogate(text)) return Effect.fail(declined)
-        let body: unknown
-        try {
-          body = JSON.parse(text)
-        } catch {
-          return Effect.fail(declined)
-        }
-        const decoded = decodeQueued(route, body)
-        if (Either.isLeft(decoded)) return Effect.fail(declined)
-        return Effect.flatMap(keys.authenticate(secret), (caller) => signals.accept(caller.organizationId, route, decoded.right))
-      })
+    /** The request's signal, decoded by its route's schema; undefined when the full server must judge the body. */
+    const decodedSignal = (route: QueuedRoute, text: string) => {
+      if (jsonDepthExceeds(text, MAX_JSON_DEPTH) || mayHoldLoneSurrogate(text)) return undefined
+      let body: unknown
+      try {
+        body = JSON.parse(text)
+      } catch {
+        return undefined
+      }
+      const decoded = decodeQueued(route, body)
+      return Either.isLeft(decoded) ? undefined : decoded.right
+    }
 
     /**
      * Takes `request` if it is one of the lane's and answers it, or hands it
@@ -137,25 +133,42 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
           const now = performance.now()
           log.record(requestId, "POST", request.url!, status, now - started, now)
         }
-        const handOver = Effect.sync(() => {
+        const handOver = () => {
           handedOver++
           fallback(replayOf(request, body), response)
-        })
-        const fiber = runFork(Effect.matchCauseEffect(accepted(route, secret, body.toString("utf8")), {
-          onSuccess: (acknowledgement) => Effect.sync(() => finished(202, acceptedBody(acknowledgement))),
-          onFailure: (cause) => {
-            if (Cause.failureOption(cause).pipe(Option.exists((error) => error === declined))) return handOver
-            // A client that went away has no answer and no line, as in the full server.
-            if (response.destroyed) return Effect.void
-            const failure = failureAnswer(cause)
-            // Cannot happen (the lane's paths are all routes); if it did, the full server answers.
-            if (failure._tag === "UnknownRoute") return handOver
-            const sent = Effect.sync(() => finished(failure.status, errorBody(failure.status, failure.message)))
-            return failure.status === 500 ? Effect.zipRight(Effect.logError("Unhandled failure", cause), sent) : sent
-          }
-        }))
+        }
+        const refused = (cause: Cause.Cause<ServiceError>) => {
+          // A client that went away has no answer and no line, as in the full server.
+          if (response.destroyed) return
+          const failure = failureAnswer(cause)
+          // Cannot happen (the lane's paths are all routes); if it did, the full server answers.
+          if (failure._tag === "UnknownRoute") return handOver()
+          if (failure.status === 500) runFork(Effect.logError("Unhandled failure", cause))
+          finished(failure.status, errorBody(failure.status, failure.message))
+        }
+        const settled = (exit: Exit.Exit<Acknowledgement, ServiceError>) =>
+          Exit.isSuccess(exit) ? finished(202, acceptedBody(exit.value)) : refused(exit.cause)
+
+        const signal = decodedSignal(route, body.toString("utf8"))
+        if (signal === undefined) return handOver()
+        // A key in the cache (nearly every request) is answered without a fiber: the writer calls back.
+        const cached = keys.authenticateCached(secret)
+        let withdraw: () => void
+        if (cached === undefined) {
+          const fiber = runFork(
+            Effect.flatMap(keys.authenticate(secret), (caller) => signals.accept(caller.organizationId, route, signal)).pipe(
+              Effect.exit,
+              Effect.map(settled)
+            )
+          )
+          withdraw = () => fiber.unsafeInterruptAsFork(fiber.id())
+        } else if (Either.isLeft(cached)) {
+          return refused(Cause.fail(cached.left))
+        } else {
+          withdraw = signals.enqueue(cached.right.organizationId, route, signal, settled)
+        }
         response.on("close", () => {
-          if (!response.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
+          if (!response.writableEnded) withdraw()
         })
       })
       return true

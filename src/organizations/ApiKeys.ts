@@ -10,7 +10,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Deferred, Effect, Option, Schema } from "effect"
+import { Deferred, Effect, Either, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
 import { NotFound, Unauthorized } from "../errors.ts"
@@ -139,27 +139,37 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         }).pipe(Effect.uninterruptible)
       })
 
-    const decide = (key: KeyRecord | undefined): Effect.Effect<Caller, Unauthorized> =>
+    const decide = (key: KeyRecord | undefined): Either.Either<Caller, Unauthorized> =>
       key !== undefined && isUsable(key, Date.now())
-        ? Effect.succeed({ organizationId: key.organizationId, apiKeyId: key.apiKeyId })
-        : Effect.fail(refused())
+        ? Either.right({ organizationId: key.organizationId, apiKeyId: key.apiKeyId })
+        : Either.left(refused())
+
+    const cachedDecision = (hash: string) => {
+      if (!listenerRequested) {
+        listenerRequested = true
+        Deferred.unsafeDone(startListener, Effect.void)
+      }
+      const cached = cache.get(hash, Date.now())
+      return cached === undefined ? undefined : decide(cached)
+    }
+
+    /**
+     * The cache's answer for a presented key, without an effect: the caller,
+     * or 401; undefined when the key must be looked up (`authenticate`).
+     */
+    const authenticateCached = (secret: string): Either.Either<Caller, Unauthorized> | undefined =>
+      cachedDecision(hashKey(secret))
 
     /** The organisation a presented key belongs to, or 401. */
     const authenticate = (secret: string): Effect.Effect<Caller, Unauthorized> =>
       Effect.suspend(() => {
-        if (!listenerRequested) {
-          listenerRequested = true
-          Deferred.unsafeDone(startListener, Effect.void)
-        }
         const hash = hashKey(secret)
-        const cached = cache.get(hash, Date.now())
-        if (cached !== undefined) return decide(cached)
-        return Effect.flatMap(load(hash), (row) => decide(Option.getOrUndefined(row)))
+        return cachedDecision(hash) ?? Effect.flatMap(load(hash), (row) => decide(Option.getOrUndefined(row)))
       })
 
     /** The key cache's counters and listener state (tests, diagnostics). */
     const cacheStats: Effect.Effect<KeyCacheStats> = Effect.sync(() => cache.stats())
 
-    return { create, list, revoke, authenticate, cacheStats } as const
+    return { create, list, revoke, authenticate, authenticateCached, cacheStats } as const
   })
 }) {}

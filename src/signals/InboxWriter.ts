@@ -7,8 +7,9 @@
  * of the rows that hold them. Two statements at most, whatever the row count.
  * `POST /signal/batch` and `billing signal send` call it with their batch.
  *
- * `submit(row)` is how the single routes write: concurrent requests share one
- * insert, and each is answered once its row is committed. Two writer fibers
+ * `enqueue(row, answer)`, or `submit(row)` (the same as an effect), is how
+ * the single routes write: concurrent requests share one insert, and each is
+ * answered once its row is committed. Two writer fibers
  * take turns gathering: the gatherer takes every row waiting (up to
  * `maxGroup`), and when requests have overlapped in the last
  * `contentionMemoryMs` it lingers up to `lingerMs` for more, then writes the
@@ -325,27 +326,40 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
     )
     for (let i = 0; i < writers; i++) yield* Effect.forkScoped(writeLoop)
 
-    /** Writes one row together with whatever else is waiting; answers once it is committed. */
+    /**
+     * Writes one row together with whatever else is waiting and calls `answer`
+     * once it is committed (or refused), at most once. The returned function
+     * withdraws the request (its client went away): the row, once taken, is
+     * still written, and nobody is answered.
+     */
+    const enqueue = (row: InboxRow, answer: (exit: Exit.Exit<Written, Refusal>) => void): (() => void) => {
+      if (unanswered > 0) contendedAt = performance.now()
+      unanswered++
+      let waiting = true
+      const settle = () => {
+        const first = waiting
+        if (first) unanswered--
+        waiting = false
+        return first
+      }
+      const pending: Pending = {
+        row,
+        answer: (exit) => {
+          if (settle()) answer(exit)
+        }
+      }
+      // A stopped writer takes no more rows: the request is interrupted (503), as an offer to a shut queue would be.
+      if (!queue.unsafeOffer(pending)) pending.answer(Exit.interrupt(FiberId.none))
+      return () => {
+        settle()
+      }
+    }
+
+    /** `enqueue` as an effect: interrupting it withdraws the request. */
     const submit = (row: InboxRow): Effect.Effect<Written, Refusal> =>
       Effect.async<Written, Refusal>((resume) => {
-        if (unanswered > 0) contendedAt = performance.now()
-        unanswered++
-        let waiting = true
-        const settle = () => {
-          const first = waiting
-          if (first) unanswered--
-          waiting = false
-          return first
-        }
-        const answer = (exit: Exit.Exit<Written, Refusal>) => {
-          if (settle()) resume(exit)
-        }
-        // A stopped writer takes no more rows: the request is interrupted (503), as an offer to a shut queue would be.
-        if (!queue.unsafeOffer({ row, answer })) answer(Exit.interrupt(FiberId.none))
-        // Interrupted while waiting (the client went away): its row, once taken, is still written; nobody is answered.
-        return Effect.sync(() => {
-          settle()
-        })
+        const withdraw = enqueue(row, resume)
+        return Effect.sync(withdraw)
       })
 
     const stats: Effect.Effect<InboxWriterStats> = Effect.sync(() => ({
@@ -356,6 +370,6 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
       waiting: unanswered
     }))
 
-    return { write, submit, stats } as const
+    return { write, enqueue, submit, stats } as const
   })
 }) {}

@@ -8,7 +8,8 @@
  * synchronously (404/409/422) and are billed by the worker like any signal.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Effect, Either, Exit, Option, ParseResult, Schema, type SchemaAST } from "effect"
+import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
+import { constVoid } from "effect/Function"
 import { Metering } from "../billing/Metering.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
@@ -27,8 +28,9 @@ import {
 } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
+import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
-import { type InboxRow, InboxWriter, type Written } from "./InboxWriter.ts"
+import { type InboxRow, InboxWriter, type Refusal, type Written } from "./InboxWriter.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
 import {
   type Acknowledgement,
@@ -75,8 +77,11 @@ const queuedRoutes: ReadonlyArray<QueuedRoute> = ["CREDIT", "OUTCOME", "UNIT", "
 const perQueuedRoute = <A>(make: (schema: Schema.Schema<any, any>) => A): Record<QueuedRoute, A> =>
   Object.fromEntries(queuedRoutes.map((route) => [route, make(schemaOfRoute[route])])) as Record<QueuedRoute, A>
 
-/** Each queued route's decoder, built once (a batch decodes up to 1,000 items). */
-const decoderOf = perQueuedRoute((schema) => Schema.decodeUnknownEither(schema))
+/**
+ * Each queued route's decoder, built once (a batch decodes up to 1,000 items).
+ * A valid body of a route that decodes to itself is vouched for by a plain check (SchemaCheck.ts).
+ */
+const decoderOf = perQueuedRoute((schema) => identityDecoder(schema))
 
 /** A request body decoded by its queued route's schema, as the HttpApi route decodes it. */
 export const decodeQueued = <R extends QueuedRoute>(route: R, body: unknown) =>
@@ -84,27 +89,6 @@ export const decodeQueued = <R extends QueuedRoute>(route: R, body: unknown) =>
 
 /** Each queued route's encoder, built once: every accepted signal's body goes through one. */
 const encoderOf = perQueuedRoute((schema) => Schema.encodeUnknownEither(schema))
-
-/** Whether decoding by `ast` gives back every value as it came (no transformation or declaration anywhere in it). */
-export const decodesToItself = (ast: SchemaAST.AST): boolean => {
-  switch (ast._tag) {
-    case "Transformation":
-    case "Declaration":
-    case "Suspend":
-      return false
-    case "Refinement":
-      return decodesToItself(ast.from)
-    case "TypeLiteral":
-      return ast.propertySignatures.every((property) => decodesToItself(property.type)) &&
-        ast.indexSignatures.every((index) => decodesToItself(index.type))
-    case "Union":
-      return ast.types.every(decodesToItself)
-    case "TupleType":
-      return ast.elements.every((element) => decodesToItself(element.type)) && ast.rest.every((rest) => decodesToItself(rest.type))
-    default:
-      return true
-  }
-}
 
 /**
  * Routes whose schema decodes every body to itself (strict, so no field is
@@ -194,15 +178,32 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     }
 
     /**
-     * Intake of a credit, outcome step, unit or wallet signal: 202 once it is
-     * committed to the inbox. Concurrent requests share one statement
-     * (InboxWriter); a repeated idempotency key answers the first signal.
+     * Intake of a credit, outcome step, unit or wallet signal, without an
+     * effect: `answer` is called once, when the signal is committed to the
+     * inbox (or refused). Concurrent requests share one statement
+     * (InboxWriter); a repeated idempotency key answers the first signal. The
+     * returned function withdraws the request (its client went away).
      */
+    const enqueue = <R extends QueuedRoute>(
+      organizationId: string,
+      route: R,
+      input: SignalOf<R>,
+      answer: (exit: Exit.Exit<Acknowledgement, BadRequest | Refusal>) => void
+    ): (() => void) => {
+      const row = rowOf(organizationId, route, input as SignalInput)
+      if (Either.isLeft(row)) {
+        answer(Exit.fail(row.left))
+        return constVoid
+      }
+      return writer.enqueue(row.right, (exit) => answer(Exit.map(exit, acknowledgement)))
+    }
+
+    /** `enqueue` as an effect (202 once committed); interrupting it withdraws the request. */
     const accept = <R extends QueuedRoute>(organizationId: string, route: R, input: SignalOf<R>) =>
-      Effect.suspend(() => rowOf(organizationId, route, input as SignalInput)).pipe(
-        Effect.flatMap((row) => writer.submit(row)),
-        Effect.map(acknowledgement)
-      )
+      Effect.async<Acknowledgement, BadRequest | Refusal>((resume) => {
+        const withdraw = enqueue(organizationId, route, input, resume)
+        return Effect.sync(withdraw)
+      })
 
     /** One batch item: its inbox row, or the error its single route would have answered. */
     const batchRowOf = (organizationId: string, item: unknown): Either.Either<InboxRow, BadRequest> => {
@@ -458,6 +459,6 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
         ).pipe(Effect.map((rows) => rows.map((row) => row.id)))
       })
 
-    return { accept, acceptBatch, completeOutcome, completeComposite, list, get, replay, replayable } as const
+    return { enqueue, accept, acceptBatch, completeOutcome, completeComposite, list, get, replay, replayable } as const
   })
 }) {}
