@@ -1,17 +1,9 @@
-#!/usr/bin/env -S node --max-semi-space-size=32
+#!/usr/bin/env node
 // The `billing` bin. It runs the compiled CLI in dist/ (built by `npm ci` and
 // `npm test`, see scripts/build.mjs), which starts in a fraction of the time
 // tsx needs. When a TypeScript source is newer than that build (an edit not
 // built yet) or there is no build, it runs the sources through tsx instead, so
 // what runs is always what is in the tree.
-//
-// The first line gives V8 a young generation of 32 MB semispaces (16 by
-// default): under intake load the API allocates about 18 KB a request, and
-// with 16 MB a collection came every ~135 ms and moved the requests still in
-// flight to the old generation, whose collections then held up answers. Node
-// cannot change it once running; started as `node bin/billing.mjs`, pass the
-// flag yourself (or NODE_OPTIONS=--max-semi-space-size=32). docs/benchmarks.md,
-// "Semispaces".
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
 

@@ -12,7 +12,7 @@ import cluster, { type Worker } from "node:cluster"
 import { makeHttpServer } from "../../src/http/Server.ts"
 import { fromEmbedded, fromUrl } from "../../src/db/Database.ts"
 import { markLongLived, serveDataDir } from "../../src/db/Embedded.ts"
-import { limitHeapGrowth } from "../../src/HeapGrowth.ts"
+import { keepAllocationsYoung, limitHeapGrowth } from "../../src/HeapGrowth.ts"
 import { DatabaseConfig } from "../../src/config.ts"
 import { AppServicesLive, ServicesLive } from "../../src/Services.ts"
 import { workerJobs } from "../../src/worker/Jobs.ts"
@@ -219,6 +219,7 @@ export const runServe = (program: Command, options: ServeOptions) => {
   const port = options.port ?? Number(process.env.PORT ?? 8787)
   const host = options.host ?? process.env.HOST ?? "127.0.0.1"
   const processes = options.processes ?? 1
+  keepAllocationsYoung()
   limitHeapGrowth(heapGrowthPercent())
   markLongLived() // the embedded database: never a client of a one-off CLI command's process
   if (cluster.isWorker && process.env[apiProcessVariable] === "1") return runApiProcess({ port, host }, processes)

@@ -83,7 +83,7 @@ interface Entry {
 
 export class KeyCache {
   private readonly entries = new Map<string, Entry>()
-  /** apiKeyId → hash, to drop an entry by the id a notification names. */
+  /** apiKeyId -> hash, to drop an entry by the id a notification names. */
   private readonly byKeyId = new Map<string, string>()
   private generation = 0
   private lookups = 0

@@ -102,7 +102,7 @@ ${options.body}
 </html>`
 
 const topBar = (view: { readonly organizationName: string; readonly customerName: string }, what: string) =>
-  html`<strong>${view.organizationName}</strong><span>${what} · ${view.customerName}</span>`
+  html`<strong>${view.organizationName}</strong><span>${what} \u00b7 ${view.customerName}</span>`
 
 const kindLabels: Record<Allowance["kind"], string> = {
   CREDIT: "Credits",
@@ -115,7 +115,7 @@ const allowanceTile = (allowance: Allowance, formats: Formats) => {
   const heading = html`<h3>${allowance.name}</h3><div class="kind">${kindLabels[allowance.kind]}</div>`
   if (!BigDecimal.isPositive(allowance.granted)) {
     // Pay-as-you-go (ARREAR): nothing granted, use is billed after the cycle.
-    return html`<div class="tile">${heading}<p class="big">${formats.quantity(allowance.used)}</p><div class="muted">used this cycle · billed after it</div></div>`
+    return html`<div class="tile">${heading}<p class="big">${formats.quantity(allowance.used)}</p><div class="muted">used this cycle \u00b7 billed after it</div></div>`
   }
   const share = toNumber(BigDecimal.unsafeDivide(BigDecimal.multiply(allowance.used, HUNDRED), allowance.granted))
   const over = BigDecimal.isNegative(allowance.remaining)
@@ -128,7 +128,7 @@ const allowanceTile = (allowance: Allowance, formats: Formats) => {
 const statusBadge = (status: string) => html`<span class="badge ${status}">${status}</span>`
 
 const period = (start: Date | null, end: Date | null, formats: Formats) =>
-  start === null || end === null ? html`<span class="muted">n/a</span>` : html`${formats.date(start)} – ${formats.date(end)}`
+  start === null || end === null ? html`<span class="muted">n/a</span>` : html`${formats.date(start)} \u2013 ${formats.date(end)}`
 
 const usageName = (row: PortalPageView["latestUsage"][number]) =>
   row.entitlementName ?? row.compositeRef ?? row.agentKey ?? meterLabels[row.meter] ?? row.meter
