@@ -30,7 +30,7 @@
  * it shares the two cores with the server and PostgreSQL), and wrk in 4b.
  */
 import { SqlClient } from "@effect/sql"
-import { binNodeFlags, load } from "./support.ts"
+import { load } from "./support.ts"
 import { Effect, type Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -64,8 +64,6 @@ const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 // Node flags for the server and the worker, e.g. a CPU profile of each (NODE_OPTIONS refuses --cpu-prof).
 const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
-// Every process is spawned as the system runs the bin: with the Node flags of its first line.
-const binFlags = binNodeFlags(cliPath)
 
 const adminUrl = process.env.DATABASE_URL
 if (!adminUrl) {
@@ -97,7 +95,7 @@ const finished = (child: ChildProcess) =>
 /** A CLI command, timed from spawn to exit. */
 const cli = async (args: ReadonlyArray<string>) => {
   const started = performance.now()
-  const result = await finished(spawn(process.execPath, [...binFlags, cliPath, ...args], { cwd: root, env, stdio: ["ignore", "pipe", "inherit"] }))
+  const result = await finished(spawn(process.execPath, [cliPath, ...args], { cwd: root, env, stdio: ["ignore", "pipe", "inherit"] }))
   const seconds = (performance.now() - started) / 1000
   if (result.code !== 0) throw new Error(`billing ${args.join(" ")} failed`)
   return { seconds, stdout: result.stdout }
@@ -109,6 +107,18 @@ const memoryMb = (pid: number) => {
   return { rss: field("VmRSS"), peak: field("VmHWM") }
 }
 
+/** A process and its children (the --processes N case). */
+const treePids = (pid: number) => {
+  try {
+    return [pid, ...fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number)]
+  } catch {
+    return [pid]
+  }
+}
+
+/** Resident memory of a process and its children. */
+const treeMemoryMb = (pid: number) => treePids(pid).map((p) => ({ pid: p, ...memoryMb(p) }))
+
 /** CPU seconds (user + system) a process and its children have used so far: per-request cost, steadier than rates on a noisy host. */
 const treeCpuSeconds = (pid: number) => {
   const ticks = (p: number) => {
@@ -116,19 +126,7 @@ const treeCpuSeconds = (pid: number) => {
     return Number(fields[11]) + Number(fields[12]) // utime, stime (fields 14 and 15 of proc(5))
   }
   const clockTicks = 100 // USER_HZ on Linux
-  return treeMemoryMb(pid).reduce((sum, p) => sum + ticks(p.pid), 0) / clockTicks
-}
-
-/** Resident memory of a process and its children (the --processes N case). */
-const treeMemoryMb = (pid: number) => {
-  const children = (() => {
-    try {
-      return fs.readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number)
-    } catch {
-      return []
-    }
-  })()
-  return [pid, ...children].map((p) => ({ pid: p, ...memoryMb(p) }))
+  return treePids(pid).reduce((sum, p) => sum + ticks(p), 0) / clockTicks
 }
 
 
@@ -193,7 +191,7 @@ const main = async () => {
       })
 
     const spawnedAt = performance.now()
-    server = spawn(process.execPath, [...binFlags, ...childNodeArgs, cliPath, "serve", "--no-worker", "--port", String(port), ...(processes > 1 ? ["--processes", String(processes)] : [])], {
+    server = spawn(process.execPath, [...childNodeArgs, cliPath, "serve", "--no-worker", "--port", String(port), ...(processes > 1 ? ["--processes", String(processes)] : [])], {
       cwd: root,
       env,
       stdio: ["ignore", serverLog === undefined ? "ignore" : fs.openSync(serverLog, "w"), "inherit"]
@@ -292,7 +290,7 @@ const main = async () => {
 
     // A worker's first priced signal, from spawn.
     const workerSpawned = performance.now()
-    const worker = spawn(process.execPath, [...binFlags, ...childNodeArgs, cliPath, "worker"], { cwd: root, env, stdio: ["ignore", "ignore", "inherit"] })
+    const worker = spawn(process.execPath, [...childNodeArgs, cliPath, "worker"], { cwd: root, env, stdio: ["ignore", "ignore", "inherit"] })
     const workerDone = new Promise((resolve) => worker.on("exit", resolve))
     let firstSignalSeconds = NaN
     for (let tries = 0; tries < 2000; tries++) {

@@ -15,7 +15,7 @@
  *     with 1 and then 2 worker processes: signals per second, peak memory.
  */
 import { SqlClient } from "@effect/sql"
-import { binNodeFlags, load } from "./support.ts"
+import { load } from "./support.ts"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -64,7 +64,7 @@ const env = { ...process.env, DATABASE_URL: databaseUrl, BILLING_WORKER_POLL_MS:
 // BENCH_NODE_ARGS passes flags to the measured processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof".
 const nodeArgs = (process.env.BENCH_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
 const spawnMeasured = (args: ReadonlyArray<string>) =>
-  spawn("/usr/bin/time", ["-f", "PEAK_RSS_KB=%M", process.execPath, ...binNodeFlags(cliPath), ...nodeArgs, cliPath, ...args], {
+  spawn("/usr/bin/time", ["-f", "PEAK_RSS_KB=%M", process.execPath, ...nodeArgs, cliPath, ...args], {
     cwd: root,
     env,
     stdio: ["ignore", "pipe", "pipe"]
@@ -126,7 +126,7 @@ const main = async () => {
     progress(`yardstick: ${yardstick.rate} inserts/s`)
     const port = 20000 + Math.floor(Math.random() * 20000)
     // Not under /usr/bin/time: the signal must reach the server itself; its peak memory comes from /proc.
-    const server = spawn(process.execPath, [...binNodeFlags(cliPath), ...nodeArgs, cliPath, "serve", "--no-worker", "--port", String(port)], {
+    const server = spawn(process.execPath, [...nodeArgs, cliPath, "serve", "--no-worker", "--port", String(port)], {
       cwd: root,
       env,
       stdio: ["ignore", "ignore", "inherit"]

@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import * as fs from "node:fs"
 
 /** What the benchmarks share: a bounded-concurrency load runner with latency percentiles. */
 
@@ -22,15 +21,6 @@ export const load = async (count: number, concurrency: number, task: (index: num
   const seconds = (performance.now() - started) / 1000
   const sorted = [...latencies].sort((a, b) => a - b)
   return { rate: Math.round(count / seconds), p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), seconds }
-}
-
-/**
- * The Node flags on the bin's first line (`#!/usr/bin/env -S node FLAGS`): the
- * benchmarks spawn `node FLAGS bin/billing.mjs`, as the system runs the bin.
- */
-export const binNodeFlags = (cliPath: string): ReadonlyArray<string> => {
-  const firstLine = fs.readFileSync(cliPath, "utf8").split("\n", 1)[0]!
-  return /^#!\/usr\/bin\/env -S node(?<flags>.*)$/.exec(firstLine)?.groups?.flags?.split(" ").filter((flag) => flag !== "") ?? []
 }
 
 /** A CLI process's exit code and output (stderr: its last 8,000 characters). */
@@ -57,7 +47,7 @@ export const cliProcesses = (options: {
   const spawnCli = (args: ReadonlyArray<string>, statsFile?: string) => {
     const child = spawn(
       process.execPath,
-      [...binNodeFlags(options.cliPath), ...(statsFile ? ["--import", options.preload] : []), ...options.nodeArgs, options.cliPath, ...args],
+      [...(statsFile ? ["--import", options.preload] : []), ...options.nodeArgs, options.cliPath, ...args],
       {
         cwd: options.root,
         env: statsFile ? { ...options.env, BENCH_STATEMENTS_FILE: statsFile } : options.env,

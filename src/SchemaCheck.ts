@@ -90,13 +90,12 @@ export const checkOf = (ast: SchemaAST.AST): Check => {
 const isRecord = (value: unknown): value is Record<string, unknown> =>
   typeof value === "object" && value !== null && !Array.isArray(value)
 
-// A "__proto__" key (JSON.parse makes it an own property) is not copied by the decoder, which sets
-// the copy's prototype instead: such a value is never vouched for, and the decoder's answer stands.
-
 /**
  * A struct (named properties, no other key) or a record (string keys, one
  * value type); not both at once, whose rules for a key that is both are the
- * decoder's to apply.
+ * decoder's to apply. A "__proto__" key (JSON.parse makes it an own property)
+ * is not copied by the decoder, which sets the copy's prototype instead: a
+ * value holding one is never vouched for (a struct does not name it).
  */
 const typeLiteralCheck = (ast: SchemaAST.TypeLiteral): Check => {
   const { indexSignatures, propertySignatures } = ast
@@ -138,7 +137,9 @@ const typeLiteralCheck = (ast: SchemaAST.TypeLiteral): Check => {
 
 /**
  * `Schema.decodeUnknownEither(schema)`, answering at once with the value
- * itself when `checkOf` vouches for it (and the schema decodes to itself).
+ * itself when `checkOf` vouches for it. Only for a schema that decodes to
+ * itself everywhere: in a union with a transformation member, the decoder may
+ * take that member for a value another member would vouch for.
  */
 export const identityDecoder = <A, I>(schema: Schema.Schema<A, I, never>) => {
   const decode = Schema.decodeUnknownEither(schema)

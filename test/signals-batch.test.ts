@@ -7,11 +7,12 @@
  * requests, and `billing signal send --file`.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Effect, Either, Exit, Fiber } from "effect"
+import { Cause, Context, Effect, Either, Exit, Fiber, Layer, Scope } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { failureAnswer } from "../src/http/Envelope.ts"
 import { makeId } from "../src/ids.ts"
 import { InboxWriter } from "../src/signals/InboxWriter.ts"
 import { Signals } from "../src/signals/Signals.ts"
@@ -513,6 +514,24 @@ describe("grouped inbox writes of the single routes", () => {
     },
     30_000
   )
+
+  it("answers a row offered to a stopped writer 503 (interrupted) and writes nothing", async () => {
+    const [exit, called] = await app.run(Effect.gen(function*() {
+      const scope = yield* Scope.make()
+      const writer = yield* Layer.buildWithScope(InboxWriter.Default, scope).pipe(Effect.map(Context.get(InboxWriter)))
+      yield* Scope.close(scope, Exit.void)
+      // The callback form (the intake lane's) and the effect (the full server's) answer alike.
+      const answers: Array<Exit.Exit<unknown, unknown>> = []
+      writer.enqueue(unitRow("after-stop-1"), (answer) => answers.push(answer))
+      return [yield* Effect.exit(writer.submit(unitRow("after-stop-2"))), answers] as const
+    }))
+    for (const answer of [exit, ...called]) {
+      expect(Exit.isFailure(answer) && Cause.isInterruptedOnly(answer.cause)).toBe(true)
+      if (Exit.isFailure(answer)) expect(failureAnswer(answer.cause)).toEqual({ _tag: "Answer", status: 503, message: "The service is shutting down" })
+    }
+    expect(called).toHaveLength(1)
+    expect(await inbox("idempotency_key LIKE 'after-stop-%'")).toHaveLength(0)
+  })
 
   it("fails only the row the database refuses: the rest of its statement is written again without it", async () => {
     // An unpaired surrogate: Signals refuses it before writing; here it reaches the database, which refuses it.

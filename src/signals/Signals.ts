@@ -200,10 +200,10 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
 
     /** `enqueue` as an effect (202 once committed); interrupting it withdraws the request. */
     const accept = <R extends QueuedRoute>(organizationId: string, route: R, input: SignalOf<R>) =>
-      Effect.async<Acknowledgement, BadRequest | Refusal>((resume) => {
-        const withdraw = enqueue(organizationId, route, input, resume)
-        return Effect.sync(withdraw)
-      })
+      Effect.suspend(() => rowOf(organizationId, route, input as SignalInput)).pipe(
+        Effect.flatMap(writer.submit),
+        Effect.map(acknowledgement)
+      )
 
     /** One batch item: its inbox row, or the error its single route would have answered. */
     const batchRowOf = (organizationId: string, item: unknown): Either.Either<InboxRow, BadRequest> => {
