@@ -4,7 +4,7 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/drain.ts \
  *     [--backlog 100000] [--customers 16] [--yardstick 20000] [--connections 64] \
- *     [--rss-mark 10000] [--report results.json] [--keep] [--root OTHER_CHECKOUT]
+ *     [--rss-mark 10000] [--late-share 0.1] [--report results.json] [--keep] [--root OTHER_CHECKOUT]
  *
  * It only drives the CLI (`bin/billing.mjs`) and reads the tables, so it measures
  * whatever the worker is at the time. On a database of its own (dropped at the end
@@ -18,10 +18,15 @@
  *     as the intake wrote it);
  *  2. an idle `billing worker --once` (empty queue): the fixed cost of a worker
  *     process (start, migrations check, idle jobs) in seconds and statements;
- *  3. the yardstick: plain single-row INSERTs, 64 concurrent callers, pool of 20
+ *  3. the yardstick: plain single-row INSERTs through node-postgres, 64 concurrent callers,
+ *     pool of 10, a table without index
  *     (as bench/signals.ts);
- *  4. three drains of a fresh backlog each: 1 worker over all customers, 2 workers
- *     over all customers, 1 worker over one customer. Wall time includes process
+ *     Every purchase is then one cycle old: its dates are moved a month back and
+ *     `billing cycle run` ends its first cycle, so usage can be late for it;
+ *  4. four drains of a fresh backlog each: 1 worker over all customers, 2 workers
+ *     over all customers, 1 worker over one customer, and 1 worker over all
+ *     customers with `--late-share` of the backlog timestamped in the previous,
+ *     closed cycle (the backfill lane, priced against that cycle's balances). Wall time includes process
  *     start. Statements are counted in the workers by bench/count-statements.mjs;
  *     resident memory is sampled from /proc/PID/status.
  *  5. after each drain, checks: every signal PROCESSED with exactly one usage-log row
@@ -30,7 +35,7 @@
  *     equal to the sum of its usage rows' quantity.
  */
 import { SqlClient } from "@effect/sql"
-import { cliProcesses, load } from "./support.ts"
+import { cliProcesses, load, plainInsertYardstick } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
@@ -62,6 +67,8 @@ const rssMark = flag("rss-mark", Math.min(10_000, Math.floor(backlogCount / 10))
 const rssSampleMs = flag("rss-sample-ms", 100)
 const progressPollMs = flag("poll-ms", 200)
 const reportFile = textFlag("report")
+/** The share of the late drain's backlog timestamped in each purchase's closed first cycle. */
+const lateShare = flag("late-share", 0.1)
 const keep = process.argv.includes("--keep")
 
 const adminUrl = process.env.DATABASE_URL
@@ -212,8 +219,18 @@ const setup = async (): Promise<Setup> => {
       }, 201)
       customers[index] = created.customer.id
       await post("/purchases", { customerId: created.customer.id, planId: plan.plan.id }, 201)
+    })
+    // Each purchase one cycle old: its first cycle ended a moment ago and is closed (FINAL),
+    // its whole allowance expired, so late usage of that cycle draws it and never the current one.
+    await q(`UPDATE purchases SET billing_date = billing_date - interval '1 month',
+               period_start = period_start - interval '1 month', period_end = period_end - interval '1 month'`)
+    await cli(["cycle", "run", "--now", new Date().toISOString()])
+    const [closed] = await q(`SELECT count(*) AS n, min(period_start) AS start, max(period_end) AS end FROM purchase_cycles`)
+    if (num(closed!.n) !== customerCount) throw new Error(`expected ${customerCount} closed cycles, found ${closed!.n}`)
+    lateMoment = new Date((new Date(closed!.start!).getTime() + new Date(closed!.end!).getTime()) / 2).toISOString()
+    await load(customerCount, 8, async (index) => {
       const accepted = await post("/signal/credit", {
-        customerId: created.customer.id,
+        customerId: customers[index],
         agentKey: "chat",
         usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 }
       }, 202)
@@ -246,14 +263,38 @@ const setup = async (): Promise<Setup> => {
   }
 }
 
-/** Adds `count` QUEUED signals cloned from the templates: signal k goes to customer slotOf(k). */
-const fillBacklog = async (setupInfo: Setup, count: number, slotOf: (k: number) => number) => {
+/** A moment inside every purchase's closed first cycle (set by setup). */
+let lateMoment = ""
+
+/**
+ * Adds `count` QUEUED signals cloned from the templates: signal k goes to customer
+ * slotOf(k); when isLate(k), it happened in the closed cycle (`lateMoment`) and queues
+ * in the backfill lane, as the intake would write a signal sent with that timestamp.
+ */
+const fillBacklog = async (
+  setupInfo: Setup,
+  count: number,
+  slotOf: (k: number) => number,
+  isLate: (k: number) => boolean = () => false
+) => {
   const quote = (column: string) => `"${column.replace(/"/g, "\"\"")}"`
   const expression = (column: string) =>
-    column === "id" ? "g.id" : column === "message_id" ? "g.message_id" : column === "received_at" ? "now()" : `t.${quote(column)}`
+    column === "id"
+      ? "g.id"
+      : column === "message_id"
+      ? "g.message_id"
+      : column === "received_at"
+      ? "now()"
+      : column === "occurred_at"
+      ? `CASE WHEN g.late THEN $5::timestamptz ELSE t.occurred_at END`
+      : column === "late"
+      ? "g.late"
+      : column === "body"
+      ? `CASE WHEN g.late THEN t.body || jsonb_build_object('timestamp', $5::text) ELSE t.body END`
+      : `t.${quote(column)}`
   const statement = `INSERT INTO signals (${setupInfo.signalColumns.map(quote).join(", ")})
     SELECT ${setupInfo.signalColumns.map(expression).join(", ")}
-    FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS g(id, message_id, slot, n)
+    FROM unnest($1::text[], $2::text[], $3::int[], $4::boolean[]) WITH ORDINALITY AS g(id, message_id, slot, late, n)
     JOIN bench.signal_templates t ON t.bench_slot = g.slot
     ORDER BY g.n`
   const chunk = 10_000
@@ -262,12 +303,14 @@ const fillBacklog = async (setupInfo: Setup, count: number, slotOf: (k: number) 
     const ids: Array<string> = []
     const messageIds: Array<string> = []
     const slots: Array<number> = []
+    const late: Array<boolean> = []
     for (let k = start; k < start + size; k++) {
       ids.push(makeId("sig"))
       messageIds.push(makeId("msg"))
       slots.push(slotOf(k))
+      late.push(isLate(k))
     }
-    await q(statement, [ids, messageIds, slots])
+    await q(statement, [ids, messageIds, slots, late, lateMoment])
   }
 }
 
@@ -313,14 +356,26 @@ const checkDrain = async (expectedSignals: number): Promise<DrainCheck> => {
     JOIN credits c ON c.organization_id = u.organization_id AND c.id = u.entitlement_id
     JOIN models m ON m.organization_id = u.organization_id AND m.id = u.model
     CROSS JOIN LATERAL (SELECT (u.input_tokens * m.input_rate + u.output_tokens * m.output_rate) / 1000000 AS provider) x`)
+  // Each cycle's balance holds exactly its own usage rows: the current one (purchase_balances)
+  // and the closed first cycle (cycle_balances, whose whole allowance expired and is drawn by late usage).
   const [balances] = await q(`
     SELECT count(*) AS checked, count(*) FILTER (WHERE
         b.used <> coalesce(u.quantity, 0) OR b.remaining <> b.granted - b.used OR b.cycle_quantity <> b.used) AS inexact
     FROM purchase_balances b
     JOIN purchases p ON p.organization_id = b.organization_id AND p.id = b.purchase_id AND p.status = 'ACTIVE'
-    LEFT JOIN (SELECT organization_id, purchase_id, entitlement_id, sum(quantity) AS quantity
-               FROM usage_log WHERE billing_mode = 'ADVANCE' GROUP BY 1, 2, 3) u
+    LEFT JOIN (SELECT organization_id, purchase_id, entitlement_id, cycle_index, sum(quantity) AS quantity
+               FROM usage_log WHERE billing_mode = 'ADVANCE' GROUP BY 1, 2, 3, 4) u
       ON u.organization_id = b.organization_id AND u.purchase_id = b.purchase_id AND u.entitlement_id = b.target_id
+     AND u.cycle_index = p.cycle_index
+    WHERE b.billing_mode = 'ADVANCE' AND b.type = 'CREDIT'`)
+  const [closedBalances] = await q(`
+    SELECT count(*) FILTER (WHERE
+        b.granted - b.remaining <> coalesce(u.quantity, 0) OR b.cycle_quantity <> coalesce(u.quantity, 0)) AS inexact
+    FROM cycle_balances b
+    LEFT JOIN (SELECT organization_id, purchase_id, entitlement_id, cycle_index, sum(quantity) AS quantity
+               FROM usage_log WHERE billing_mode = 'ADVANCE' GROUP BY 1, 2, 3, 4) u
+      ON u.organization_id = b.organization_id AND u.purchase_id = b.purchase_id AND u.entitlement_id = b.target_id
+     AND u.cycle_index = b.cycle_index
     WHERE b.billing_mode = 'ADVANCE' AND b.type = 'CREDIT'`)
   const signals = num(states!.total)
   const processed = num(states!.processed)
@@ -329,7 +384,7 @@ const checkDrain = async (expectedSignals: number): Promise<DrainCheck> => {
   // Every usage row must have joined its credit and model: otherwise it was not checked.
   const mispriced = num(priced!.mispriced) + (usageRows - num(priced!.checked))
   const balancesChecked = num(balances!.checked)
-  const inexactBalances = num(balances!.inexact)
+  const inexactBalances = num(balances!.inexact) + num(closedBalances!.inexact)
   return {
     signals,
     processed,
@@ -384,10 +439,13 @@ const drain = async (
   customers: number,
   setupInfo: Setup,
   idle: Idle,
-  totalBefore: number
+  totalBefore: number,
+  share = 0
 ): Promise<Phase> => {
-  progress(`${label}: queueing ${backlogCount} signals over ${customers} customer(s)`)
-  await fillBacklog(setupInfo, backlogCount, (k) => k % customers)
+  progress(`${label}: queueing ${backlogCount} signals over ${customers} customer(s), ${share * 100}% late`)
+  // Late signals spread evenly through the backlog: every (1/share)-th one.
+  const every = share > 0 ? Math.round(1 / share) : 0
+  await fillBacklog(setupInfo, backlogCount, (k) => k % customers, (k) => every > 0 && k % every === every - 1)
   await q(`VACUUM ANALYZE`)
   const statsFile = path.join(tmpDir, `${label.replace(/\W+/g, "-")}.jsonl`)
   progress(`${label}: draining with ${workers} worker(s)`)
@@ -565,27 +623,21 @@ const main = async () => {
     }
     progress(`idle worker: ${idle.seconds.toFixed(1)} s, ${idle.statements} statements`)
 
-    // The yardstick: what a pool like the server's does with the simplest possible write.
-    await q(`CREATE TABLE bench.yardstick (id text PRIMARY KEY, body jsonb NOT NULL)`)
-    const pool = ManagedRuntime.make(PgClient.layer({ url: Redacted.make(databaseUrl), maxConnections: 20 }))
-    const yardstick = await load(yardstickCount, connections, (index) =>
-      pool.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql`INSERT INTO bench.yardstick (id, body) VALUES (${`y${index}`}, ${JSON.stringify({ index })}::jsonb)`))
-        .then(() => undefined))
-    await pool.dispose()
-    await q(`DROP TABLE bench.yardstick`)
+    // The yardstick: plain single-row INSERTs (node-postgres, pool of 10, no index).
+    const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount, connections)
     progress(`yardstick: ${yardstick.rate} inserts/s (p50 ${yardstick.p50!.toFixed(1)} ms, p99 ${yardstick.p99!.toFixed(1)} ms)`)
 
     const phases: Array<Phase> = []
-    const run = async (label: string, workers: number, customers: number) => {
+    const run = async (label: string, workers: number, customers: number, share = 0) => {
       const before = phases.length * backlogCount
-      phases.push(await drain(label, workers, customers, setupInfo, idle, before))
+      phases.push(await drain(label, workers, customers, setupInfo, idle, before, share))
     }
     await run("1 worker, all customers", 1, customerCount)
     await run("2 workers, all customers", 2, customerCount)
     await run("1 worker, 1 customer", 1, 1)
+    await run(`1 worker, all customers, ${Math.round(lateShare * 100)}% late`, 1, customerCount, lateShare)
 
-    const [one, two, single] = phases as [Phase, Phase, Phase]
+    const [one, two, single, late] = phases as [Phase, Phase, Phase, Phase]
     const totalStatements = phases.reduce((t, p) => t + p.statements, 0)
     const totalSignals = phases.reduce((t, p) => t + p.signals, 0)
     const statementsPerSignal = totalStatements / totalSignals
@@ -610,6 +662,12 @@ const main = async () => {
         `${ratio(single.rate / one.rate)} (${fmt(single.rate)}/s vs ${fmt(one.rate)}/s); net of start ${ratio(single.rateNetOfStart / one.rateNetOfStart)}`,
         ">= 0.8",
         single.rate / one.rate >= 0.8
+      ],
+      [
+        `drain with ${Math.round(lateShare * 100)}% late signals vs all on time (1 worker, ${customerCount} customers)`,
+        `${ratio(late.rate / one.rate)} (${fmt(late.rate)}/s vs ${fmt(one.rate)}/s); net of start ${ratio(late.rateNetOfStart / one.rateNetOfStart)}`,
+        ">= 0.9",
+        late.rate / one.rate >= 0.9
       ],
       [
         "statements per priced signal (all drains)",
@@ -659,7 +717,7 @@ const main = async () => {
     const out: Array<string> = []
     out.push("")
     out.push(`bench/drain: backlog ${fmt(backlogCount)} credit signals per drain, ${customerCount} customers`)
-    out.push(`yardstick: ${fmt(yardstick.rate)} single-row INSERTs/s, ${connections} concurrent, pool of 20 (p50 ${yardstick.p50!.toFixed(1)} ms, p99 ${yardstick.p99!.toFixed(1)} ms)`)
+    out.push(`yardstick: ${fmt(yardstick.rate)} single-row INSERTs/s (node-postgres), ${connections} concurrent, pool of 10, no index (p50 ${yardstick.p50!.toFixed(1)} ms, p99 ${yardstick.p99!.toFixed(1)} ms)`)
     out.push(`idle worker process (start + migrations check + idle jobs): ${idle.seconds.toFixed(1)} s, ${idle.statements} statements, peak ${idle.peakRssMb} MB`)
     out.push("")
     out.push(table(phaseHeader, phaseRows))
@@ -677,7 +735,7 @@ const main = async () => {
       "",
       `\`--backlog ${backlogCount} --customers ${customerCount} --yardstick ${yardstickCount}\`. Machine: ${m.nproc} CPUs (${m.cpu}), ${m.memoryGb} GB RAM, ` +
       `load average ${machineBefore.load.join(" ")} at the start and ${m.load.join(" ")} at the end; PostgreSQL and the benchmark on the same host.`,
-      `Yardstick: ${fmt(yardstick.rate)} single-row INSERTs/s (${connections} concurrent callers, pool of 20, p50 ${yardstick.p50!.toFixed(1)} ms, p99 ${yardstick.p99!.toFixed(1)} ms).`,
+      `Yardstick: ${fmt(yardstick.rate)} single-row INSERTs/s through node-postgres (${connections} concurrent callers, pool of 10, no index, p50 ${yardstick.p50!.toFixed(1)} ms, p99 ${yardstick.p99!.toFixed(1)} ms).`,
       `An idle \`worker --once\` takes ${idle.seconds.toFixed(1)} s and ${idle.statements} statements (process start, migrations check, idle jobs); ` +
       "wall times below include it, the \"net of start\" rate subtracts it.",
       "",

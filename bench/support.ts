@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import pg from "pg"
 
 /** What the benchmarks share: a bounded-concurrency load runner with latency percentiles. */
 
@@ -21,6 +22,28 @@ export const load = async (count: number, concurrency: number, task: (index: num
   const seconds = (performance.now() - started) / 1000
   const sorted = [...latencies].sort((a, b) => a - b)
   return { rate: Math.round(count / seconds), p50: percentile(sorted, 0.5), p99: percentile(sorted, 0.99), seconds }
+}
+
+/**
+ * The yardstick every figure is stated against (docs/benchmarks.md): plain
+ * single-row INSERTs of a signal-sized JSONB row through node-postgres, a pool
+ * of 10, 64 concurrent callers, into a table without any index. Run in the
+ * same minutes as what it is compared with, on the same database.
+ */
+export const plainInsertYardstick = async (url: string, count: number, callers = 64) => {
+  const table = `bench_yardstick_${process.pid}`
+  const pool = new pg.Pool({ connectionString: url, max: 10 })
+  try {
+    await pool.query(`CREATE TABLE ${table} (id text, body jsonb)`)
+    const body = JSON.stringify({ agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 } })
+    const result = await load(count, callers, async (index) => {
+      await pool.query(`INSERT INTO ${table} (id, body) VALUES ($1, $2::jsonb)`, [`y${index}`, body])
+    })
+    await pool.query(`DROP TABLE ${table}`)
+    return result
+  } finally {
+    await pool.end()
+  }
 }
 
 /** A CLI process's exit code and output (stderr: its last 8,000 characters). */

@@ -88,7 +88,16 @@ describe("invoices and payments", () => {
     const [invoice] = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
     // 3 * 4.115 = 12.345 -> 12.35; VAT 2.47; City 0.30875 -> 0.31
     expect(invoice).toMatchObject({ subtotal: 12.35, taxTotal: 2.78, total: 15.13, totalCents: 1513, status: "OPEN", currencyCode: "USD" })
-    expect(invoice.lines).toEqual([{ description: expect.any(String), componentId: expect.any(String), quantity: 3, unitPrice: null, amount: 12.345 }])
+    // Each line bills the invoice's own period.
+    expect(invoice.lines).toEqual([{
+      description: expect.any(String),
+      componentId: expect.any(String),
+      quantity: 3,
+      unitPrice: null,
+      amount: 12.345,
+      periodStart: invoice.periodStart,
+      periodEnd: invoice.periodEnd
+    }])
     expect(invoice.taxLines.map((t: any) => [t.name, t.ratePercent, t.amount])).toEqual([["VAT", 20, 2.47], ["City", 2.5, 0.31]])
     expect(ok(await api.get(`/invoices/${invoice.id}`)).invoice).toEqual(invoice)
 

@@ -60,6 +60,8 @@ const purchase = (
 ): PurchaseContext => ({
   id: "pur_1",
   snapshot: snapshot(components, walletFundedArrear),
+  cycleIndex: 0,
+  closedCycle: false,
   balances: new Map(Object.entries(balances).map(([componentId, value]) => {
     const { remaining, cycleQuantity } = typeof value === "string" ? { remaining: value, cycleQuantity: "0" } : value
     return [componentId, { componentId, remaining: d(remaining), cycleQuantity: d(cycleQuantity) }]

@@ -220,6 +220,7 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("POST /signal/composite/complete", {}, { body: { customerId: id, composite: { bundle: "job-unknown" } } })
     await valid("GET /signal/usage-log", {}, { query: `customerId=${id}&meter=CREDIT&limit=5` })
     await valid("POST /signal/usage-log/lookup", {}, { body: { ids: ["ulg_unknown"] } })
+    await valid("POST /signal/usage-log/{id}/reverse", { id: "usg_unknown" }, { body: { reason: "sent twice" } })
 
     await valid("GET /invoices", {}, { query: `customerId=${id}` })
     const invoices = (await resultOf(valid("GET /invoices", {}, { query: "limit=1" }), 200)).invoices as Array<any>

@@ -244,8 +244,8 @@ describe("on the service", () => {
     expect(invoices.map((i: any) => [i.kind, i.total])).toEqual([["PLAN", 0], ["USAGE", 13.59], ["PLAN", 0]])
     const usage = invoices[1]
     expect(usage.lines).toEqual([
-      { description: "Writer (usage)", componentId: expect.any(String), quantity: 1579.52, unitPrice: 0.0078125, amount: 12.34 },
-      { description: "Report (usage)", componentId: expect.any(String), quantity: 1, unitPrice: 0.005, amount: 0.005 }
+      { description: "Writer (usage)", componentId: expect.any(String), quantity: 1579.52, unitPrice: 0.0078125, amount: 12.34, periodStart: purchase.currentPeriodStart, periodEnd: end.toISOString() },
+      { description: "Report (usage)", componentId: expect.any(String), quantity: 1, unitPrice: 0.005, amount: 0.005, periodStart: purchase.currentPeriodStart, periodEnd: end.toISOString() }
     ])
     // 12.34 + 0.005 = 12.345 -> 12.35 (half away from zero; half-even would say 12.34).
     // VAT 10% of 12.35 = 1.235 -> 1.24 (of the raw 12.345 it would be 1.2345 -> 1.23). Total 13.59.

@@ -9,7 +9,7 @@ import { parseInstant } from "./worker.tsx"
 export const registerCycle = (program: Command) => {
   const cycle = program.command("cycle").description("billing cycles")
 
-  withJson(cycle.command("run").description("activate scheduled purchases and renew ended cycles, then exit"))
+  withJson(cycle.command("run").description("activate scheduled purchases, renew ended cycles and finalise due draft invoices, then exit"))
     .option("--now <iso>", "the instant treated as now (default: the clock)")
     .action((options: { json?: boolean; now?: string }) =>
       run(
@@ -18,7 +18,7 @@ export const registerCycle = (program: Command) => {
           runWorker([billingCycleJob], { once: true, now, idle: Duration.zero })),
         {
           json: (handled) => ({ handled }),
-          view: (handled) => <Text>Renewed {handled} purchase cycle(s).</Text>
+          view: (handled) => <Text>Renewed or finalised {handled} purchase cycle(s).</Text>
         }
       )
     )

@@ -13,6 +13,15 @@ import { UrlLine } from "../ui/Url.tsx"
 const invoiceJson = encode(Invoice)
 const paymentJson = encode(Payment)
 
+const periodText = (start: Date, end: Date) => `${start.toISOString()} to ${end.toISOString()}`
+
+/** A line's own period when it is not the invoice's: a late line of an earlier cycle. */
+const linePeriod = (invoice: Invoice, line: Invoice["lines"][number]) =>
+  line.periodStart === null || line.periodEnd === null ||
+    (line.periodStart.getTime() === invoice.periodStart?.getTime() && line.periodEnd.getTime() === invoice.periodEnd?.getTime())
+    ? ""
+    : ` (period ${periodText(line.periodStart, line.periodEnd)})`
+
 const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string }) => (
   <Details
     title={props.title}
@@ -21,7 +30,10 @@ const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string 
       ["customer", props.invoice.customerId],
       ["kind", props.invoice.kind],
       ["status", props.invoice.status],
-      ...props.invoice.lines.map((line, i) => [`line ${i + 1}`, `${line.description}: ${BigDecimal.format(line.amount)}`] as const),
+      ...(props.invoice.periodStart === null || props.invoice.periodEnd === null
+        ? []
+        : [["period", periodText(props.invoice.periodStart, props.invoice.periodEnd)] as const]),
+      ...props.invoice.lines.map((line, i) => [`line ${i + 1}`, `${line.description}: ${BigDecimal.format(line.amount)}${linePeriod(props.invoice, line)}`] as const),
       ...props.invoice.taxLines.map((tax) => [`tax ${tax.name}`, `${BigDecimal.format(tax.ratePercent)}%: ${BigDecimal.format(tax.amount)}`] as const),
       ["total", `${BigDecimal.format(props.invoice.total)} ${props.invoice.currencyCode}`]
     ]}
@@ -80,7 +92,7 @@ export const registerInvoice = (program: Command) => {
     .action((id: string, options: { json?: boolean; org?: string; reference?: string }) =>
       run(options, withInvoices(options, (invoices, org) => invoices.pay(org, id, options.reference ?? null)), presentInvoice("Invoice paid")))
 
-  withOrg(invoice.command("void").description("void an OPEN invoice").argument("<id>"))
+  withOrg(invoice.command("void").description("void an OPEN invoice (a DRAFT cannot be voided until it is final)").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>
       run(options, withInvoices(options, (invoices, org) => invoices.voidInvoice(org, id)), presentInvoice("Invoice voided")))
 

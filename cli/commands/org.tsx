@@ -4,7 +4,13 @@ import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { ApiKeys, type ApiKey } from "../../src/organizations/ApiKeys.ts"
 import { defaultKeyCacheOptions } from "../../src/organizations/KeyCache.ts"
-import { Organizations, type Organization } from "../../src/organizations/Organizations.ts"
+import {
+  INVOICE_GRACE_HOURS,
+  LATE_USAGE_DAYS,
+  Organizations,
+  type Organization,
+  wholeNumberIn
+} from "../../src/organizations/Organizations.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { organizationOf, run, withJson, withOrg } from "../run.ts"
 
@@ -14,8 +20,18 @@ const organizationJson = (organization: Organization) => ({
   currencyCode: organization.currencyCode,
   reservedWalletEnabled: organization.reservedWalletEnabled,
   paymentInstructions: organization.paymentInstructions,
+  lateUsageDays: organization.lateUsageDays,
+  invoiceGraceHours: organization.invoiceGraceHours,
   createdAt: organization.createdAt.toISOString()
 })
+
+/** A whole-number flag within `range`: "7" is 7; "7.5", "x" or out of range is a 400 naming the flag, nothing written. */
+const wholeFlag = (flag: string, value: string | undefined, range: { readonly min: number; readonly max: number }) => {
+  if (value === undefined) return Effect.succeed(undefined)
+  const number = /^\s*[+-]?\d+\s*$/.test(value) ? Number(value) : Number.NaN
+  const why = wholeNumberIn(flag, number, range)
+  return why === undefined ? Effect.succeed(number) : Effect.fail(new BadRequest({ message: `${why} (got ${JSON.stringify(value)})` }))
+}
 
 const keyJson = (key: ApiKey) => ({
   id: key.id,
@@ -79,17 +95,37 @@ export const registerOrg = (program: Command) => {
     .option("--reserved-wallet <on|off>", "enable the Reserved Wallet")
     .option("--name <name>", "rename the organisation")
     .option("--payment-instructions <text>", "how customers pay an OPEN invoice, shown on its hosted page (\"\" clears)")
-    .action((options: { json?: boolean; org?: string; reservedWallet?: string; name?: string; paymentInstructions?: string }) =>
+    .option(
+      "--late-usage-days <n>",
+      `how old a signal's timestamp may be, in days (${LATE_USAGE_DAYS.min} to ${LATE_USAGE_DAYS.max}, default ${LATE_USAGE_DAYS.default})`
+    )
+    .option(
+      "--invoice-grace-hours <n>",
+      `how long a cycle-end usage invoice stays DRAFT for late usage, in hours (${INVOICE_GRACE_HOURS.min} to ${INVOICE_GRACE_HOURS.max}, default ${INVOICE_GRACE_HOURS.default})`
+    )
+    .action((options: {
+      json?: boolean
+      org?: string
+      reservedWallet?: string
+      name?: string
+      paymentInstructions?: string
+      lateUsageDays?: string
+      invoiceGraceHours?: string
+    }) =>
       run(
         options,
         Effect.gen(function*() {
           const id = yield* organizationOf(options)
           const organizations = yield* Organizations
           const reserved = options.reservedWallet === undefined ? undefined : ["on", "true", "yes"].includes(options.reservedWallet)
+          const lateUsageDays = yield* wholeFlag("--late-usage-days", options.lateUsageDays, LATE_USAGE_DAYS)
+          const invoiceGraceHours = yield* wholeFlag("--invoice-grace-hours", options.invoiceGraceHours, INVOICE_GRACE_HOURS)
           return yield* organizations.updateSettings(id, {
             reservedWalletEnabled: reserved,
             name: options.name,
-            paymentInstructions: options.paymentInstructions
+            paymentInstructions: options.paymentInstructions,
+            lateUsageDays,
+            invoiceGraceHours
           })
         }),
         {
@@ -101,7 +137,9 @@ export const registerOrg = (program: Command) => {
                 ["name", organization.name],
                 ["currency", organization.currencyCode],
                 ["reserved wallet", organization.reservedWalletEnabled ? "on" : "off"],
-                ["payment instructions", organization.paymentInstructions ?? "(not set)"]
+                ["payment instructions", organization.paymentInstructions ?? "(not set)"],
+                ["late-usage window", `${organization.lateUsageDays} day(s)`],
+                ["invoice grace period", organization.invoiceGraceHours === 0 ? "none (usage invoices final at once)" : `${organization.invoiceGraceHours} hour(s)`]
               ]}
             />
           )

@@ -29,6 +29,7 @@ const SignalView = (props: { readonly signal: SignalRecord; readonly title: stri
       ["error", props.signal.errorStatus ? `${props.signal.errorStatus} ${props.signal.errorMessage}` : "-"],
       ["usageLogId", props.signal.usageLogId ?? "-"],
       ["attempts", String(props.signal.attempts)],
+      ["occurred", props.signal.occurredAt === null ? "- (at intake)" : `${props.signal.occurredAt.toISOString()}${props.signal.late ? " (late: backfill lane)" : ""}`],
       ["received", props.signal.receivedAt.toISOString()],
       ["processed", props.signal.processedAt?.toISOString() ?? "-"],
       ["body", JSON.stringify(props.signal.body)]

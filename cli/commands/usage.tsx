@@ -7,6 +7,7 @@ import { UsageLog, UsageTotal } from "../../src/usage/UsageLog.ts"
 import { toEntry, UsageLogEntry } from "../../src/usage/UsageLogEntry.ts"
 import { Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { registerUsageReverse } from "./usageReverse.tsx"
 
 const entryJson = encode(UsageLogEntry)
 const totalJson = encode(UsageTotal)
@@ -25,7 +26,7 @@ interface UsageFlags {
 }
 
 export const registerUsage = (program: Command) => {
-  withOldest(withOrg(program.command("usage").description("a customer's usage log, newest first, with totals per meter")))
+  const usage = withOldest(withOrg(program.command("usage").description("a customer's usage log, newest first, with totals per meter")))
     .requiredOption("--customer <id>", "the customer's id")
     .option("--from <iso>", "rows at or after this instant")
     .option("--to <iso>", "rows before this instant")
@@ -85,4 +86,5 @@ export const registerUsage = (program: Command) => {
         }
       )
     )
+  registerUsageReverse(usage)
 }

@@ -379,7 +379,10 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
       .annotateContext(documented({
         summary: "Mint a hosted pay link for an invoice",
         description: "A short-lived URL of the invoice's hosted payment page, for an OPEN invoice only.",
-        errors: { 404: "No invoice with this id in the workspace.", 409: "The invoice is not OPEN." }
+        errors: {
+          404: "No invoice with this id in the workspace.",
+          409: "The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing."
+        }
       }))
   )
   .add(

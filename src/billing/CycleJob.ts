@@ -1,9 +1,11 @@
 /**
  * The worker job that activates scheduled purchases and renews ended cycles,
- * a batch of purchases per transaction (Purchases.renewBatch).
+ * a batch of purchases per transaction (Purchases.renewBatch), then finalises
+ * the DRAFT usage invoices whose grace period ended (DraftInvoices.finalizeDue).
  */
 import { Effect } from "effect"
 import type { WorkerJob } from "../worker/Worker.ts"
+import { finalizeDue } from "./DraftInvoices.ts"
 import { Purchases } from "./Purchases.ts"
 
 /**
@@ -43,7 +45,13 @@ export const renewDue = (now: Date, batchSize: number = CYCLE_BATCH_SIZE): Effec
     return attempt(0)
   })
 
+/**
+ * One batch of the cycle job: renewals first (a cycle that ends now may be
+ * finalised in the same run when its grace period is already over), then,
+ * when nothing is left to renew, a batch of DRAFT usage invoices whose grace
+ * period ended (DraftInvoices.finalizeDue). The number of steps taken.
+ */
 export const billingCycleJob: WorkerJob = {
   name: "billing-cycles",
-  runOnce: (now) => renewDue(now)
+  runOnce: (now) => Effect.flatMap(renewDue(now), (renewed) => (renewed > 0 ? Effect.succeed(renewed) : finalizeDue(now)))
 }

@@ -5,8 +5,12 @@
  * each active tax is a cent-rounded line on that subtotal, and the total is
  * their sum, so the totals always add up to the cent.
  *
- * States: OPEN -> PAID (a payment) or OPEN -> VOID (an operator, or the
- * purchase's cancellation). A zero-total invoice is issued PAID.
+ * States: DRAFT -> OPEN or PAID (the cycle job finalises a cycle-end USAGE
+ * invoice when the organisation's grace period ends; DraftInvoices.ts);
+ * OPEN -> PAID (a payment) or OPEN -> VOID (an operator). A zero-total invoice
+ * is issued PAID. A DRAFT is never paid, voided or given a pay link (409).
+ * Each line carries the period it bills: the invoice's, or an earlier cycle's
+ * for a late line (docs/billing.md "Late usage and the grace period").
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
@@ -19,7 +23,12 @@ import { Money, Timestamp } from "../schema.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../portal/InvoiceLinks.ts"
 import { SigningKeys } from "../portal/SigningKeys.ts"
 
-export const InvoiceStatus = Schema.Literal("OPEN", "PAID", "VOID")
+/**
+ * DRAFT: a cycle-end USAGE invoice inside the organisation's grace period;
+ * late usage of its cycle still changes it, nothing can pay or void it, and
+ * the cycle job finalises it (OPEN, or PAID) when the grace period ends.
+ */
+export const InvoiceStatus = Schema.Literal("DRAFT", "OPEN", "PAID", "VOID")
 
 class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   id: Schema.String,
@@ -38,7 +47,7 @@ class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   voidedAt: Schema.NullOr(Timestamp)
 }) {}
 
-const LineRow = Schema.Struct({
+export const LineRow = Schema.Struct({
   invoiceId: Schema.String,
   position: Schema.Number,
   kind: Schema.Literal("LINE", "TAX"),
@@ -48,7 +57,10 @@ const LineRow = Schema.Struct({
   amount: Money,
   componentId: Schema.NullOr(Schema.String),
   taxId: Schema.NullOr(Schema.String),
-  ratePercent: Schema.NullOr(Money)
+  ratePercent: Schema.NullOr(Money),
+  periodStart: Schema.NullOr(Timestamp),
+  periodEnd: Schema.NullOr(Timestamp),
+  cycleIndex: Schema.NullOr(Schema.Number)
 })
 
 export const InvoiceLine = Schema.Struct({
@@ -56,7 +68,13 @@ export const InvoiceLine = Schema.Struct({
   componentId: Schema.NullOr(Schema.String),
   quantity: Schema.NullOr(Money),
   unitPrice: Schema.NullOr(Money),
-  amount: Money
+  amount: Money,
+  periodStart: Schema.NullOr(Timestamp).annotations({
+    description: "Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line."
+  }),
+  periodEnd: Schema.NullOr(Timestamp).annotations({
+    description: "End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line."
+  })
 })
 
 export const TaxLine = Schema.Struct({
@@ -103,6 +121,10 @@ export interface LineInput {
   readonly quantity: Decimal | null
   readonly unitPrice: Decimal | null
   readonly amount: Decimal
+  /** The period the line bills when it is not the invoice's (a late line), with that cycle's index. */
+  readonly periodStart?: Date
+  readonly periodEnd?: Date
+  readonly cycleIndex?: number | null
 }
 
 /** A tax as an invoice applies it. */
@@ -152,6 +174,10 @@ export interface IssuedInvoice {
   readonly totals: InvoiceTotals
   /** Issue time. */
   readonly at: Date
+  /** The purchase cycle the invoice bills (its lines' cycle_index unless a line says otherwise). */
+  readonly cycleIndex?: number | null
+  /** Issued DRAFT (inside the grace period): never paid at issue, whatever its total. */
+  readonly draft?: boolean
 }
 
 /** A wallet payment of a whole invoice (auto-payment). */
@@ -165,16 +191,16 @@ export interface WalletPayment {
 }
 
 /** The invoices row of an issued invoice; `paidAt` when a payment settled it at issue. */
-const invoiceRecord = (invoice: IssuedInvoice, paidAt: Date | null): Record<string, unknown> => {
+export const invoiceRecord = (invoice: IssuedInvoice, paidAt: Date | null): Record<string, unknown> => {
   const at = invoice.at.toISOString()
-  const paid = invoice.totals.free ? at : paidAt === null ? null : paidAt.toISOString()
+  const paid = invoice.draft === true ? null : invoice.totals.free ? at : paidAt === null ? null : paidAt.toISOString()
   return {
     organizationId: invoice.organizationId,
     id: invoice.id,
     customerId: invoice.customerId,
     purchaseId: invoice.purchaseId,
     kind: invoice.kind,
-    status: paid === null ? "OPEN" : "PAID",
+    status: invoice.draft === true ? "DRAFT" : paid === null ? "OPEN" : "PAID",
     currencyCode: invoice.currencyCode,
     periodStart: invoice.periodStart.toISOString(),
     periodEnd: invoice.periodEnd.toISOString(),
@@ -189,7 +215,9 @@ const invoiceRecord = (invoice: IssuedInvoice, paidAt: Date | null): Record<stri
 }
 
 /** The invoice_lines rows: the lines in order, then one TAX line per tax. */
-const lineRecords = (invoice: IssuedInvoice): Array<Record<string, unknown>> => [
+export const lineRecords = (
+  invoice: Pick<IssuedInvoice, "organizationId" | "id" | "lines" | "totals" | "periodStart" | "periodEnd" | "cycleIndex">
+): Array<Record<string, unknown>> => [
   ...invoice.lines.map((line, index) => ({
     organizationId: invoice.organizationId,
     invoiceId: invoice.id,
@@ -201,7 +229,10 @@ const lineRecords = (invoice: IssuedInvoice): Array<Record<string, unknown>> => 
     amount: toSql(line.amount),
     componentId: line.componentId,
     taxId: null,
-    ratePercent: null
+    ratePercent: null,
+    periodStart: (line.periodStart ?? invoice.periodStart).toISOString(),
+    periodEnd: (line.periodEnd ?? invoice.periodEnd).toISOString(),
+    cycleIndex: line.cycleIndex !== undefined ? line.cycleIndex : invoice.cycleIndex ?? null
   })),
   ...invoice.totals.taxes.map(({ amount, tax }, index) => ({
     organizationId: invoice.organizationId,
@@ -214,7 +245,10 @@ const lineRecords = (invoice: IssuedInvoice): Array<Record<string, unknown>> => 
     amount: toSql(amount),
     componentId: null,
     taxId: tax.id,
-    ratePercent: toSql(tax.ratePercent)
+    ratePercent: toSql(tax.ratePercent),
+    periodStart: invoice.periodStart.toISOString(),
+    periodEnd: invoice.periodEnd.toISOString(),
+    cycleIndex: invoice.cycleIndex ?? null
   }))
 ]
 
@@ -234,7 +268,9 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         componentId: l.componentId,
         quantity: l.quantity,
         unitPrice: l.unitPrice,
-        amount: l.amount
+        amount: l.amount,
+        periodStart: l.periodStart ?? row.periodStart,
+        periodEnd: l.periodEnd ?? row.periodEnd
       })),
       taxLines: lines.filter((l) => l.kind === "TAX").map((l) => ({
         taxId: l.taxId ?? "",
@@ -325,11 +361,22 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         })))
       })
 
+    /**
+     * The invoice, locked, when it is OPEN; else 409. A DRAFT is neither paid
+     * nor voided: the cycle job finalises it when its grace period ends (then
+     * it can be paid or voided like any OPEN invoice).
+     */
     const openInvoice = (organizationId: string, id: string) =>
       Effect.flatMap(findRow(organizationId, id, true), (invoice) =>
         invoice.status === "OPEN"
           ? Effect.succeed(invoice)
-          : Effect.fail(new Conflict({ message: `Invoice ${id} is ${invoice.status}, not OPEN` })))
+          : Effect.fail(
+            new Conflict({
+              message: invoice.status === "DRAFT"
+                ? `Invoice ${id} is a DRAFT (inside its grace period), not OPEN; it becomes OPEN when the cycle job finalises it`
+                : `Invoice ${id} is ${invoice.status}, not OPEN`
+            })
+          ))
 
     /** An operator records a payment received outside the service; the invoice becomes PAID. */
     const pay = (organizationId: string, id: string, reference: string | null) =>

@@ -91,6 +91,8 @@ export class Metering extends Effect.Service<Metering>()("Metering", {
         return Option.some<PurchaseContext>({
           id: purchase.value.id,
           snapshot: purchase.value.snapshot,
+          cycleIndex: purchase.value.cycleIndex,
+          closedCycle: false,
           balances: new Map(rows.map((row) => [row.componentId, {
             componentId: row.componentId,
             remaining: row.remaining,

@@ -12,13 +12,20 @@
  * The cycle job (`renewBatch`) claims a batch of due purchases with
  * `FOR UPDATE SKIP LOCKED` and moves each one cycle, all in one transaction
  * and a fixed number of statements whatever the batch size:
- *   claim (purchases, with whether the customer has a recurring grant);
- *   the balance rows, locked; the organisations' active taxes;
+ *   claim (purchases, with whether the customer has a recurring grant and
+ *   the organisation's invoice grace period);
+ *   the balance rows, locked; the customers' FINAL cycle rows still owed
+ *   (late lines), locked; the organisations' active taxes;
  *   the wallets that move, locked and created (Ledger.lockWallets, 2);
  *   purchases UPDATE; balance rows INSERT (first cycles) and UPDATE;
  *   invoices, invoice lines, payments (one INSERT each);
+ *   the ended cycles and their balance rows (one INSERT each), the late rows
+ *   billed (one UPDATE);
  *   wallets UPDATE, ledger rows INSERT and webhook outbox (Ledger.postToWallets).
- * Locks are taken in the ledger's order (purchases, balance rows, wallets),
+ * A cycle-end USAGE invoice is DRAFT while the organisation has a grace
+ * period (docs/billing.md "Late usage and the grace period").
+ * Locks are taken in the ledger's order (purchases, balance rows, ended
+ * cycles' balance rows, wallets),
  * so any number of workers may run beside each other and beside the signal
  * drain; a second run for the same instant finds nothing due. A new purchase
  * (`create`) and a cancellation (`cancel`) go through the same code, as sets
@@ -27,18 +34,20 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { decodeRows, dieOnSqlError, findAll, findByIdOr, orDie, uniqueOr } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
-import { Money } from "../schema.ts"
+import { toSql } from "../money.ts"
+import { Money, Timestamp } from "../schema.ts"
 import { Invoices, type TaxRate, type WalletPayment } from "./Invoices.ts"
 import { BalanceRow, type PurchaseCreate, PurchaseRow, type PurchaseUpdate } from "./Purchase.ts"
 import { Plans } from "../plans/Plans.ts"
 import {
   cancellation,
+  type LateBalance,
   needsWallet,
   type Renewal,
   renewal,
@@ -64,7 +73,8 @@ const LockedRow = Schema.Struct({
   ...PurchaseRow.fields,
   snapshot: Schema.String,
   organizationId: Schema.String,
-  hasRecurringGrant: Schema.Boolean
+  hasRecurringGrant: Schema.Boolean,
+  invoiceGraceHours: Schema.Number
 })
 type LockedPurchase = Omit<typeof LockedRow.Type, "snapshot"> & { readonly snapshot: PlanSnapshot }
 
@@ -88,6 +98,20 @@ const decodeSnapshot = (text: string): PlanSnapshot => {
 
 const LockedBalance = Schema.Struct({ organizationId: Schema.String, ...BalanceRow.fields })
 
+/** A FINAL cycle row of a customer still owed (late lines), with its cycle's period and component name. */
+const OwedCycleBalance = Schema.Struct({
+  organizationId: Schema.String,
+  purchaseId: Schema.String,
+  cycleIndex: Schema.Number,
+  componentId: Schema.String,
+  customerId: Schema.String,
+  targetName: Schema.NullOr(Schema.String),
+  periodStart: Timestamp,
+  periodEnd: Timestamp,
+  arrearAmount: Money,
+  invoicedArrear: Money
+})
+
 const ActiveTax = Schema.Struct({
   organizationId: Schema.String,
   id: Schema.String,
@@ -100,7 +124,8 @@ const lockedColumns = `p.organization_id, p.id, p.customer_id, p.plan_id, p.stat
   p.period_start, p.period_end, p.auto_payment, p.spent_this_cycle, p.snapshot::text AS snapshot, p.cancelled_at,
   p.created_at, p.updated_at,
   EXISTS (SELECT 1 FROM wallets w WHERE w.organization_id = p.organization_id AND w.customer_id = p.customer_id
-    AND w.recurring_grant_usd <> 0) AS has_recurring_grant`
+    AND w.recurring_grant_usd <> 0) AS has_recurring_grant,
+  (SELECT o.invoice_grace_hours FROM organizations o WHERE o.id = p.organization_id) AS invoice_grace_hours`
 
 /** Locked purchase rows, decoded; a row that does not decode is a defect. */
 const decodeLocked = (rows: ReadonlyArray<unknown>): Effect.Effect<Array<LockedPurchase>> =>
@@ -178,6 +203,34 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               ORDER BY organization_id, purchase_id, component_id
               FOR UPDATE`
         )
+        // The customers' FINAL cycle rows still owed: late lines of the USAGE invoice a cycle end issues
+        // (locked after the balance rows, before the wallets: the ledger's order).
+        const ending = pairsOf(
+          purchases.filter((p) => p.status === "ACTIVE" && p.periodEnd !== null).map((p) => [p.organizationId, p.customerId] as const)
+        )
+        const owed = ending.ids.length === 0 ? [] : yield* findAll(
+          OwedCycleBalance,
+          sql`SELECT cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id, cb.customer_id,
+                     (SELECT c->>'targetName' FROM jsonb_array_elements(p.snapshot->'components') c
+                       WHERE c->>'id' = cb.component_id LIMIT 1) AS target_name,
+                     pc.period_start, pc.period_end, cb.arrear_amount, cb.invoiced_arrear
+              FROM cycle_balances cb
+              JOIN purchase_cycles pc ON pc.organization_id = cb.organization_id AND pc.purchase_id = cb.purchase_id
+                AND pc.cycle_index = cb.cycle_index
+              JOIN purchases p ON p.organization_id = cb.organization_id AND p.id = cb.purchase_id
+              WHERE (cb.organization_id, cb.customer_id) IN (
+                SELECT * FROM unnest(${ending.organizations}::text[], ${ending.ids}::text[]))
+                AND cb.arrear_amount <> cb.invoiced_arrear AND pc.status = 'FINAL'
+              ORDER BY cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id
+              FOR UPDATE OF cb`
+        )
+        const owedOf = new Map<string, Array<LateBalance>>()
+        for (const row of owed) {
+          const key = customerKey(row)
+          const list = owedOf.get(key)
+          if (list === undefined) owedOf.set(key, [row])
+          else list.push(row)
+        }
         const organizations = [...new Set(purchases.map((p) => p.organizationId))].sort()
         const taxes = yield* findAll(
           ActiveTax,
@@ -198,12 +251,20 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           if (list === undefined) taxesOf.set(tax.organizationId, [tax])
           else list.push(tax)
         }
-        return purchases.map((purchase): RenewalState => ({
-          organizationId: purchase.organizationId,
-          purchase,
-          balances: balancesOf.get(`${purchase.organizationId}/${purchase.id}`) ?? [],
-          taxes: taxesOf.get(purchase.organizationId) ?? []
-        }))
+        return purchases.map((purchase): RenewalState => {
+          // A customer's owed rows go to one step only (a customer has one live purchase; this is a guard).
+          const key = customerKey(purchase)
+          const lateBalances = owedOf.get(key) ?? []
+          owedOf.delete(key)
+          return {
+            organizationId: purchase.organizationId,
+            purchase,
+            balances: balancesOf.get(`${purchase.organizationId}/${purchase.id}`) ?? [],
+            taxes: taxesOf.get(purchase.organizationId) ?? [],
+            graceHours: purchase.invoiceGraceHours,
+            lateBalances
+          }
+        })
       })
 
     /**
@@ -248,7 +309,58 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         yield* ledger.createBalances(renewals.flatMap((r) => r.createBalances))
         yield* ledger.setBalances(renewals.flatMap((r) => r.setBalances))
         yield* invoices.writeIssued(renewals.flatMap((r) => r.invoices), payments)
+        yield* writeEndedCycles(renewals)
         yield* ledger.postToWallets(locked, postings)
+      })
+
+    /**
+     * Records the cycles that ended (`purchase_cycles`, then their
+     * `cycle_balances`), and marks the late rows the USAGE invoices billed as
+     * invoiced: three statements for any number of steps.
+     */
+    const writeEndedCycles = (renewals: ReadonlyArray<Renewal>) =>
+      Effect.gen(function*() {
+        const ended = renewals.flatMap((r) => (r.endedCycle === null ? [] : [r.endedCycle]))
+        yield* insertRows(sql, "purchase_cycles", ended.map((cycle) => ({
+          organizationId: cycle.organizationId,
+          purchaseId: cycle.purchaseId,
+          cycleIndex: cycle.cycleIndex,
+          customerId: cycle.customerId,
+          periodStart: cycle.periodStart.toISOString(),
+          periodEnd: cycle.periodEnd.toISOString(),
+          status: cycle.status,
+          usageInvoiceId: cycle.usageInvoiceId,
+          finalizeAt: cycle.finalizeAt.toISOString()
+        })))
+        yield* insertRows(sql, "cycle_balances", ended.flatMap((cycle) =>
+          cycle.balances.map((row) => ({
+            organizationId: cycle.organizationId,
+            purchaseId: cycle.purchaseId,
+            cycleIndex: cycle.cycleIndex,
+            componentId: row.componentId,
+            customerId: row.customerId,
+            type: row.type,
+            billingMode: row.billingMode,
+            targetId: row.targetId,
+            granted: toSql(row.granted),
+            used: toSql(row.used),
+            remaining: toSql(row.remaining),
+            cycleQuantity: toSql(row.cycleQuantity),
+            arrearAmount: toSql(row.arrearAmount),
+            invoicedArrear: toSql(row.invoicedArrear)
+          }))
+        ))
+        const billed = renewals.flatMap((r) => r.lateBilled)
+        if (billed.length > 0) {
+          yield* orDie(sql`UPDATE cycle_balances AS cb SET invoiced_arrear = v.amount
+              FROM unnest(
+                ${billed.map((row) => row.organizationId)}::text[], ${billed.map((row) => row.purchaseId)}::text[],
+                ${billed.map((row) => row.cycleIndex)}::int[], ${billed.map((row) => row.componentId)}::text[],
+                ${billed.map((row) => toSql(row.arrearAmount))}::numeric[]
+              ) AS v(organization_id, purchase_id, cycle_index, component_id, amount)
+              WHERE cb.organization_id = v.organization_id AND cb.purchase_id = v.purchase_id
+                AND cb.cycle_index = v.cycle_index AND cb.component_id = v.component_id`)
+        }
       })
 
     /**

@@ -48,6 +48,26 @@ export interface RenewalPurchase {
 /** The balance row fields a step reads (a `BalanceRow` has them): a ledger row's values, keys aside. */
 export type RenewalBalance = Omit<BalanceValues, "organizationId" | "purchaseId">
 
+/**
+ * A balance row of an ended, FINAL cycle of the customer (any purchase) whose
+ * ARREAR charges invoices do not hold in full (`cycle_balances`, locked by the
+ * caller): the difference is billed on the customer's next USAGE invoice as a
+ * late line of its own (docs/billing.md "Late usage").
+ */
+export interface LateBalance {
+  readonly organizationId: string
+  readonly purchaseId: string
+  readonly cycleIndex: number
+  readonly componentId: string
+  readonly customerId: string
+  /** The component's name in that purchase's snapshot (null when it has none). */
+  readonly targetName: string | null
+  readonly periodStart: Date
+  readonly periodEnd: Date
+  readonly arrearAmount: Decimal
+  readonly invoicedArrear: Decimal
+}
+
 /** Everything a step needs, loaded (and locked) by the caller. */
 export interface RenewalState {
   readonly organizationId: string
@@ -56,6 +76,41 @@ export interface RenewalState {
   readonly balances: ReadonlyArray<RenewalBalance>
   /** The organisation's active taxes, oldest first. */
   readonly taxes: ReadonlyArray<TaxRate>
+  /** The organisation's invoice grace period (hours); above 0 a cycle-end USAGE invoice is issued DRAFT. Default 0. */
+  readonly graceHours?: number
+  /** The customer's FINAL cycle rows still owed (late lines for the next USAGE invoice). Default none. */
+  readonly lateBalances?: ReadonlyArray<LateBalance>
+}
+
+/** A balance row of an ended cycle, as the cycle end records it (`cycle_balances`). */
+export interface CycleBalanceValues {
+  readonly componentId: string
+  readonly customerId: string
+  readonly type: string
+  readonly billingMode: string
+  readonly targetId: string | null
+  readonly granted: Decimal
+  readonly used: Decimal
+  /** The allowance left to late usage of the cycle: what EXPIRED at its end (0 when it rolled over or was debt). */
+  readonly remaining: Decimal
+  readonly cycleQuantity: Decimal
+  readonly arrearAmount: Decimal
+  /** arrearAmount when the cycle is FINAL at once (its invoice holds it), 0 while DRAFT. */
+  readonly invoicedArrear: Decimal
+}
+
+/** An ended cycle of a purchase, as the cycle end records it (`purchase_cycles` and its `cycle_balances`). */
+export interface EndedCycle {
+  readonly organizationId: string
+  readonly purchaseId: string
+  readonly customerId: string
+  readonly cycleIndex: number
+  readonly periodStart: Date
+  readonly periodEnd: Date
+  readonly status: "DRAFT" | "FINAL"
+  readonly finalizeAt: Date
+  readonly usageInvoiceId: string | null
+  readonly balances: ReadonlyArray<CycleBalanceValues>
 }
 
 /** A wallet move a step asks for, settled in order against the locked wallet. */
@@ -83,6 +138,10 @@ export interface Renewal {
   /** In issue order: the ended cycle's USAGE invoice, then the new cycle's PLAN invoice. */
   readonly invoices: ReadonlyArray<IssuedInvoice>
   readonly walletSteps: ReadonlyArray<WalletStep>
+  /** The cycle that ended (renewal of an ACTIVE purchase, or its cancellation); null when none did. */
+  readonly endedCycle: EndedCycle | null
+  /** The late rows the USAGE invoice billed: their invoiced_arrear becomes their arrear_amount. */
+  readonly lateBilled: ReadonlyArray<LateBalance>
 }
 
 /** Makes ids; tests pass a deterministic one. */
@@ -111,7 +170,7 @@ const balanceValues = (state: RenewalState, row: RenewalBalance): BalanceValues 
 const issue = (
   state: RenewalState,
   newId: NewId,
-  input: Pick<IssuedInvoice, "kind" | "periodStart" | "periodEnd" | "lines" | "at">
+  input: Pick<IssuedInvoice, "kind" | "periodStart" | "periodEnd" | "lines" | "at" | "cycleIndex" | "draft">
 ): IssuedInvoice => ({
   organizationId: state.organizationId,
   id: newId("inv"),
@@ -122,20 +181,60 @@ const issue = (
   ...input
 })
 
-/** Auto-payment applies to an invoice that is not free, issued while it is on. */
+/** Auto-payment applies to an invoice that is not free, issued while it is on; never to a DRAFT. */
 const autoPay = (state: RenewalState, invoice: IssuedInvoice): ReadonlyArray<WalletStep> =>
-  state.purchase.autoPayment && !invoice.totals.free ? [{ _tag: "AutoPay", invoice }] : []
+  state.purchase.autoPayment && !invoice.totals.free && invoice.draft !== true ? [{ _tag: "AutoPay", invoice }] : []
+
+const day = (date: Date) => date.toISOString().slice(0, 10)
+
+/** The description of a late line: the component, "late usage" (or credit) and the cycle's period. */
+export const lateDescription = (name: string, amount: Decimal, periodStart: Date, periodEnd: Date) =>
+  `${name} (late usage${BigDecimal.isNegative(amount) ? " credit" : ""}, ${day(periodStart)} to ${day(periodEnd)})`
 
 /**
- * The ended cycle's ARREAR charges as a USAGE invoice at `at`, or none when
- * nothing was charged; the rows it invoiced restart at zero.
+ * The late lines of a customer's next USAGE invoice: one per FINAL cycle row
+ * whose ARREAR charges invoices do not hold in full, for the difference (a
+ * credit when negative), with that cycle's period. When the credits would take
+ * the invoice below zero (`ownTotal` is what the invoice bills besides), they
+ * wait for a later usage invoice: a credit is never lost to a negative total.
  */
-const invoiceArrears = (state: RenewalState, at: Date, newId: NewId) => {
-  const { purchase } = state
+export const lateLines = (rows: ReadonlyArray<LateBalance>, ownTotal: Decimal) => {
+  const owed = rows
+    .map((row) => ({ row, amount: BigDecimal.normalize(BigDecimal.subtract(row.arrearAmount, row.invoicedArrear)) }))
+    .filter((item) => !BigDecimal.isZero(item.amount))
+  const total = add(ownTotal, owed.reduce((acc, item) => add(acc, item.amount), ZERO))
+  const billed = BigDecimal.isNegative(total) ? owed.filter((item) => BigDecimal.isPositive(item.amount)) : owed
+  return {
+    billed: billed.map((item) => item.row),
+    lines: billed.map(({ amount, row }): LineInput => ({
+      description: lateDescription(row.targetName ?? row.componentId, amount, row.periodStart, row.periodEnd),
+      componentId: row.componentId,
+      quantity: null,
+      unitPrice: null,
+      amount,
+      periodStart: row.periodStart,
+      periodEnd: row.periodEnd,
+      cycleIndex: row.cycleIndex
+    }))
+  }
+}
+
+/** What a line needs to know of a snapshot's component. */
+export interface LineComponent {
+  readonly targetName: string
+  readonly type: string
+  readonly unitPrice: Decimal | null
+}
+
+/** The lines of a cycle's own ARREAR charges, one per ARREAR row that charged something. */
+export const arrearLines = (
+  componentOf: (componentId: string) => LineComponent | undefined,
+  rows: ReadonlyArray<{ readonly componentId: string; readonly billingMode: string; readonly cycleQuantity: Decimal; readonly arrearAmount: Decimal }>
+): Array<LineInput> => {
   const lines: Array<LineInput> = []
-  for (const row of state.balances) {
+  for (const row of rows) {
     if (row.billingMode !== "ARREAR" || BigDecimal.isZero(row.arrearAmount)) continue
-    const component = componentOf(purchase.snapshot, row.componentId)
+    const component = componentOf(row.componentId)
     lines.push({
       description: `${component?.targetName ?? row.componentId} (usage)`,
       componentId: row.componentId,
@@ -144,15 +243,69 @@ const invoiceArrears = (state: RenewalState, at: Date, newId: NewId) => {
       amount: row.arrearAmount
     })
   }
-  if (lines.length === 0) return { invoice: null, balances: state.balances }
-  const invoice = issue(state, newId, {
+  return lines
+}
+
+const HOUR_MS = 3_600_000
+
+/**
+ * The ended cycle's ARREAR charges, and the customer's late lines, as a USAGE
+ * invoice at `at` (DRAFT while the organisation has a grace period), or none
+ * when there is nothing to bill; the rows it invoiced restart at zero. Also
+ * the ended cycle's record (`cycleEnd` the instant the cycle ended).
+ */
+const invoiceArrears = (state: RenewalState, at: Date, cycleEnd: Date, newId: NewId) => {
+  const { purchase } = state
+  const grace = state.graceHours ?? 0
+  const draft = grace > 0
+  const own = arrearLines((id) => componentOf(purchase.snapshot, id), state.balances)
+  const late = lateLines(state.lateBalances ?? [], own.reduce((acc, line) => add(acc, line.amount), ZERO))
+  const lines = [...own, ...late.lines]
+  const periodStart = purchase.periodStart ?? purchase.billingDate
+  const invoice = lines.length === 0 ? null : issue(state, newId, {
     kind: "USAGE",
-    periodStart: purchase.periodStart ?? purchase.billingDate,
+    periodStart,
     periodEnd: purchase.periodEnd ?? at,
+    cycleIndex: purchase.cycleIndex,
+    draft,
     lines,
     at
   })
-  return { invoice, balances: state.balances.map((row) => ({ ...row, arrearAmount: ZERO })) }
+  const endedCycle: EndedCycle = {
+    organizationId: state.organizationId,
+    purchaseId: purchase.id,
+    customerId: purchase.customerId,
+    cycleIndex: purchase.cycleIndex,
+    periodStart,
+    periodEnd: cycleEnd,
+    status: draft ? "DRAFT" : "FINAL",
+    finalizeAt: new Date(cycleEnd.getTime() + grace * HOUR_MS),
+    // A DRAFT cycle with no invoice yet gets its draft when late usage charges it (refreshDrafts).
+    usageInvoiceId: invoice?.id ?? null,
+    balances: state.balances.map((row) => {
+      const component = componentOf(purchase.snapshot, row.componentId)
+      const expired = row.billingMode === "ADVANCE" && component?.rollover !== true && BigDecimal.isPositive(row.remaining)
+      return {
+        componentId: row.componentId,
+        customerId: row.customerId,
+        type: row.type,
+        billingMode: row.billingMode,
+        targetId: row.targetId,
+        granted: row.granted,
+        used: row.used,
+        remaining: expired ? row.remaining : ZERO,
+        cycleQuantity: row.cycleQuantity,
+        arrearAmount: row.arrearAmount,
+        invoicedArrear: draft ? ZERO : row.arrearAmount
+      }
+    })
+  }
+  return {
+    invoice,
+    endedCycle,
+    lateBilled: late.billed,
+    balances: own.length === 0 ? state.balances : state.balances.map((row) => ({ ...row, arrearAmount: ZERO }))
+  }
 }
 
 /** The PLAN invoice's lines: one per ADVANCE component, one for a non-zero price adjustment, else the plan at zero. */
@@ -249,6 +402,7 @@ const startCycle = (
     kind: "PLAN",
     periodStart: period.start,
     periodEnd: period.end,
+    cycleIndex: index,
     lines: planLines(snapshot),
     at
   })
@@ -273,11 +427,13 @@ export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => 
       createBalances: started.createBalances,
       setBalances: started.setBalances,
       invoices: [started.invoice],
-      walletSteps: started.walletSteps
+      walletSteps: started.walletSteps,
+      endedCycle: null,
+      lateBilled: []
     }
   }
   const boundary = purchase.periodEnd
-  const arrears = invoiceArrears(state, boundary, newId)
+  const arrears = invoiceArrears(state, boundary, boundary, newId)
   const started = startCycle(state, arrears.balances, purchase.cycleIndex + 1, boundary, newId)
   return {
     ...base,
@@ -285,7 +441,9 @@ export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => 
     createBalances: started.createBalances,
     setBalances: started.setBalances,
     invoices: arrears.invoice === null ? [started.invoice] : [arrears.invoice, started.invoice],
-    walletSteps: [...(arrears.invoice === null ? [] : autoPay(state, arrears.invoice)), ...started.walletSteps]
+    walletSteps: [...(arrears.invoice === null ? [] : autoPay(state, arrears.invoice)), ...started.walletSteps],
+    endedCycle: arrears.endedCycle,
+    lateBilled: arrears.lateBilled
   }
 }
 
@@ -297,14 +455,18 @@ export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => 
 export const cancellation = (state: RenewalState, at: Date, newId: NewId = makeId): Renewal => {
   const { organizationId, purchase } = state
   const base = { organizationId, purchaseId: purchase.id, customerId: purchase.customerId, cycle: null, createBalances: [] }
-  if (purchase.status !== "ACTIVE") return { ...base, setBalances: [], invoices: [], walletSteps: [] }
-  const arrears = invoiceArrears(state, at, newId)
-  if (arrears.invoice === null) return { ...base, setBalances: [], invoices: [], walletSteps: [] }
+  if (purchase.status !== "ACTIVE") {
+    return { ...base, setBalances: [], invoices: [], walletSteps: [], endedCycle: null, lateBilled: [] }
+  }
+  const arrears = invoiceArrears(state, at, at, newId)
+  const ended = { endedCycle: arrears.endedCycle, lateBilled: arrears.lateBilled }
+  if (arrears.invoice === null) return { ...base, setBalances: [], invoices: [], walletSteps: [], ...ended }
   return {
     ...base,
-    setBalances: arrears.balances.map((row) => balanceValues(state, row)),
+    setBalances: arrears.balances === state.balances ? [] : arrears.balances.map((row) => balanceValues(state, row)),
     invoices: [arrears.invoice],
-    walletSteps: autoPay(state, arrears.invoice)
+    walletSteps: autoPay(state, arrears.invoice),
+    ...ended
   }
 }
 

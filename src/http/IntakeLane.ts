@@ -19,6 +19,12 @@
  * replayed, body and all, into the full HttpApi server before anything is
  * written, and answered there: for these, the documented answer comes from one
  * place only.
+ *
+ * A body's `timestamp` is judged like the rest: its form by the route's schema
+ * (a string without a zone offset goes to the full server, which answers the
+ * 400), its lead over the clock by `Signals.enqueue` (400), and the
+ * organisation's late-usage window by the inbox insert itself (422): no look-up
+ * of its own, no cached setting to go stale.
  */
 import { Cause, Effect, Either, Exit, FiberSet } from "effect"
 import { randomUUID } from "node:crypto"

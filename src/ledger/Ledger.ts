@@ -9,7 +9,9 @@
  * Every operation takes a set: a batch of signals writes each balance row and
  * each wallet once, whatever the number of signals, and a single adjustment is
  * a set of one. Locks are always taken in key order (purchases, then balance
- * rows, then wallets), so concurrent callers never deadlock on each other.
+ * rows, then ended cycles (`purchase_cycles`), then their balance rows
+ * (`cycle_balances`), then wallets), so concurrent callers never deadlock on
+ * each other.
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
@@ -198,12 +200,18 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * Moves balance rows by the deltas given, aggregated per row: one
      * statement for any number of moves. The caller holds the rows' locks
      * (`lockBalances`) when it computed the moves from their values.
+     * A move with `closedCycle` is a late signal's: it moves that ended
+     * cycle's row (`cycle_balances`, one more statement when there are any),
+     * never the purchase's current one.
      */
     const moveBalances = (moves: ReadonlyArray<BalanceMove>) => {
       if (moves.length === 0) return Effect.void
-      const byRow = new Map<string, { -readonly [K in keyof BalanceMove]: BalanceMove[K] }>()
+      type Row = { -readonly [K in keyof BalanceMove]: BalanceMove[K] }
+      const current = new Map<string, Row>()
+      const closed = new Map<string, Row>()
       for (const move of moves) {
-        const key = `${move.organizationId}/${move.purchaseId}/${move.componentId}`
+        const byRow = move.closedCycle === undefined ? current : closed
+        const key = `${move.organizationId}/${move.purchaseId}/${move.closedCycle ?? ""}/${move.componentId}`
         const row = byRow.get(key)
         if (row === undefined) {
           byRow.set(key, { ...move })
@@ -215,19 +223,52 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           row.arrearAmount = add(row.arrearAmount, move.arrearAmount)
         }
       }
-      const rows = [...byRow.values()]
-      const column = (pick: (row: BalanceMove) => Decimal) => rows.map((row) => toSql(pick(row)))
-      return Effect.asVoid(orDie(sql`UPDATE purchase_balances AS b SET
+      const values = (rows: ReadonlyArray<BalanceMove>) => {
+        const column = (pick: (row: BalanceMove) => Decimal) => rows.map((row) => toSql(pick(row)))
+        return {
+          organizations: rows.map((row) => row.organizationId),
+          purchases: rows.map((row) => row.purchaseId),
+          components: rows.map((row) => row.componentId),
+          granted: column((row) => row.granted),
+          used: column((row) => row.used),
+          remaining: column((row) => row.remaining),
+          cycleQuantity: column((row) => row.cycleQuantity),
+          arrearAmount: column((row) => row.arrearAmount)
+        }
+      }
+      const moveCurrent = Effect.suspend(() => {
+        if (current.size === 0) return Effect.void
+        const v = values([...current.values()])
+        return orDie(sql`UPDATE purchase_balances AS b SET
             granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
             cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount
           FROM unnest(
-            ${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
-            ${rows.map((row) => row.componentId)}::text[], ${column((row) => row.granted)}::numeric[],
-            ${column((row) => row.used)}::numeric[], ${column((row) => row.remaining)}::numeric[],
-            ${column((row) => row.cycleQuantity)}::numeric[], ${column((row) => row.arrearAmount)}::numeric[]
+            ${v.organizations}::text[], ${v.purchases}::text[],
+            ${v.components}::text[], ${v.granted}::numeric[],
+            ${v.used}::numeric[], ${v.remaining}::numeric[],
+            ${v.cycleQuantity}::numeric[], ${v.arrearAmount}::numeric[]
           ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, cycle_quantity, arrear_amount)
           WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
-            AND b.component_id = v.component_id`))
+            AND b.component_id = v.component_id`)
+      })
+      const moveClosed = Effect.suspend(() => {
+        if (closed.size === 0) return Effect.void
+        const rows = [...closed.values()]
+        const v = values(rows)
+        return orDie(sql`UPDATE cycle_balances AS b SET
+            granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
+            cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount
+          FROM unnest(
+            ${v.organizations}::text[], ${v.purchases}::text[], ${rows.map((row) => row.closedCycle!)}::int[],
+            ${v.components}::text[], ${v.granted}::numeric[],
+            ${v.used}::numeric[], ${v.remaining}::numeric[],
+            ${v.cycleQuantity}::numeric[], ${v.arrearAmount}::numeric[]
+          ) AS v(organization_id, purchase_id, cycle_index, component_id, granted, used, remaining, cycle_quantity,
+                 arrear_amount)
+          WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
+            AND b.cycle_index = v.cycle_index AND b.component_id = v.component_id`)
+      })
+      return Effect.asVoid(Effect.zipRight(moveCurrent, moveClosed))
     }
 
     /** Adds to purchases' spent_this_cycle, aggregated per purchase: one statement. */

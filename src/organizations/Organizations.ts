@@ -17,6 +17,10 @@ export class Organization extends Schema.Class<Organization>("Organization")({
   currencyCode: Schema.String,
   reservedWalletEnabled: Schema.Boolean,
   paymentInstructions: Schema.NullOr(Schema.String),
+  /** How old a signal's `timestamp` may be, in days (0 to 365). */
+  lateUsageDays: Schema.Int,
+  /** How long a cycle-end usage invoice stays DRAFT for late usage, in hours (0 to 720; 0: final at once). */
+  invoiceGraceHours: Schema.Int,
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -26,7 +30,22 @@ export interface OrganizationSettings {
   readonly name?: string | undefined
   /** Shown on the hosted page of an OPEN invoice; "" clears it. */
   readonly paymentInstructions?: string | undefined
+  /** How old a signal's `timestamp` may be, in whole days: 0 to 365. */
+  readonly lateUsageDays?: number | undefined
+  /** How long a cycle-end usage invoice stays DRAFT, in whole hours: 0 to 720. */
+  readonly invoiceGraceHours?: number | undefined
 }
+
+/** The late-usage window's bounds (days) and its default. */
+export const LATE_USAGE_DAYS = { min: 0, max: 365, default: 35 } as const
+/** The grace period's bounds (hours) and its default. */
+export const INVOICE_GRACE_HOURS = { min: 0, max: 720, default: 0 } as const
+
+/** A whole number within `range`, or why not, in words naming `name`. */
+export const wholeNumberIn = (name: string, value: number, range: { readonly min: number; readonly max: number }) =>
+  Number.isSafeInteger(value) && value >= range.min && value <= range.max
+    ? undefined
+    : `${name} must be a whole number from ${range.min} to ${range.max}`
 
 /** Enough for bank details and a note; the page shows it as plain text. */
 export const MAX_PAYMENT_INSTRUCTIONS = 2000
@@ -85,6 +104,13 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
         if (instructions !== undefined && instructions.length > MAX_PAYMENT_INSTRUCTIONS) {
           return yield* new BadRequest({ message: `payment instructions must be at most ${MAX_PAYMENT_INSTRUCTIONS} characters` })
         }
+        const outOfRange = (settings.lateUsageDays === undefined
+          ? undefined
+          : wholeNumberIn("late-usage days", settings.lateUsageDays, LATE_USAGE_DAYS)) ??
+          (settings.invoiceGraceHours === undefined
+            ? undefined
+            : wholeNumberIn("invoice grace hours", settings.invoiceGraceHours, INVOICE_GRACE_HOURS))
+        if (outOfRange !== undefined) return yield* new BadRequest({ message: outOfRange })
         const updated = yield* findOne(
           Organization,
           sql`UPDATE organizations SET
@@ -92,6 +118,8 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
                 name = coalesce(${settings.name ?? null}, name),
                 payment_instructions = CASE WHEN ${instructions === undefined}::boolean THEN payment_instructions
                   ELSE nullif(${instructions ?? ""}, '') END,
+                late_usage_days = coalesce(${settings.lateUsageDays ?? null}::integer, late_usage_days),
+                invoice_grace_hours = coalesce(${settings.invoiceGraceHours ?? null}::integer, invoice_grace_hours),
                 updated_at = now()
               WHERE id = ${id} RETURNING *`
         )

@@ -52,7 +52,7 @@ tfoot th,tfoot td{border-bottom:none;padding-top:6px;padding-bottom:6px}
 tfoot .total th,tfoot .total td{font-size:1.0625rem;font-weight:700;border-top:2px solid var(--text)}
 .scroll{overflow-x:auto;-webkit-overflow-scrolling:touch}
 .badge{display:inline-block;padding:1px 10px;border-radius:999px;font-size:.8125rem;font-weight:650;letter-spacing:.02em;vertical-align:middle}
-.badge.OPEN{background:#fdf0c4;color:#6d4a00}.badge.PAID{background:#d4f5e2;color:#0b5132}.badge.VOID{background:#e6e8ec;color:#3a404a}
+.badge.DRAFT{background:#eef0f3;color:#3a404a;border:1px dashed #8a919e}.badge.OPEN{background:#fdf0c4;color:#6d4a00}.badge.PAID{background:#d4f5e2;color:#0b5132}.badge.VOID{background:#e6e8ec;color:#3a404a}
 .badge.ACTIVE{background:#d4f5e2;color:#0b5132}.badge.SCHEDULED{background:#dbe8ff;color:#123d84}
 a{color:#0a4fb8}a:focus-visible{outline:3px solid #0a4fb8;outline-offset:2px}
 .chart{margin:0}.chart svg{display:block;width:100%;height:auto}
@@ -125,7 +125,9 @@ const allowanceTile = (allowance: Allowance, formats: Formats) => {
 <div class="muted">${formats.quantity(allowance.used)} used of ${formats.quantity(allowance.granted)}</div></div>`
 }
 
-const statusBadge = (status: string) => html`<span class="badge ${status}">${status}</span>`
+const statusLabel = (status: string) => (status === "DRAFT" ? "Draft" : status)
+
+const statusBadge = (status: string) => html`<span class="badge ${status}">${statusLabel(status)}</span>`
 
 const period = (start: Date | null, end: Date | null, formats: Formats) =>
   start === null || end === null ? html`<span class="muted">n/a</span>` : html`${formats.date(start)} \u2013 ${formats.date(end)}`
@@ -197,6 +199,13 @@ ${plan}
   })
 }
 
+/** A line's own period, shown when it is not the invoice's (a late line of an earlier cycle). */
+const linePeriod = (invoice: Invoice, line: Invoice["lines"][number], formats: Formats) =>
+  line.periodStart === null || line.periodEnd === null ||
+    (line.periodStart.getTime() === invoice.periodStart?.getTime() && line.periodEnd.getTime() === invoice.periodEnd?.getTime())
+    ? ""
+    : html`<div class="muted" data-testid="line-period">Period ${period(line.periodStart, line.periodEnd, formats)}</div>`
+
 const invoiceTitle = (invoice: Invoice) => `${invoice.kind === "PLAN" ? "Plan" : "Usage"} invoice`
 
 export const invoicePage = (view: InvoicePageView, formats: Formats): Html => {
@@ -212,6 +221,8 @@ ${
         ? html`<p>Contact ${view.organizationName} to pay this invoice, quoting <strong>${invoice.id}</strong>.</p>`
         : html`<p class="quote">Please quote <strong>${invoice.id}</strong> with your payment.</p><div class="instructions" data-testid="payment-instructions">${view.paymentInstructions}</div>`
     }</section>`
+    : invoice.status === "DRAFT"
+    ? html`<section class="card" aria-labelledby="pay" data-testid="invoice-draft"><h2 id="pay">Draft</h2><p>This invoice is a draft: usage of its period that arrives late may still change it. It cannot be paid yet; ${view.organizationName} will issue it when it is final.</p></section>`
     : invoice.status === "PAID"
     ? html`<section class="card" aria-labelledby="pay"><h2 id="pay">Paid</h2><p>Paid in full${
       invoice.paidAt === null ? "" : html` on ${formats.dateTime(invoice.paidAt)}`
@@ -238,7 +249,7 @@ ${howToPay}
 <thead><tr><th scope="col">Description</th><th scope="col" class="num wide">Quantity</th><th scope="col" class="num wide">Unit price</th><th scope="col" class="num">Amount</th></tr></thead>
 <tbody>${
       invoice.lines.map((line) =>
-        html`<tr><td>${line.description}</td><td class="num wide">${
+        html`<tr><td>${line.description}${linePeriod(invoice, line, formats)}</td><td class="num wide">${
           line.quantity === null ? "" : formats.quantity(line.quantity)
         }</td><td class="num wide">${precise(line.unitPrice)}</td><td class="num">${precise(line.amount)}</td></tr>`
       )

@@ -1,7 +1,9 @@
 /**
  * Loads what a batch of signals needs to be priced, in a fixed number of
  * statements whatever the batch size: the customers, their ACTIVE purchases
- * and balance rows (locked), the wallets that may move (locked), the live
+ * and balance rows (locked), the cycle each signal is billed in (its moment's:
+ * the current one, or an ended cycle with its `cycle_balances`, locked, when
+ * the batch holds late signals), the wallets that may move (locked), the live
  * catalogue the signals name, members, outcome runs and composite occurrences.
  * Runs in the batch's transaction; locks are taken in key order.
  */
@@ -37,7 +39,9 @@ export const ClaimedSignal = Schema.Struct({
   compositeRef: Schema.NullOr(Schema.String),
   compositeValue: Schema.NullOr(Schema.String),
   member: Schema.NullOr(Schema.String),
-  body: Schema.Unknown
+  body: Schema.Unknown,
+  /** When the usage happened: coalesce(occurred_at, received_at). Billed in the cycle containing it. */
+  moment: Timestamp
 })
 export type SignalRecord = typeof ClaimedSignal.Type
 
@@ -82,8 +86,43 @@ const Purchase = Schema.Struct({
   organizationId: Schema.String,
   id: Schema.String,
   customerId: Schema.String,
+  cycleIndex: Schema.Number,
+  periodStart: Schema.NullOr(Timestamp),
+  periodEnd: Schema.NullOr(Timestamp),
   snapshot: PurchaseRow.fields.snapshot
 })
+
+/** An ended cycle containing a late signal's moment, with its purchase's snapshot (cancelled purchases too). */
+const EndedCycle = Schema.Struct({
+  organizationId: Schema.String,
+  purchaseId: Schema.String,
+  cycleIndex: Schema.Number,
+  customerId: Schema.String,
+  periodStart: Timestamp,
+  periodEnd: Timestamp,
+  snapshot: PurchaseRow.fields.snapshot
+})
+
+const CycleBalance = Schema.Struct({
+  organizationId: Schema.String,
+  purchaseId: Schema.String,
+  cycleIndex: Schema.Number,
+  componentId: Schema.String,
+  remaining: BalanceRow.fields.remaining,
+  cycleQuantity: BalanceRow.fields.cycleQuantity
+})
+
+/**
+ * The cycle a signal is billed in, by its moment:
+ * - Billed: the purchase context of the cycle containing the moment (the
+ *   ACTIVE purchase's current cycle, or an ended cycle), or null when no
+ *   purchase cycle contains it (the meters refuse: no active plan);
+ * - Waiting: the moment is at or after the ACTIVE purchase's period_end, whose
+ *   renewal has not run yet: the signal stays QUEUED until it has.
+ */
+export type SignalCycle =
+  | { readonly _tag: "Billed"; readonly purchase: PurchaseContext | null }
+  | { readonly _tag: "Waiting"; readonly purchaseId: string; readonly periodEnd: Date }
 
 const Balance = Schema.Struct({
   organizationId: Schema.String,
@@ -168,6 +207,8 @@ export interface BatchContext {
   /** The active customer holding an externalId. */
   readonly customerByExternalId: (organizationId: string, externalId: string) => Customer | undefined
   readonly customerContext: (customer: Customer) => CustomerContext
+  /** The cycle a signal of `customer` is billed in (its moment's). */
+  readonly cycleOf: (signal: SignalRecord, customer: Customer) => SignalCycle
   readonly isMember: (organizationId: string, customerId: string, email: string) => boolean
   readonly catalogue: (organizationId: string) => Catalogue
   readonly run: (organizationId: string, runId: string) => typeof RunRow.Type | undefined
@@ -226,7 +267,8 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
     // Their ACTIVE purchases and balance rows, locked: purchases first, then balances, in key order.
     const purchases = live.size === 0 ? [] : yield* findAll(
       Purchase,
-      sql`SELECT organization_id, id, customer_id, snapshot FROM purchases WHERE status = 'ACTIVE' AND (organization_id, customer_id) IN (
+      sql`SELECT organization_id, id, customer_id, cycle_index, period_start, period_end, snapshot
+          FROM purchases WHERE status = 'ACTIVE' AND (organization_id, customer_id) IN (
             SELECT * FROM unnest(${live.organizations}::text[], ${live.keys}::text[]))
           ORDER BY organization_id, id FOR NO KEY UPDATE`
     )
@@ -238,10 +280,14 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
           ORDER BY organization_id, purchase_id, component_id FOR UPDATE`
     )
     const purchaseOf = new Map<string, PurchaseContext>()
+    const activeOf = new Map<string, typeof Purchase.Type>()
     for (const purchase of purchases) {
+      activeOf.set(scoped(purchase.organizationId, purchase.customerId), purchase)
       purchaseOf.set(scoped(purchase.organizationId, purchase.customerId), {
         id: purchase.id,
         snapshot: purchase.snapshot,
+        cycleIndex: purchase.cycleIndex,
+        closedCycle: false,
         balances: new Map()
       })
     }
@@ -254,18 +300,126 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
       })
     }
 
-    // Wallets that may move: customers with wallet signals, or whose plan funds ARREAR from the wallet.
     const customerOfSignal = (r: SignalRecord) =>
       r.customerId !== null
         ? customerMap.get(scoped(r.organizationId, r.customerId))
         : r.externalId !== null
         ? externalMap.get(scoped(r.organizationId, r.externalId))
         : undefined
+
+    // Each signal's cycle, by its moment. On time: the ACTIVE purchase's current cycle, nothing to load.
+    // Late (a moment before it, or no ACTIVE purchase): the ended cycles containing those moments, their
+    // purchases' snapshots and their balance rows, locked after the purchases' rows, in key order: two
+    // statements for the whole batch, none when no signal of the batch is late.
+    const cycleOfSignal = new Map<string, SignalCycle>()
+    const lateSignals: Array<readonly [SignalRecord, Customer]> = []
+    for (const record of records) {
+      const customer = customerOfSignal(record)
+      if (customer === undefined) continue
+      const active = activeOf.get(scoped(customer.organizationId, customer.id))
+      const moment = record.moment.getTime()
+      if (active !== undefined && active.periodStart !== null && active.periodEnd !== null) {
+        if (active.periodStart.getTime() <= moment && moment < active.periodEnd.getTime()) {
+          cycleOfSignal.set(scoped(record.organizationId, record.id), {
+            _tag: "Billed",
+            purchase: purchaseOf.get(scoped(customer.organizationId, customer.id))!
+          })
+          continue
+        }
+        if (moment >= active.periodEnd.getTime()) {
+          cycleOfSignal.set(scoped(record.organizationId, record.id), {
+            _tag: "Waiting",
+            purchaseId: active.id,
+            periodEnd: active.periodEnd
+          })
+          continue
+        }
+      }
+      lateSignals.push([record, customer])
+    }
+    const endedContexts = new Map<string, PurchaseContext>()
+    if (lateSignals.length > 0) {
+      const moments = new Map<string, readonly [string, string, string]>()
+      for (const [record, customer] of lateSignals) {
+        const iso = record.moment.toISOString()
+        moments.set(`${customer.organizationId}/${customer.id}/${iso}`, [customer.organizationId, customer.id, iso])
+      }
+      const triples = [...moments.values()]
+      const ended = yield* findAll(
+        EndedCycle,
+        sql`SELECT c.organization_id, c.purchase_id, c.cycle_index, c.customer_id, c.period_start, c.period_end, p.snapshot
+            FROM purchase_cycles c
+            JOIN purchases p ON p.organization_id = c.organization_id AND p.id = c.purchase_id
+            WHERE (c.organization_id, c.purchase_id, c.cycle_index) IN (
+              SELECT e.organization_id, e.purchase_id, e.cycle_index
+              FROM purchase_cycles e
+              JOIN unnest(${triples.map((t) => t[0])}::text[], ${triples.map((t) => t[1])}::text[],
+                          ${triples.map((t) => t[2])}::timestamptz[]) AS v(organization_id, customer_id, moment)
+                ON e.organization_id = v.organization_id AND e.customer_id = v.customer_id
+               AND e.period_start <= v.moment AND v.moment < e.period_end)
+            ORDER BY c.organization_id, c.purchase_id, c.cycle_index
+            FOR UPDATE OF c`
+      )
+      const endedKey = (organizationId: string, purchaseId: string, cycleIndex: number) =>
+        `${organizationId}/${purchaseId}/${cycleIndex}`
+      for (const cycle of ended) {
+        endedContexts.set(endedKey(cycle.organizationId, cycle.purchaseId, cycle.cycleIndex), {
+          id: cycle.purchaseId,
+          snapshot: cycle.snapshot,
+          cycleIndex: cycle.cycleIndex,
+          closedCycle: true,
+          balances: new Map()
+        })
+      }
+      const cycleRows = ended.length === 0 ? [] : yield* findAll(
+        CycleBalance,
+        sql`SELECT organization_id, purchase_id, cycle_index, component_id, remaining, cycle_quantity FROM cycle_balances
+            WHERE (organization_id, purchase_id, cycle_index) IN (
+              SELECT * FROM unnest(${ended.map((c) => c.organizationId)}::text[], ${ended.map((c) => c.purchaseId)}::text[],
+                                   ${ended.map((c) => c.cycleIndex)}::int[]))
+            ORDER BY organization_id, purchase_id, cycle_index, component_id FOR UPDATE`
+      )
+      for (const row of cycleRows) {
+        endedContexts.get(endedKey(row.organizationId, row.purchaseId, row.cycleIndex))?.balances.set(row.componentId, {
+          componentId: row.componentId,
+          remaining: row.remaining,
+          cycleQuantity: row.cycleQuantity
+        })
+      }
+      const cyclesOfCustomer = new Map<string, Array<typeof EndedCycle.Type>>()
+      for (const cycle of ended) {
+        const key = scoped(cycle.organizationId, cycle.customerId)
+        const list = cyclesOfCustomer.get(key)
+        if (list === undefined) cyclesOfCustomer.set(key, [cycle])
+        else list.push(cycle)
+      }
+      for (const [record, customer] of lateSignals) {
+        const moment = record.moment.getTime()
+        // Ended cycles never overlap for one customer; should two, the later one bills it.
+        let found: typeof EndedCycle.Type | undefined
+        for (const cycle of cyclesOfCustomer.get(scoped(customer.organizationId, customer.id)) ?? []) {
+          if (cycle.periodStart.getTime() <= moment && moment < cycle.periodEnd.getTime()) {
+            if (found === undefined || cycle.periodStart.getTime() > found.periodStart.getTime()) found = cycle
+          }
+        }
+        cycleOfSignal.set(scoped(record.organizationId, record.id), {
+          _tag: "Billed",
+          purchase: found === undefined
+            ? null
+            : endedContexts.get(endedKey(found.organizationId, found.purchaseId, found.cycleIndex))!
+        })
+      }
+    }
+
+    // Wallets that may move: customers with wallet signals, or whose plan (of the signal's cycle) funds ARREAR
+    // from the wallet.
     const walletKeys = new Map<string, { organizationId: string; customerId: string }>()
     for (const record of records) {
       const customer = customerOfSignal(record)
       if (customer === undefined) continue
-      const funded = purchaseOf.get(scoped(customer.organizationId, customer.id))?.snapshot.walletFundedArrear ?? false
+      const cycle = cycleOfSignal.get(scoped(record.organizationId, record.id))
+      const funded = (purchaseOf.get(scoped(customer.organizationId, customer.id))?.snapshot.walletFundedArrear ?? false) ||
+        (cycle?._tag === "Billed" && cycle.purchase !== null && cycle.purchase.snapshot.walletFundedArrear)
       if (record.route === "WALLET" || funded) {
         walletKeys.set(scoped(customer.organizationId, customer.id), { organizationId: customer.organizationId, customerId: customer.id })
       }
@@ -388,6 +542,10 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
           wallet: wallet === undefined ? null : { balance: wallet.balance }
         }
       },
+      cycleOf: (signal, customer) =>
+        cycleOfSignal.get(scoped(signal.organizationId, signal.id)) ??
+          // A customer resolved after loading (never today): its ACTIVE purchase, as before.
+          { _tag: "Billed", purchase: purchaseOf.get(scoped(customer.organizationId, customer.id)) ?? null },
       isMember: (organizationId, customerId, email) => memberSet.has(`${organizationId}/${customerId}/${email.toLowerCase()}`),
       catalogue: (organizationId) => {
         const known = catalogues.get(organizationId)

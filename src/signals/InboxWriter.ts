@@ -25,7 +25,7 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Chunk, Effect, Exit, FiberId, Queue, Schema } from "effect"
 import { decodeRows } from "../db/Sql.ts"
-import { CustomerArchived, CustomerNotFound } from "../errors.ts"
+import { CustomerArchived, CustomerNotFound, Unprocessable } from "../errors.ts"
 import type { SignalRoute } from "./Signal.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
 
@@ -45,6 +45,12 @@ export interface InboxRow {
   readonly member: string | null
   /** The request as accepted (decoded and re-encoded), which the worker prices. */
   readonly body: unknown
+  /** When the usage happened (the body's `timestamp`, ISO 8601); null: at intake. */
+  readonly occurredAt?: string | null | undefined
+  /** `occurredAt` is more than an hour before `intakeAt`: the backfill lane. */
+  readonly late?: boolean | undefined
+  /** The service's clock when the request came in: the late-usage window counts back from it. */
+  readonly intakeAt?: string | undefined
 }
 
 /** A row in the inbox: this one (`replayed: false`), or the first one written under its idempotency key. */
@@ -54,8 +60,19 @@ export interface Written {
   readonly replayed: boolean
 }
 
-/** Why a row was not written: its customerId names no customer of the workspace, or an archived one. */
-export type Refusal = CustomerNotFound | CustomerArchived
+/**
+ * Why a row was not written: its customerId names no customer of the workspace,
+ * or an archived one; or its timestamp is older than the workspace's
+ * late-usage window (422).
+ */
+export type Refusal = CustomerNotFound | CustomerArchived | Unprocessable
+
+/** The 422 of a timestamp older than the workspace's late-usage window. */
+export const tooOldRefusal = (lateUsageDays: number) =>
+  new Unprocessable({
+    message: `timestamp is older than this workspace's late-usage window of ${lateUsageDays} ` +
+      `${lateUsageDays === 1 ? "day" : "days"}`
+  })
 
 export interface InboxWriterStats {
   /** Statements sent (inserts and key look-ups). */
@@ -89,6 +106,8 @@ const Checked = Schema.Struct({
   ord: Schema.Int,
   customerFound: Schema.Boolean,
   customerArchived: Schema.Boolean,
+  tooOld: Schema.Boolean,
+  lateUsageDays: Schema.NullOr(Schema.Int),
   inserted: Schema.Boolean
 })
 
@@ -137,37 +156,47 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
         composite_ref: row.compositeRef,
         composite_value: row.compositeValue,
         member: row.member,
-        body: row.body
+        body: row.body,
+        occurred_at: row.occurredAt ?? null,
+        late: row.late ?? false,
+        intake_at: row.intakeAt ?? null
       })))
       statements++
       inserts++
       offered += rows.length
       // The rows go in in the order given (ORDER BY ord), so of two rows with one key the first
       // written wins and the second conflicts, exactly as two requests one after the other would.
+      // The late-usage window is the organisation's setting read by this same statement (only for
+      // rows with a timestamp): no cache to keep coherent, a settings change applies to the next insert.
       return Effect.flatMap(
         sql`WITH input AS (
               SELECT * FROM json_to_recordset(${payload}::json) AS r(
                 ord int, organization_id text, id text, message_id text, route text, customer_id text,
                 external_id text, idempotency_key text, agent_key text, run_id text, composite_ref text,
-                composite_value text, member text, body jsonb)
+                composite_value text, member text, body jsonb, occurred_at timestamptz, late boolean,
+                intake_at timestamptz)
             ),
             checked AS (
-              SELECT input.*, c.id IS NOT NULL AS customer_found, c.archived_at IS NOT NULL AS customer_archived
+              SELECT input.*, c.id IS NOT NULL AS customer_found, c.archived_at IS NOT NULL AS customer_archived,
+                     coalesce(input.occurred_at < input.intake_at - o.late_usage_days * interval '86400 seconds', false) AS too_old,
+                     o.late_usage_days
               FROM input
               LEFT JOIN customers c ON c.organization_id = input.organization_id AND c.id = input.customer_id
+              LEFT JOIN organizations o ON input.occurred_at IS NOT NULL AND o.id = input.organization_id
             ),
             inserted AS (
               INSERT INTO signals (organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
-                                   agent_key, run_id, composite_ref, composite_value, member, body)
+                                   agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late)
               SELECT organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
-                     agent_key, run_id, composite_ref, composite_value, member, body
+                     agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late
               FROM checked
-              WHERE customer_id IS NULL OR (customer_found AND NOT customer_archived)
+              WHERE (customer_id IS NULL OR (customer_found AND NOT customer_archived)) AND NOT too_old
               ORDER BY ord
               ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
               RETURNING id
             )
-            SELECT checked.ord, checked.customer_found, checked.customer_archived, inserted.id IS NOT NULL AS inserted
+            SELECT checked.ord, checked.customer_found, checked.customer_archived, checked.too_old,
+                   checked.late_usage_days, inserted.id IS NOT NULL AS inserted
             FROM checked LEFT JOIN inserted ON inserted.id = checked.id`,
         decodeRows(Checked)
       )
@@ -240,6 +269,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
               archivedRefusal(row.customerId, "cannot receive signals")
             )
           }
+          if (result.tooOld) return Exit.fail(tooOldRefusal(result.lateUsageDays ?? 0))
           // A row neither refused nor written would have lost its signal: never answer it 202.
           return Exit.die(new Error(`signal ${row.id} was neither written nor refused`))
         })

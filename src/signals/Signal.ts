@@ -92,6 +92,60 @@ const Quantity = MoneyInput.pipe(
   })
 )
 
+const isoWithOffset = /^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,3}))?(?:Z|([+-])(\d{2}):(\d{2}))$/
+
+const daysInMonth = (year: number, month: number) =>
+  month === 2 ? (year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0) ? 29 : 28) : [4, 6, 9, 11].includes(month) ? 30 : 31
+
+/**
+ * The instant (epoch milliseconds) an ISO 8601 date-time with a zone offset
+ * names, or undefined when the text is not one: `2026-01-31T23:59:00Z`,
+ * `2026-01-31T23:59:00.123+02:00`. The offset is required (a time without one
+ * names no instant), fractions stop at milliseconds, and every part must exist
+ * on the calendar (no 30 February, no hour 24).
+ */
+export const instantOf = (text: string): number | undefined => {
+  const match = isoWithOffset.exec(text)
+  if (match === null) return undefined
+  const [year, month, day, hour, minute, second] = match.slice(1, 7).map(Number) as [number, number, number, number, number, number]
+  const millis = match[7] === undefined ? 0 : Number(match[7].padEnd(3, "0"))
+  const offsetHours = match[9] === undefined ? 0 : Number(match[9])
+  const offsetMinutes = match[10] === undefined ? 0 : Number(match[10])
+  if (month < 1 || month > 12 || day < 1 || day > daysInMonth(year, month)) return undefined
+  if (hour > 23 || minute > 59 || second > 59 || offsetHours > 23 || offsetMinutes > 59) return undefined
+  const date = new Date(0)
+  date.setUTCFullYear(year, month - 1, day)
+  date.setUTCHours(hour, minute, second, millis)
+  const offset = (match[8] === "-" ? -1 : 1) * (offsetHours * 60 + offsetMinutes) * 60_000
+  return date.getTime() - offset
+}
+
+/** How far ahead of the service's clock a signal's `timestamp` may be (clock skew), in milliseconds. */
+export const maxTimestampLeadMs = 5 * 60_000
+/** A signal whose moment is this much before its intake is late: it queues in the backfill lane. */
+export const lateAfterMs = 60 * 60_000
+
+/** When the usage happened, as the caller says it: an ISO 8601 date-time with a zone offset. */
+export const SignalTimestamp = Schema.String.pipe(
+  Schema.filter(
+    (text) =>
+      instantOf(text) !== undefined ||
+      "must be an ISO 8601 date-time with a zone offset (Z or +hh:mm) and at most millisecond precision, " +
+        "such as 2026-01-31T23:59:00Z",
+    {
+      jsonSchema: {
+        format: "date-time",
+        pattern: isoWithOffset.source,
+        description: "When the usage happened: an ISO 8601 date-time with a zone offset (`Z` or `+hh:mm`) and at " +
+          "most millisecond precision, such as `2026-01-31T23:59:00.250Z`. The moment of intake when left out. " +
+          "At most 5 minutes ahead of the service's clock (else 400), and not older than the workspace's " +
+          "late-usage window (`billing org settings --late-usage-days`, 35 days by default; else 422). The signal is billed in the " +
+          "purchase cycle that contains this moment."
+      }
+    }
+  )
+)
+
 /** Who a signal is for and the optional fields every route shares. */
 const common = {
   customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).annotations({
@@ -108,7 +162,8 @@ const common = {
     description: "1 to 255 characters. A repeat with the same key on the same route answers the original signal " +
       "again and records nothing new."
   }),
-  custom: Schema.optional(Custom)
+  custom: Schema.optional(Custom),
+  timestamp: Schema.optional(SignalTimestamp)
 }
 
 export const CreditSignal = Schema.Struct({
@@ -158,6 +213,8 @@ export interface SignalInput {
   readonly agentKey?: string | undefined
   readonly runId?: string | undefined
   readonly composite?: CompositeTag | undefined
+  /** When the usage happened (ISO 8601 with a zone offset); the moment of intake when left out. */
+  readonly timestamp?: string | undefined
 }
 
 /** The schema of each route's body, to re-decode what the inbox kept. */
@@ -287,6 +344,10 @@ export class SignalRecord extends Schema.Class<SignalRecord>("SignalRecord")({
   errorStatus: Schema.NullOr(Schema.Int),
   errorMessage: Schema.NullOr(Schema.String),
   usageLogId: Schema.NullOr(Schema.String),
+  /** When the usage happened, as the signal's `timestamp` said; null: at `receivedAt`. */
+  occurredAt: Schema.NullOr(Timestamp),
+  /** The moment is more than an hour before intake: the signal queues in the backfill lane. */
+  late: Schema.Boolean,
   receivedAt: Timestamp,
   processedAt: Schema.NullOr(Timestamp)
 }) {}

@@ -6,8 +6,12 @@
  *    (a transaction-scoped advisory lock per customer, then the customer's
  *    signals `FOR UPDATE SKIP LOCKED`), so workers take disjoint customers and
  *    never wait on each other's balances;
+ *    Late signals (a backfill) are claimed in batches of their own, alternating
+ *    with today's, so a backfill never holds today's signals back;
  * 2. load each customer's context once (BatchContext: purchase, balances and
- *    wallets locked, the catalogue the signals name);
+ *    wallets locked, the catalogue the signals name) and each signal's cycle,
+ *    by its moment (the current one, an ended one: its cycle_balances, or it
+ *    waits QUEUED for the renewal);
  * 3. price every signal in order with the pure meters, applying each one's
  *    moves in memory before the next, so allowance refusals are exact and
  *    ordered; a refusal or an unexpected error fails only that signal;
@@ -26,6 +30,7 @@ import { findAll, insertRows, orDie, sqlState } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
+import { Timestamp } from "../schema.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { faultPoint } from "../worker/Fault.ts"
 import { periodicCollection } from "../worker/Memory.ts"
@@ -54,6 +59,9 @@ import {
 import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember, UnknownTarget } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 import { ensureActive } from "../customers/Customer.ts"
+import { type CycleKey, refreshDrafts } from "../billing/DraftInvoices.ts"
+import type { AllowanceDraw } from "./meters/Allowance.ts"
+import { lateAfterMs } from "./Signal.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -80,6 +88,24 @@ type Ended =
   | { readonly _tag: "Pending"; readonly message: string }
   | { readonly _tag: "Failed"; readonly status: number; readonly message: string }
 
+/**
+ * A signal whose moment is at or after its customer's ACTIVE purchase's
+ * period_end: the renewal has not run yet. It stays QUEUED (nothing written)
+ * and its customer is left out of this process's claims until the purchase
+ * renews (see `Deferral`).
+ */
+interface Waiting {
+  readonly _tag: "Waiting"
+  readonly organizationId: string
+  readonly customerId: string
+  readonly externalId: string | null
+  readonly purchaseId: string
+  readonly periodEnd: Date
+}
+
+/** The queue's two lanes: today's signals, and late ones (a backfill: `signals.late`). */
+type Lane = "ON_TIME" | "LATE"
+
 /** Deadlocks and serialisation failures: the batch is rolled back and tried again. */
 const retryableStates = new Set(["40P01", "40001"])
 
@@ -91,7 +117,19 @@ const isRetryable = (cause: Cause.Cause<unknown>) =>
 
 class RetryableBatch extends Data.TaggedError("RetryableBatch") {}
 
-const Candidate = Schema.Struct({ organizationId: Schema.String, customerKey: Schema.String })
+const Candidate = Schema.Struct({
+  organizationId: Schema.NullOr(Schema.String),
+  customerKey: Schema.NullOr(Schema.String),
+  /** Whether the other lane has queued signals (asked in the same statement). */
+  otherLane: Schema.Boolean
+})
+
+const PurchaseEnd = Schema.Struct({
+  organizationId: Schema.String,
+  id: Schema.String,
+  status: Schema.String,
+  periodEnd: Schema.NullOr(Timestamp)
+})
 
 /** A refused signal ends FAILED with the status the API answers the same refusal with. */
 const refused = (refusal: Refusal): Ended => ({ _tag: "Failed", status: errorStatus[refusal._tag], message: refusal.message })
@@ -104,10 +142,19 @@ interface Writes {
   readonly moves: Array<BalanceMove>
   readonly spent: Array<SpentMove>
   readonly postings: Array<WalletPosting>
+  /** The ended cycles late signals moved, for refreshDrafts. */
+  readonly endedCycles: Map<string, CycleKey>
 }
 
-const usageRow = (signal: SignalRecord, customer: Customer, id: string, priced: Priced): Record<string, unknown> => {
+const usageRow = (
+  signal: SignalRecord,
+  customer: Customer,
+  id: string,
+  priced: Priced,
+  cycleIndex: number | null
+): Record<string, unknown> => {
   const { entry } = priced
+  const draw: AllowanceDraw | null = priced.draw
   return {
     organizationId: signal.organizationId,
     id,
@@ -134,7 +181,13 @@ const usageRow = (signal: SignalRecord, customer: Customer, id: string, priced: 
     compositeRef: entry.composite?.refId ?? null,
     compositeValue: entry.composite?.value ?? null,
     member: signal.member,
-    custom: entry.custom ?? null
+    custom: entry.custom ?? null,
+    occurredAt: signal.moment.toISOString(),
+    cycleIndex,
+    // How the row split between allowance and arrears: what a reversal gives back (null: nothing drawn).
+    advanceQuantity: draw === null ? null : toSql(draw.advanceQuantity),
+    arrearQuantity: draw === null ? null : toSql(draw.arrearQuantity),
+    arrearCharge: draw === null ? null : toSql(draw.arrearCharge)
   }
 }
 
@@ -144,44 +197,120 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     const ledger = yield* Ledger
 
     /**
-     * Claims up to `limit` of the oldest queued signals, whole customers at a
-     * time: it looks at the customers at the head of the queue, takes the
-     * advisory lock of the first one no other worker holds, and that
-     * customer's oldest signals, until the batch is full. Another worker
-     * skips the locked customers and takes the next ones.
+     * Customers left out of this process's claims because a signal of theirs
+     * waits for its purchase's renewal (its moment is at or after the ACTIVE
+     * purchase's period_end), by `org/customerId`. Held in memory: a claim
+     * looks, in one statement and only while some wait, whether those
+     * purchases renewed (period_end moved, or no longer ACTIVE) and lets
+     * their customers back in. So waiting signals stay QUEUED without being
+     * claimed over and over, `worker --once` ends with them queued, and the
+     * next worker (or the same one after the cycle job ran) prices them. A
+     * new process claims them once more, and defers them again.
+     */
+    const deferred = new Map<string, Waiting>()
+
+    /** The keys the claim leaves out: `org/customerId` and `org/ext:externalId` of each deferred customer. */
+    const deferredKeys = () => {
+      const keys: Array<string> = []
+      for (const waiting of deferred.values()) {
+        keys.push(`${waiting.organizationId}/${waiting.customerId}`)
+        if (waiting.externalId !== null) keys.push(`${waiting.organizationId}/ext:${waiting.externalId}`)
+      }
+      return keys
+    }
+
+    /** A filter on `signals` rows leaving deferred customers out; empty (nothing to plan) when none wait. */
+    const notDeferred = (keys: ReadonlyArray<string>) =>
+      keys.length === 0
+        ? sql.literal("")
+        : sql`AND NOT (organization_id || '/' || coalesce(customer_id, 'ext:' || external_id) = ANY(${keys}::text[]))`
+
+    /** Lets back in the customers whose purchase renewed (or ended): one statement, only while some wait. */
+    const lapseDeferrals = Effect.suspend(() => {
+      if (deferred.size === 0) return Effect.void
+      const waiting = [...deferred.values()]
+      return Effect.map(
+        findAll(
+          PurchaseEnd,
+          sql`SELECT organization_id, id, status, period_end FROM purchases WHERE (organization_id, id) IN (
+                SELECT * FROM unnest(${waiting.map((w) => w.organizationId)}::text[], ${waiting.map((w) => w.purchaseId)}::text[]))`
+        ),
+        (rows) => {
+          const now = new Map(rows.map((row) => [`${row.organizationId}/${row.id}`, row]))
+          for (const [key, wait] of deferred) {
+            const row = now.get(`${wait.organizationId}/${wait.purchaseId}`)
+            if (
+              row === undefined || row.status !== "ACTIVE" || row.periodEnd === null ||
+              row.periodEnd.getTime() !== wait.periodEnd.getTime()
+            ) deferred.delete(key)
+          }
+        }
+      )
+    })
+
+    /**
+     * The lane the next claim tries first. Late signals (a backfill) are
+     * claimed in batches of their own, alternating with today's when both
+     * lanes have work, so a backfill of any size holds today's signals for
+     * at most about one batch. Whether the other lane has work is asked in
+     * the claim's own statement (its partial index), so a queue with no late
+     * signal costs no statement more.
+     */
+    let nextLane: Lane = "ON_TIME"
+
+    /** The customers at the head of one lane, and whether the other lane has queued signals. */
+    const candidatesOf = (lane: Lane, limit: number, keys: ReadonlyArray<string>) =>
+      findAll(
+        Candidate,
+        sql`SELECT c.organization_id, c.customer_key, f.other_lane FROM (
+              SELECT EXISTS (SELECT 1 FROM signals WHERE status = 'QUEUED' AND ${
+          sql.literal(lane === "LATE" ? "NOT late" : "late")
+        } ${notDeferred(keys)}) AS other_lane) f
+            LEFT JOIN LATERAL (
+              SELECT organization_id, customer_key, first FROM (
+                SELECT head.organization_id, coalesce(head.customer_id, held.id, 'ext:' || head.external_id) AS customer_key,
+                       min(head.id) AS first
+                FROM (SELECT organization_id, customer_id, external_id, id FROM signals
+                      WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${notDeferred(keys)}
+                      ORDER BY id LIMIT ${limit * 4}) head
+                LEFT JOIN customers held
+                  ON head.customer_id IS NULL AND held.organization_id = head.organization_id
+                 AND held.external_id = head.external_id AND held.archived_at IS NULL
+                GROUP BY 1, 2) grouped
+              ORDER BY first LIMIT ${CLAIM_CANDIDATES}) c ON true
+            ORDER BY c.first`
+      )
+
+    /**
+     * Claims up to `limit` of the oldest queued signals of one lane, whole
+     * customers at a time: it looks at the customers at the head of the
+     * lane, takes the advisory lock of the first one no other worker holds,
+     * and that customer's oldest signals of the lane, until the batch is
+     * full. Another worker skips the locked customers and takes the next
+     * ones. One customer's signals are priced by one worker at a time in
+     * either lane (the same advisory lock).
      *
      * A customer is one key whether its signals name it by customerId or by
      * an externalId it holds: two keys for one customer would let a full
      * batch take the later signals of one key before the earlier ones of the
      * other, and price them out of the order they were sent.
      */
-    const claim = (limit: number) =>
+    const claimLane = (lane: Lane, limit: number, candidates: ReadonlyArray<typeof Candidate.Type>) =>
       Effect.gen(function*() {
-        const candidates = yield* findAll(
-          Candidate,
-          sql`SELECT organization_id, customer_key FROM (
-                SELECT head.organization_id, coalesce(head.customer_id, held.id, 'ext:' || head.external_id) AS customer_key,
-                       min(head.id) AS first
-                FROM (SELECT organization_id, customer_id, external_id, id FROM signals
-                      WHERE status = 'QUEUED' ORDER BY id LIMIT ${limit * 4}) head
-                LEFT JOIN customers held
-                  ON head.customer_id IS NULL AND held.organization_id = head.organization_id
-                 AND held.external_id = head.external_id AND held.archived_at IS NULL
-                GROUP BY 1, 2) c
-              ORDER BY first LIMIT ${CLAIM_CANDIDATES}`
-        )
         const claimed: Array<SignalRecord> = []
         for (const candidate of candidates) {
           if (claimed.length >= limit) break
+          if (candidate.organizationId === null || candidate.customerKey === null) continue
           const [lock] = yield* orDie(sql<{ locked: boolean }>`
             SELECT pg_try_advisory_xact_lock(hashtext(${candidate.organizationId}), hashtext(${candidate.customerKey})) AS locked`)
           if (!lock?.locked) continue
           const rows = yield* findAll(
             ClaimedSignal,
             sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                       composite_value, member, body
+                       composite_value, member, body, coalesce(occurred_at, received_at) AS moment
                 FROM signals
-                WHERE status = 'QUEUED' AND organization_id = ${candidate.organizationId}
+                WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")}
+                  AND organization_id = ${candidate.organizationId}
                   AND (customer_id = ${candidate.customerKey}
                        OR (customer_id IS NULL AND 'ext:' || external_id = ${candidate.customerKey})
                        OR (customer_id IS NULL AND external_id = (
@@ -194,6 +323,27 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           claimed.push(...rows)
         }
         return claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      })
+
+    const other = (lane: Lane): Lane => (lane === "ON_TIME" ? "LATE" : "ON_TIME")
+
+    /** One lane's batch: the preferred lane, or the other one when the preferred has nothing to claim. */
+    const claim = (limit: number) =>
+      Effect.gen(function*() {
+        yield* lapseDeferrals
+        const keys = deferredKeys()
+        const lane = nextLane
+        const candidates = yield* candidatesOf(lane, limit, keys)
+        const otherHasWork = candidates[0]?.otherLane ?? false
+        const claimed = yield* claimLane(lane, limit, candidates)
+        if (claimed.length > 0 || !otherHasWork) {
+          nextLane = otherHasWork ? other(lane) : lane
+          return claimed
+        }
+        // This lane had nothing this worker could take: the other lane's batch now.
+        const fallback = yield* candidatesOf(other(lane), limit, keys)
+        nextLane = (fallback[0]?.otherLane ?? false) ? lane : other(lane)
+        return yield* claimLane(other(lane), limit, fallback)
       })
 
     /** The signal's customer: missing (404), archived (409), or None when its externalId is not held yet. */
@@ -265,7 +415,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       customers: Map<string, CustomerContext>,
       runCosts: RunCosts,
       writes: Writes
-    ): Ended => {
+    ): Ended | Waiting => {
       const record = signal.record
       const resolved = customerOf(record, context)
       if (Either.isLeft(resolved)) {
@@ -282,18 +432,39 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         state = context.customerContext(customer)
         customers.set(key, state)
       }
-      const metered = meter(signal, state, context, runCosts)
+      // Billed in the cycle containing the signal's moment: the current one (today's path), an ended one
+      // (late: its cycle_balances, shared by the batch's late signals of that cycle), or none (no active plan).
+      const cycle = context.cycleOf(record, customer)
+      if (cycle._tag === "Waiting") {
+        return {
+          _tag: "Waiting",
+          organizationId: customer.organizationId,
+          customerId: customer.id,
+          externalId: customer.externalId,
+          purchaseId: cycle.purchaseId,
+          periodEnd: cycle.periodEnd
+        }
+      }
+      const purchase = cycle.purchase
+      const signalState: CustomerContext = purchase === state.purchase ? state : { ...state, purchase }
+      const metered = meter(signal, signalState, context, runCosts)
       if (Either.isLeft(metered)) {
         return refused(metered.left)
       }
       const priced = metered.right
       const usageLogId = makeId("usg")
-      writes.usageRows.push(usageRow(record, customer, usageLogId, priced))
-      if (priced.draw !== null && state.purchase !== null) {
-        applyMoves(state.purchase, priced.draw.moves)
+      const ended = purchase !== null && purchase.closedCycle
+      writes.usageRows.push(usageRow(record, customer, usageLogId, priced, purchase?.cycleIndex ?? null))
+      if (priced.draw !== null && purchase !== null) {
+        applyMoves(purchase, priced.draw.moves)
         writes.moves.push(...priced.draw.moves)
+        if (ended && priced.draw.moves.length > 0) {
+          const key = { organizationId: record.organizationId, purchaseId: purchase.id, cycleIndex: purchase.cycleIndex }
+          writes.endedCycles.set(`${key.organizationId}/${key.purchaseId}/${key.cycleIndex}`, key)
+        }
       }
-      if (!BigDecimal.isZero(priced.spent) && priced.entry.purchaseId !== null) {
+      // An ended cycle's usage never counts in the purchase's (current) spent_this_cycle.
+      if (!ended && !BigDecimal.isZero(priced.spent) && priced.entry.purchaseId !== null) {
         writes.spent.push({ organizationId: record.organizationId, purchaseId: priced.entry.purchaseId, amount: priced.spent })
       }
       if (!BigDecimal.isZero(priced.walletDebit) && state.wallet !== null) {
@@ -351,7 +522,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             compositeRef: tag.composite.refId,
             compositeValue: value,
             member: occurrence.member,
-            body: JSON.stringify(body)
+            body: JSON.stringify(body),
+            // The occurrence completes when its last missing signal happened: billed in that cycle.
+            occurredAt: signal.moment,
+            late: signal.moment.getTime() < Date.now() - lateAfterMs
           })
         }`
         yield* sql`UPDATE composite_occurrences SET status = 'COMPLETED', signal_id = ${rawId},
@@ -385,9 +559,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** How the last batch's signals ended, counted for watchers once the batch committed. */
     let lastResults: ReadonlyArray<readonly [SignalRecord, Ended]> = []
 
+    /** The signals of the last batch left waiting for their purchase's renewal. */
+    let lastWaiting: Array<Waiting> = []
+
     const batch = (limit: number) =>
       Effect.gen(function*() {
         lastResults = []
+        lastWaiting = []
         const records = yield* claim(limit)
         lastClaimed = records
         if (records.length === 0) return 0
@@ -404,12 +582,21 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         const context = yield* loadBatchContext(sql, ledger, decoded)
         const customers = new Map<string, CustomerContext>()
         const runCosts: RunCosts = new Map()
-        const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [] }
+        const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [], endedCycles: new Map() }
         const joins: Array<readonly [SignalRecord, string]> = []
+        let waiting = 0
         for (const signal of decoded) {
           let ended: Ended
           try {
-            ended = priceOne(signal, context, customers, runCosts, writes)
+            const outcome = priceOne(signal, context, customers, runCosts, writes)
+            if (outcome._tag === "Waiting") {
+              // Stays QUEUED, nothing written; once the batch commits, its customer sits out the claims
+              // until the renewal (a batch rolled back and retried must not defer the customer's other signals).
+              lastWaiting.push(outcome)
+              waiting++
+              continue
+            }
+            ended = outcome
           } catch (error) {
             yield* Effect.logError(`signal ${signal.record.id} failed`, error)
             ended = internalError
@@ -423,11 +610,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         yield* ledger.addSpent(writes.spent)
         yield* ledger.postToWallets(context.wallets, writes.postings)
         yield* insertRows(sql, "usage_log", writes.usageRows)
+        // Late usage of a cycle still inside its grace period changes that cycle's DRAFT invoice.
+        if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
         yield* finish(results)
         lastResults = results
         yield* faultPoint("signals.before-commit")
-        return records.length
+        return records.length - waiting
       }).pipe(sql.withTransaction, orDie)
 
     /**
@@ -469,6 +658,11 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         Effect.catchAllCause((cause) => (isRetryable(cause) ? Effect.fail(new RetryableBatch()) : Effect.failCause(cause))),
         Effect.retry({ while: (e) => e instanceof RetryableBatch, schedule: Schedule.spaced("20 millis"), times: 10 }),
         Effect.tap(() => tally(lastResults.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
+        Effect.tap(() =>
+          Effect.sync(() => {
+            for (const wait of lastWaiting) deferred.set(`${wait.organizationId}/${wait.customerId}`, wait)
+          })
+        ),
         Effect.tap((handled) =>
           Effect.sync(() => {
             if (isolating > 0) isolating -= Math.max(handled, 1)
@@ -495,9 +689,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** Between batches, so a batch's rows never linger (src/worker/Memory.ts). */
     const collect = periodicCollection(20 * BATCH_SIZE)
 
-    const queueIsEmpty = Effect.map(
-      orDie(sql`SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT 1`),
-      (rows) => rows.length === 0
+    /** No queued signal left but those waiting for their purchase's renewal (`deferred`). */
+    const queueIsEmpty = Effect.suspend(() =>
+      Effect.map(
+        orDie(sql`SELECT 1 FROM signals WHERE status = 'QUEUED' ${notDeferred(deferredKeys())} LIMIT 1`),
+        (rows) => rows.length === 0
+      )
     )
 
     /**

@@ -30,7 +30,7 @@ import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
-import { type InboxRow, InboxWriter, type Refusal, type Written } from "./InboxWriter.ts"
+import { type InboxRow, InboxWriter, type Refusal, tooOldRefusal, type Written } from "./InboxWriter.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
 import {
   type Acknowledgement,
@@ -38,6 +38,9 @@ import {
   batchRoutes,
   type CompositeCompleted,
   CompositeCompleteSignal,
+  instantOf,
+  lateAfterMs,
+  maxTimestampLeadMs,
   type OutcomeCompleted,
   OutcomeCompleteSignal,
   maxBatchSize,
@@ -145,6 +148,52 @@ const columnsOf = (input: SignalInput) => {
   }
 }
 
+/** When a signal's usage happened, as the inbox stores it (`signals.occurred_at`, `signals.late`). */
+interface Moment {
+  /** The `timestamp` sent, as an instant (ISO 8601, UTC); null when none was sent (the moment of intake). */
+  readonly occurredAt: string | null
+  /** More than an hour before intake: the backfill lane. */
+  readonly late: boolean
+  /** The service's clock at intake (only with a timestamp: the window counts back from it). */
+  readonly intakeAt: string | undefined
+  /** `occurredAt` in epoch milliseconds. */
+  readonly occurredMs: number | undefined
+}
+
+/** A signal without a timestamp: its moment is its intake (no allocation per request on the intake lane). */
+const atIntake: Either.Either<Moment, BadRequest> = Either.right({
+  occurredAt: null,
+  late: false,
+  intakeAt: undefined,
+  occurredMs: undefined
+})
+
+/**
+ * The moment of a decoded request, at intake `now`: a `timestamp` more than
+ * 5 minutes ahead of the service's clock is a 400 naming the field. (The
+ * late-usage window is the organisation's: the inbox insert checks it.)
+ */
+const momentOf = (input: SignalInput, now: number): Either.Either<Moment, BadRequest> => {
+  if (input.timestamp === undefined) return atIntake
+  const intakeAt = new Date(now).toISOString()
+  const occurred = instantOf(input.timestamp)
+  // The schema has vouched for the text; an instant Date cannot hold is refused as the schema would.
+  if (occurred === undefined || Number.isNaN(new Date(occurred).getTime())) {
+    return Either.left(new BadRequest({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
+  }
+  if (occurred > now + maxTimestampLeadMs) {
+    return Either.left(new BadRequest({
+      message: `Invalid request: timestamp: must not be more than 5 minutes ahead of the service's clock (${intakeAt})`
+    }))
+  }
+  return Either.right({
+    occurredAt: new Date(occurred).toISOString(),
+    late: occurred < now - lateAfterMs,
+    intakeAt,
+    occurredMs: occurred
+  })
+}
+
 export class Signals extends Effect.Service<Signals>()("Signals", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -171,10 +220,23 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       if (input.customerId === undefined && input.externalId === undefined) {
         return Either.left(new BadRequest({ message: "customerId or externalId must be provided" }))
       }
+      const moment = momentOf(input, Date.now())
+      if (Either.isLeft(moment)) return Either.left(moment.left)
       const body = storedBody(route, input)
       const why = unstorable(body)
       if (why !== undefined) return Either.left(new BadRequest({ message: `Invalid request: ${why}` }))
-      return Either.right({ organizationId, id: makeId("sig"), messageId: makeId("msg"), route, ...columnsOf(input), body })
+      const { intakeAt, late, occurredAt } = moment.right
+      return Either.right({
+        organizationId,
+        id: makeId("sig"),
+        messageId: makeId("msg"),
+        route,
+        ...columnsOf(input),
+        body,
+        occurredAt,
+        late,
+        intakeAt
+      })
     }
 
     /**
@@ -286,12 +348,35 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     const replayed = <A>(organizationId: string, route: SignalRoute, key: string | undefined) =>
       Effect.map(sentWithKey(organizationId, route, key), Option.map((row) => row.response as A))
 
+    /**
+     * The moment of a completion: a `timestamp` ahead of the clock is 400, one
+     * older than the workspace's late-usage window 422 (the setting is read
+     * here, in the completion's transaction: completions are answered
+     * synchronously and read the database anyway).
+     */
+    const completionMoment = (organizationId: string, input: SignalInput) =>
+      Effect.gen(function*() {
+        const now = Date.now()
+        const moment = momentOf(input, now)
+        if (Either.isLeft(moment)) return yield* moment.left
+        const occurred = moment.right.occurredMs
+        if (occurred !== undefined) {
+          const rows = yield* orDie(
+            sql<{ readonly lateUsageDays: number }>`SELECT late_usage_days FROM organizations WHERE id = ${organizationId}`
+          )
+          const days = Number(rows[0]?.lateUsageDays ?? 0)
+          if (occurred < now - days * 86_400_000) return yield* tooOldRefusal(days)
+        }
+        return moment.right
+      })
+
     /** Records a completion in the inbox (the worker bills it) with the answer a repeated key gets back. */
     const recordCompletion = <A>(
       organizationId: string,
       route: "OUTCOME_COMPLETE" | "COMPOSITE_COMPLETE",
       rawId: string,
       input: SignalInput,
+      moment: Moment,
       response: A
     ) =>
       Effect.gen(function*() {
@@ -304,7 +389,9 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
             route,
             ...columnsOf(input),
             body: JSON.stringify(body),
-            response: JSON.stringify(response)
+            response: JSON.stringify(response),
+            occurredAt: moment.occurredAt === null ? null : new Date(moment.occurredAt),
+            late: moment.late
           })
         }`
         return response
@@ -316,6 +403,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
         const earlier = yield* replayed<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
         if (Option.isSome(earlier)) return earlier.value
         const customer = yield* activeCustomer(organizationId, input)
+        const moment = yield* completionMoment(organizationId, input)
         const steps = yield* sql`SELECT 1 FROM signals
           WHERE organization_id = ${organizationId} AND run_id = ${input.runId} AND route = 'OUTCOME'
             AND (customer_id = ${customer.id} OR (customer_id IS NULL AND external_id = ${customer.externalId}))
@@ -336,6 +424,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           "OUTCOME_COMPLETE",
           rawId,
           { ...input, customerId: customer.id },
+          moment,
           { status: "COMPLETED", usageLog: null, rawId }
         )
       }).pipe(sql.withTransaction, dieOnSqlError)
@@ -355,6 +444,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           const earlier = yield* replayed<CompositeCompleted>(organizationId, "COMPOSITE_COMPLETE", input.idempotencyKey)
           if (Option.isSome(earlier)) return { _tag: "Completed", answer: earlier.value } as CompositeAttempt
           const customer = yield* activeCustomer(organizationId, input)
+          const moment = yield* completionMoment(organizationId, input)
           const { refId, value } = tagOf(input.composite)
           const found = yield* liveComposite(sql, organizationId, refId)
           if (Option.isNone(found)) return yield* new NotFound({ message: `No live composite has refId ${refId}` })
@@ -392,6 +482,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
             "COMPOSITE_COMPLETE",
             rawId,
             { ...input, customerId: customer.id },
+            moment,
             answer(rawId)
           )
           return { _tag: "Completed", answer: completed } as CompositeAttempt

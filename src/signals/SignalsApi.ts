@@ -30,24 +30,36 @@ const BatchAccepted = Success(SignalBatchResult, {
   }
 })
 
+/** The `timestamp` every signal route accepts (docs/signals.md "Usage in its own time"). */
+const timestampRule = "An optional `timestamp` (ISO 8601 with a zone offset) says when the usage happened; the " +
+  "signal is billed in the purchase cycle that contains it, however late it arrives. Without it the moment is the " +
+  "moment of intake."
+
 const intake = "The signal is written to a durable inbox and answered 202 with its `messageId` and `rawId`; it is " +
   "priced a moment later from live rates (a client never sends a price). Name the customer by `customerId` or " +
   "`externalId` (`customerId` wins when both are sent). An `externalId` that matches no customer yet is accepted and " +
   "kept Pending until the customer exists. The same `idempotencyKey` on the same route answers the original signal " +
-  "again and records nothing new."
+  "again and records nothing new. " + timestampRule
+
+
+const badBody = "The body fails its schema (the message names the field), neither `customerId` nor `externalId` is " +
+  "sent, or `timestamp` has no zone offset or is more than 5 minutes ahead of the service's clock."
+
+const tooOld = "`timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; " +
+  "the message states it). Nothing is written."
 
 const intakeErrors = {
-  400: "The body fails its schema (the message names the field), or neither `customerId` nor `externalId` is sent.",
+  400: badBody,
   404: "`customerId` names no customer of the workspace.",
   409: "The customer is archived and receives no more usage.",
-  422: "The `idempotencyKey` was used on this route with a different request."
+  422: tooOld
 }
 
 const completionErrors = (conflict: string, unprocessable: string) => ({
-  400: "The body fails its schema (the message names the field), or neither `customerId` nor `externalId` is sent.",
+  400: badBody,
   404: "No such customer (by `customerId`, or an active one by `externalId`), or nothing to complete under the given name.",
   409: conflict,
-  422: unprocessable
+  422: `${unprocessable} Or: ${tooOld}`
 })
 
 export class SignalsApi extends HttpApiGroup.make("signals")
@@ -79,7 +91,8 @@ export class SignalsApi extends HttpApiGroup.make("signals")
         summary: "Complete and bill an outcome run",
         description: "Closes the run named by `runId` and bills the outcome once. It is the only way to close a " +
           "run; a composite carried by a step still needs its own `/signal/composite/complete`. Answered 200 " +
-          "once the run is billed. A repeat with the same `idempotencyKey` answers the first result again.",
+          "once the run is billed. A repeat with the same `idempotencyKey` answers the first result again. " +
+          timestampRule,
         errors: completionErrors(
           "The run is already completed, or the customer is archived.",
           "The customer has no active plan, the outcome is not on it, or its prepaid allowance is used up with no " +
@@ -115,7 +128,9 @@ export class SignalsApi extends HttpApiGroup.make("signals")
         summary: "Send up to 1,000 signals at once",
         description: "1 to 1,000 credit, outcome step, unit and wallet signals, each with its `type`. Each item is validated, " +
           "keyed and queued as its own route would do it and gets its own answer, in order: queued (messageId, rawId) " +
-          "or refused (the status and message its route would answer). Completions are refused (400).",
+          "or refused (the status and message its route would answer). Completions are refused (400). Each item " +
+          "may carry its own `timestamp`: one ahead of the clock is that item's 400, one older than the " +
+          "workspace's late-usage window that item's 422; the other items are queued.",
         errors: {
           400: "The body is not a list of 1 to 1,000 items, or is not valid JSON. A single item's refusal is " +
             "answered in its own place in the 202 answer, not with a 400."
@@ -131,7 +146,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
         description: "Closes the occurrence named by the `composite` tag (`{refId: yourCorrelationId}`) and bills " +
           "the composite once, when every credit, outcome and unit it is restricted to has reported under that " +
           "value. Otherwise the answer is 422 and the occurrence is parked: it completes itself once the missing " +
-          "signals arrive. `custom` is stored on the occurrence.",
+          "signals arrive. `custom` is stored on the occurrence. " + timestampRule,
         errors: completionErrors(
           "The customer is archived, or the occurrence is already completed.",
           "A signal the composite waits for has not arrived yet (the occurrence is parked and completes itself), " +

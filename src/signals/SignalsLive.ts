@@ -7,9 +7,15 @@ import { Customers } from "../customers/Customers.ts"
 import { InboxWriter } from "./InboxWriter.ts"
 import { SignalProcessor } from "./SignalProcessor.ts"
 import { Signals } from "./Signals.ts"
+import { Reversals } from "../usage/Reversals.ts"
 import { UsageLog } from "../usage/UsageLog.ts"
 
-export const SignalsLive = Layer.mergeAll(Signals.Default, SignalProcessor.Default, UsageLog.Default).pipe(
+export const SignalsLive = Layer.mergeAll(
+  Signals.Default,
+  SignalProcessor.Default,
+  UsageLog.Default,
+  Reversals.Default.pipe(Layer.provide(UsageLog.Default))
+).pipe(
   Layer.provideMerge(InboxWriter.Default),
   Layer.provide(Customers.Default)
 )

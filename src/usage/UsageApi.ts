@@ -6,6 +6,7 @@ import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/OpenApiDoc.ts"
 import { PageParams } from "../http/Pagination.ts"
 import { strict } from "../schema.ts"
+import { ReverseRequest } from "./Reversals.ts"
 import { MAX_LOOKUP_IDS } from "./UsageLog.ts"
 import { Meter, UsageLogEntry, UsageLogLookupEntry } from "./UsageLogEntry.ts"
 
@@ -16,11 +17,19 @@ export const UsageLogParams = Schema.Struct({
   customerId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
     description: "The service's id of the customer whose usage is listed."
   }),
-  from: Schema.optional(Instant).annotations({ description: "Keeps rows created at or after this ISO 8601 instant." }),
-  to: Schema.optional(Instant).annotations({ description: "Keeps rows created before this ISO 8601 instant." }),
+  from: Schema.optional(Instant).annotations({
+    description: "Keeps rows whose `timestamp` (when the usage happened) is at or after this ISO 8601 instant."
+  }),
+  to: Schema.optional(Instant).annotations({
+    description: "Keeps rows whose `timestamp` (when the usage happened) is before this ISO 8601 instant."
+  }),
   meter: Schema.optional(Meter.annotations({ message: () => `must be one of ${Meter.literals.join(", ")}` })).annotations({
     description: "Keeps the rows of one meter."
   })
+})
+
+const UsageLogIdPath = Schema.Struct({
+  id: Schema.String.annotations({ description: "The usage-log row's id (`usg_...`)." })
 })
 
 export const LookupRequest = Schema.Struct({
@@ -38,7 +47,10 @@ export class UsageApi extends HttpApiGroup.make("usage")
       .annotateContext(documented({
         summary: "List a customer's usage log",
         description: "A page of the priced usage rows of one customer in creation order, optionally within a time " +
-          "window and of one meter. Composite rows carry the occurrence's `custom`.",
+          "window and of one meter. Composite rows carry the occurrence's `custom`. Each row has `timestamp` (when " +
+          "the usage happened: the signal's own `timestamp`, else its moment of intake) and `createdAt` (when it was " +
+          "priced); `from` and `to` filter on `timestamp`, so a late signal is found in the period it belongs to. " +
+          "A reversing row names the row it takes back in `reverses`.",
         errors: { 404: "No customer with this id in the workspace." }
       }))
   )
@@ -56,6 +68,26 @@ export class UsageApi extends HttpApiGroup.make("usage")
         description: `Up to ${MAX_LOOKUP_IDS} usage-log rows of the workspace, any customer's, in the order of \`ids\` ` +
           "(duplicates removed); ids that match nothing are listed in `notFound`. The row format differs from the " +
           "customer usage log's."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("reverse", "/signal/usage-log/:id/reverse")
+      .setPath(UsageLogIdPath)
+      .setPayload(Schema.NullOr(ReverseRequest))
+      .addSuccess(Success(UsageLogEntry, { message: "Usage reversed" }))
+      .annotateContext(documented({
+        summary: "Reverse a usage-log row",
+        description: "Takes back one priced usage row (a correction): writes a reversing row (negative quantity and " +
+          "costs, `reverses` = the row's id) and gives back what the row drew (allowance, arrear charge, wallet " +
+          "amount) to the cycle that billed it. A row of a cycle that has ended changes that cycle's draft usage " +
+          "invoice, or is credited on the customer's next usage invoice when the cycle's invoice is final. Wallet " +
+          "credits send the wallet events a usage charge does. The body is optional. Answers the reversing row.",
+        errors: {
+          404: "No usage-log row with this id in the workspace.",
+          409: "The row was reversed already, is itself a reversal, belongs to an archived customer, or was split " +
+            "between allowance and arrears before rows recorded the split (it cannot be taken back exactly).",
+          422: "The idempotencyKey was already used to reverse another row."
+        }
       }))
   )
   .annotate(OpenApi.Description, "Usage log: the priced rows metered usage produced.")

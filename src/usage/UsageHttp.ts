@@ -3,12 +3,14 @@ import { Effect } from "effect"
 import { Api } from "../http/Api.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toPage } from "../http/Pagination.ts"
+import { Reversals } from "./Reversals.ts"
 import { UsageLog } from "./UsageLog.ts"
 import { toEntry, toLookupEntry } from "./UsageLogEntry.ts"
 
 export const UsageHttpLive = HttpApiBuilder.group(Api, "usage", (handlers) =>
   Effect.gen(function*() {
     const usage = yield* UsageLog
+    const reversals = yield* Reversals
     return handlers
       .handle("list", ({ urlParams }) =>
         forOrganization((org) =>
@@ -23,4 +25,6 @@ export const UsageHttpLive = HttpApiBuilder.group(Api, "usage", (handlers) =>
         forOrganization((org) => usage.lookup(org, payload.ids)).pipe(
           Effect.map(({ notFound, rows }) => ({ usageLogs: rows.map(toLookupEntry), notFound }))
         ))
+      .handle("reverse", ({ path, payload }) =>
+        forOrganization((org) => reversals.reverse(org, path.id, payload ?? {})).pipe(Effect.map(toEntry)))
   }))

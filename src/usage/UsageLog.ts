@@ -40,13 +40,20 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
 
-    const selectRows = sql`SELECT u.*, c.external_id FROM usage_log u
+    /** A row's `timestamp`: when its usage happened; rows written before `occurred_at` existed have only `created_at`. */
+    const moment = sql`coalesce(u.occurred_at, u.created_at)`
+
+    const selectRows = sql`SELECT u.*, ${moment} AS moment, c.external_id FROM usage_log u
       JOIN customers c ON c.organization_id = u.organization_id AND c.id = u.customer_id`
 
-    /** The time range is [from, to): `to` is exclusive, so consecutive ranges never count a row twice. */
+    /**
+     * The time range is [from, to) on the row's `timestamp` (when the usage
+     * happened, not when it was priced): `to` is exclusive, so consecutive
+     * ranges never count a row twice.
+     */
     const filters = (query: Omit<UsageQuery, "page">) =>
-      sql`(${query.from ?? null}::timestamptz IS NULL OR u.created_at >= ${query.from ?? null})
-          AND (${query.to ?? null}::timestamptz IS NULL OR u.created_at < ${query.to ?? null})
+      sql`(${query.from ?? null}::timestamptz IS NULL OR ${moment} >= ${query.from ?? null})
+          AND (${query.to ?? null}::timestamptz IS NULL OR ${moment} < ${query.to ?? null})
           AND (${query.meter ?? null}::text IS NULL OR u.meter = ${query.meter ?? null})`
 
     /** A customer's rows, oldest first unless the page asks for newest first; another organisation's customer is 404. */
@@ -94,15 +101,15 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
         )
       })
 
-    /** A customer's customer cost per UTC day and meter in [from, to), for the portal's chart. */
+    /** A customer's customer cost per UTC day (of the usage's `timestamp`) and meter in [from, to), for the portal's chart. */
     const daily = (organizationId: string, customerId: string, range: { readonly from: Date; readonly to: Date }) =>
       findAll(
         DailyUsage,
-        sql`SELECT to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, u.meter,
+        sql`SELECT to_char(${moment} AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, u.meter,
                    sum(u.customer_cost) AS customer_cost
             FROM usage_log u
             WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId}
-              AND u.created_at >= ${range.from} AND u.created_at < ${range.to}
+              AND ${moment} >= ${range.from} AND ${moment} < ${range.to}
             GROUP BY 1, 2 ORDER BY 1, 2`
       )
 

@@ -37,8 +37,23 @@ export class UsageRecord extends Schema.Class<UsageRecord>("UsageRecord")({
   compositeValue: Schema.NullOr(Schema.String),
   member: Schema.NullOr(Schema.String),
   custom: Schema.NullOr(AnyJson),
+  /** When the usage happened: `occurred_at`, or `created_at` for rows written before it existed. */
+  moment: Timestamp,
+  /** On a reversing row, the id of the row it takes back. */
+  reverses: Schema.NullOr(Schema.String),
   createdAt: Timestamp
 }) {}
+
+const TimestampField = Schema.propertySignature(Timestamp).annotations({
+  description: "When the usage happened: the signal's `timestamp`, or its moment of intake when it had none. " +
+    "`from` and `to` filter on it."
+})
+const CreatedAtField = Schema.propertySignature(Timestamp).annotations({
+  description: "When the row was written (the signal was priced)."
+})
+const ReversesField = Schema.NullOr(Schema.String).annotations({
+  description: "On a reversing row (negative quantity and costs), the id of the row it takes back; null otherwise."
+})
 
 const Tokens = Schema.Struct({
   input: Schema.Number,
@@ -68,7 +83,9 @@ export const UsageLogEntry = Schema.Struct({
   composite: Schema.NullOr(Schema.Struct({ id: Schema.String, refId: Schema.String, value: Schema.String })),
   member: Schema.NullOr(Schema.String),
   custom: Schema.NullOr(AnyJson),
-  createdAt: Timestamp
+  timestamp: TimestampField,
+  reverses: ReversesField,
+  createdAt: CreatedAtField
 })
 export type UsageLogEntry = typeof UsageLogEntry.Type
 
@@ -91,7 +108,9 @@ export const UsageLogLookupEntry = Schema.Struct({
   runId: Schema.NullOr(Schema.String),
   compositeRefId: Schema.NullOr(Schema.String),
   compositeValue: Schema.NullOr(Schema.String),
-  createdAt: Timestamp
+  timestamp: TimestampField,
+  reverses: ReversesField,
+  createdAt: CreatedAtField
 })
 export type UsageLogLookupEntry = typeof UsageLogLookupEntry.Type
 
@@ -125,6 +144,8 @@ export const toEntry = (row: UsageRecord): UsageLogEntry => ({
     : { id: row.compositeId, refId: row.compositeRef, value: row.compositeValue },
   member: row.member,
   custom: row.custom,
+  timestamp: row.moment,
+  reverses: row.reverses,
   createdAt: row.createdAt
 })
 
@@ -149,5 +170,7 @@ export const toLookupEntry = (row: UsageRecord): UsageLogLookupEntry => ({
   runId: row.runId,
   compositeRefId: row.compositeRef,
   compositeValue: row.compositeValue,
+  timestamp: row.moment,
+  reverses: row.reverses,
   createdAt: row.createdAt
 })

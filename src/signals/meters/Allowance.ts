@@ -134,6 +134,8 @@ export const drawAllowance = (
       arrearCharge = priceOf(arrearPart)
   }
 
+  // A late signal of an ended cycle moves that cycle's rows (cycle_balances).
+  const cycle = purchase.closedCycle ? { closedCycle: purchase.cycleIndex } : {}
   const moves: Array<BalanceMove> = []
   let remaining: Decimal | null = null
   if (advance && !BigDecimal.isZero(advancePart)) {
@@ -145,7 +147,8 @@ export const drawAllowance = (
       used: advancePart,
       remaining: BigDecimal.negate(advancePart),
       cycleQuantity: advancePart,
-      arrearAmount: ZERO
+      arrearAmount: ZERO,
+      ...cycle
     })
     remaining = BigDecimal.normalize(subtract(advance.remaining, advancePart))
   } else if (advance) {
@@ -164,9 +167,11 @@ export const drawAllowance = (
       used: arrearPart,
       remaining: ZERO,
       cycleQuantity: arrearPart,
-      arrearAmount: funded ? ZERO : arrearCharge
+      arrearAmount: funded ? ZERO : arrearCharge,
+      ...cycle
     })
-    spent = arrearCharge
+    // An ended cycle's charges never count in the current cycle's spent_this_cycle.
+    spent = purchase.closedCycle ? ZERO : arrearCharge
     if (funded) walletDebit = arrearCharge
   }
 

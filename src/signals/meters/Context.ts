@@ -19,6 +19,13 @@ export interface BalanceState {
 export interface PurchaseContext {
   readonly id: string
   readonly snapshot: PlanSnapshot
+  /** The cycle these balances belong to (the purchase's current one, or an ended one). */
+  readonly cycleIndex: number
+  /**
+   * True when the balances are an ended cycle's (`cycle_balances`): a late
+   * signal of that cycle moves them, never the purchase's current ones.
+   */
+  readonly closedCycle: boolean
   /** By component id. */
   readonly balances: Map<string, BalanceState>
 }
@@ -83,6 +90,11 @@ export interface BalanceMove {
   readonly remaining: Decimal
   readonly cycleQuantity: Decimal
   readonly arrearAmount: Decimal
+  /**
+   * Set when the row is an ended cycle's (`cycle_balances`, that cycle's
+   * index): the ledger moves that row, never the purchase's current one.
+   */
+  readonly closedCycle?: number
 }
 
 /** Applies moves to the in-memory balances, so the next signal sees them. */
