@@ -370,7 +370,7 @@ const checkDrain = async (expectedSignals: number): Promise<DrainCheck> => {
     WHERE b.billing_mode = 'ADVANCE' AND b.type = 'CREDIT'`)
   const [closedBalances] = await q(`
     SELECT count(*) FILTER (WHERE
-        b.granted - b.remaining <> coalesce(u.quantity, 0) OR b.cycle_quantity <> coalesce(u.quantity, 0)) AS inexact
+        b.used <> coalesce(u.quantity, 0) OR b.cycle_quantity <> b.used OR b.remaining <> b.granted - b.used) AS inexact
     FROM cycle_balances b
     LEFT JOIN (SELECT organization_id, purchase_id, entitlement_id, cycle_index, sum(quantity) AS quantity
                FROM usage_log WHERE billing_mode = 'ADVANCE' GROUP BY 1, 2, 3, 4) u

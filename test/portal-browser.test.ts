@@ -45,7 +45,9 @@ const backdate = (app: TestApp, customerId: string) =>
             billing_date = billing_date - interval '20 days'
           WHERE customer_id = ${customerId}`,
       // Oldest row 20 days back, the newest today: the order of ids stays the order of time.
-      sql`UPDATE usage_log u SET created_at = u.created_at - make_interval(days => (20 * (n.total - n.rank) / n.total)::int)
+      // When the usage happened (the chart's day) moves with when it was recorded.
+      sql`UPDATE usage_log u SET created_at = u.created_at - make_interval(days => (20 * (n.total - n.rank) / n.total)::int),
+            occurred_at = u.occurred_at - make_interval(days => (20 * (n.total - n.rank) / n.total)::int)
           FROM (SELECT id, row_number() OVER (ORDER BY id) AS rank, count(*) OVER () AS total
                 FROM usage_log WHERE customer_id = ${customerId}) n
           WHERE u.id = n.id`

@@ -5,16 +5,16 @@
  * decoded by each repository (see `src/money.ts`).
  */
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted, String } from "effect"
+import { type Duration, Effect, Layer, Option, Redacted, String } from "effect"
 import { DatabaseConfig } from "../config.ts"
 import { serveDataDir, type EmbeddedAddress } from "./Embedded.ts"
 import { acquirePool } from "./Pool.ts"
 
 const applicationName = "billing"
 
-const clientOn = (pool: Parameters<typeof acquirePool>[0]) =>
+const clientOn = (pool: Parameters<typeof acquirePool>[0], connectTimeout?: Duration.DurationInput) =>
   PgClient.layerFromPool({
-    acquire: acquirePool({ ...pool, application_name: applicationName }),
+    acquire: acquirePool({ ...pool, application_name: applicationName }, connectTimeout),
     applicationName,
     transformResultNames: String.snakeToCamel,
     transformQueryNames: String.camelToSnake
@@ -22,6 +22,13 @@ const clientOn = (pool: Parameters<typeof acquirePool>[0]) =>
 
 export const fromUrl = (url: Redacted.Redacted, maxConnections = 20) =>
   clientOn({ connectionString: Redacted.value(url), max: maxConnections })
+
+/**
+ * A new client's first statement queues behind whichever client holds the
+ * embedded database's one session (a starting process's migrations, a batch):
+ * on a loaded host that took over 5 s (test/embedded-shared, 2026-11-27).
+ */
+const EMBEDDED_CONNECT_TIMEOUT = "30 seconds"
 
 export const fromEmbedded = (address: EmbeddedAddress) =>
   clientOn({
@@ -31,7 +38,7 @@ export const fromEmbedded = (address: EmbeddedAddress) =>
     user: "postgres",
     // pglite-socket multiplexes every client over one PGlite session.
     max: 8
-  })
+  }, EMBEDDED_CONNECT_TIMEOUT)
 
 /** The SQL client chosen by the environment (`DATABASE_URL`, else the embedded database). */
 export const DatabaseLive = Layer.unwrapScoped(

@@ -13,7 +13,7 @@
  * followed by the ROLLBACK that closing its scope sends, on the same connection.
  */
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect } from "effect"
+import { type Duration, Effect } from "effect"
 import Pg from "pg"
 
 /** The exact text `@effect/sql-pg` sends to cancel a connection's statement. */
@@ -31,8 +31,11 @@ export class NoCancelPool extends Pg.Pool {
   }
 }
 
-/** The pool for `PgClient.layerFromPool`, checked with `SELECT 1` and ended with its scope. */
-export const acquirePool = (config: Pg.PoolConfig) =>
+/**
+ * The pool for `PgClient.layerFromPool`, checked with `SELECT 1` (within
+ * `connectTimeout`) and ended with its scope.
+ */
+export const acquirePool = (config: Pg.PoolConfig, connectTimeout: Duration.DurationInput = "5 seconds") =>
   Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
@@ -47,7 +50,7 @@ export const acquirePool = (config: Pg.PoolConfig) =>
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(1000))
   ).pipe(
     Effect.timeoutFail({
-      duration: "5 seconds",
+      duration: connectTimeout,
       onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
     })
   )
