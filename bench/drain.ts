@@ -26,7 +26,10 @@
  *  4. four drains of a fresh backlog each: 1 worker over all customers, 2 workers
  *     over all customers, 1 worker over one customer, and 1 worker over all
  *     customers with `--late-share` of the backlog timestamped in the previous,
- *     closed cycle (the backfill lane, priced against that cycle's balances). Wall time includes process
+ *     closed cycle (the backfill lane, priced against that cycle's balances);
+ *  5. a backfill: `--backfill` late signals queued, one worker draining them while
+ *     one on-time signal is queued every 250 ms: how long today's signals wait
+ *     behind the backfill (received -> priced). Wall time includes process
  *     start. Statements are counted in the workers by bench/count-statements.mjs;
  *     resident memory is sampled from /proc/PID/status.
  *  5. after each drain, checks: every signal PROCESSED with exactly one usage-log row
@@ -69,6 +72,8 @@ const progressPollMs = flag("poll-ms", 200)
 const reportFile = textFlag("report")
 /** The share of the late drain's backlog timestamped in each purchase's closed first cycle. */
 const lateShare = flag("late-share", 0.1)
+/** The late signals of the backfill phase, queued before today's. */
+const backfillCount = flag("backfill", 100_000)
 const keep = process.argv.includes("--keep")
 
 const adminUrl = process.env.DATABASE_URL
@@ -276,7 +281,8 @@ const fillBacklog = async (
   count: number,
   slotOf: (k: number) => number,
   isLate: (k: number) => boolean = () => false
-) => {
+): Promise<Array<string>> => {
+  const added: Array<string> = []
   const quote = (column: string) => `"${column.replace(/"/g, "\"\"")}"`
   const expression = (column: string) =>
     column === "id"
@@ -311,7 +317,9 @@ const fillBacklog = async (
       late.push(isLate(k))
     }
     await q(statement, [ids, messageIds, slots, late, lateMoment])
+    added.push(...ids)
   }
+  return added
 }
 
 // ---------------------------------------------------------------------------
@@ -548,6 +556,68 @@ const drain = async (
 }
 
 // ---------------------------------------------------------------------------
+// A backfill beside today's signals
+
+interface Backfill {
+  readonly late: number
+  readonly seconds: number
+  readonly rate: number
+  /** Today's signals queued while the backfill drained, and how long each waited to be priced. */
+  readonly onTime: number
+  readonly waitP50Ms: number
+  readonly waitMaxMs: number
+  /** Today's signals still queued when the worker ended (queued after its last look): not counted. */
+  readonly leftQueued: number
+  readonly check: DrainCheck
+}
+
+const backfill = async (setupInfo: Setup, totalBefore: number): Promise<Backfill> => {
+  progress(`backfill: queueing ${backfillCount} late signals`)
+  await fillBacklog(setupInfo, backfillCount, (k) => k % customerCount, () => true)
+  await q(`VACUUM ANALYZE`)
+  progress(`backfill: draining with 1 worker, one on-time signal every 250 ms`)
+  const started = performance.now()
+  const worker = spawnCli(["worker", "--once", "--json"])
+  let exited = false
+  const result = finished(worker).then((r) => {
+    exited = true
+    return r
+  })
+  const onTime: Array<string> = []
+  for (let k = 0; !exited; k++) {
+    onTime.push(...(await fillBacklog(setupInfo, 1, () => k % customerCount)))
+    await sleep(250)
+  }
+  const ended = await result
+  const seconds = (performance.now() - started) / 1000
+  if (ended.code !== 0) throw new Error(`backfill worker exited ${ended.code}: ${ended.stderr}`)
+  // What is left of today's (queued after the worker's last look) is priced now, for the checks.
+  const [left] = await q(`SELECT count(*) AS n FROM signals WHERE status = 'QUEUED'`)
+  const leftQueued = num(left!.n)
+  const waits = (await q(
+    `SELECT extract(epoch FROM processed_at - received_at) * 1000 AS ms FROM signals
+     WHERE id = ANY($1::text[]) AND status = 'PROCESSED' ORDER BY 1`,
+    [onTime]
+  )).map((row) => num(row.ms))
+  if (leftQueued > 0) {
+    const rest = await finished(spawnCli(["worker", "--once", "--json"]))
+    if (rest.code !== 0) throw new Error(`worker exited ${rest.code}: ${rest.stderr}`)
+  }
+  const check = await checkDrain(totalBefore + backfillCount + onTime.length)
+  progress(`backfill: drained in ${seconds.toFixed(1)} s; check ${check.ok ? "ok" : "FAILED"}`)
+  return {
+    late: backfillCount,
+    seconds,
+    rate: Math.round(backfillCount / seconds),
+    onTime: waits.length,
+    waitP50Ms: waits[Math.floor(waits.length / 2)] ?? NaN,
+    waitMaxMs: waits[waits.length - 1] ?? NaN,
+    leftQueued,
+    check
+  }
+}
+
+// ---------------------------------------------------------------------------
 // Report
 
 const machine = () => {
@@ -638,6 +708,7 @@ const main = async () => {
     await run(`1 worker, all customers, ${Math.round(lateShare * 100)}% late`, 1, customerCount, lateShare)
 
     const [one, two, single, late] = phases as [Phase, Phase, Phase, Phase]
+    const backfilled = await backfill(setupInfo, phases.length * backlogCount)
     const totalStatements = phases.reduce((t, p) => t + p.statements, 0)
     const totalSignals = phases.reduce((t, p) => t + p.signals, 0)
     const statementsPerSignal = totalStatements / totalSignals
@@ -670,6 +741,13 @@ const main = async () => {
         late.rate / one.rate >= 0.9
       ],
       [
+        `today's signals while a backfill of ${fmt(backfillCount)} late signals drains (1 worker): wait received -> priced`,
+        `max ${(backfilled.waitMaxMs / 1000).toFixed(2)} s, p50 ${(backfilled.waitP50Ms / 1000).toFixed(2)} s over ${backfilled.onTime} signals; ` +
+        `the backfill took ${backfilled.seconds.toFixed(1)} s (${fmt(backfilled.rate)}/s)`,
+        "max <= 3 s",
+        backfilled.waitMaxMs <= 3000
+      ],
+      [
         "statements per priced signal (all drains)",
         `${statementsPerSignal.toFixed(3)} (${fmt(totalStatements)} / ${fmt(totalSignals)})`,
         "<= 0.1",
@@ -683,9 +761,9 @@ const main = async () => {
       ],
       [
         "every signal PROCESSED, one usage row each, exact prices and balances",
-        phases.map((p) => (p.check.ok ? "ok" : "FAILED")).join(", "),
+        [...phases, backfilled].map((p) => (p.check.ok ? "ok" : "FAILED")).join(", "),
         "all ok",
-        phases.every((p) => p.check.ok)
+        phases.every((p) => p.check.ok) && backfilled.check.ok
       ]
     ]
 
@@ -758,11 +836,12 @@ const main = async () => {
         yardstick,
         idle,
         phases,
+        backfill: backfilled,
         statementsPerSignal,
         targets: targets.map(([measure, value, target, met]) => ({ measure, value, target, met }))
       }, null, 2)}\n`)
     }
-    if (!phases.every((p) => p.check.ok)) process.exitCode = 1
+    if (!phases.every((p) => p.check.ok) || !backfilled.check.ok) process.exitCode = 1
   } finally {
     await cleanup()
   }
