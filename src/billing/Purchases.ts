@@ -39,7 +39,7 @@ import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
-import { customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
+import { balanceColumns, customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { Invoices, type TaxRate, type WalletPayment } from "./Invoices.ts"
@@ -337,16 +337,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
             organizationId: cycle.organizationId,
             purchaseId: cycle.purchaseId,
             cycleIndex: cycle.cycleIndex,
-            componentId: row.componentId,
-            customerId: row.customerId,
-            type: row.type,
-            billingMode: row.billingMode,
-            targetId: row.targetId,
-            granted: toSql(row.granted),
-            used: toSql(row.used),
-            remaining: toSql(row.remaining),
-            cycleQuantity: toSql(row.cycleQuantity),
-            arrearAmount: toSql(row.arrearAmount),
+            ...balanceColumns(row),
             invoicedArrear: toSql(row.invoicedArrear)
           }))
         ))

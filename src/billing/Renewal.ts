@@ -82,19 +82,12 @@ export interface RenewalState {
   readonly lateBalances?: ReadonlyArray<LateBalance>
 }
 
-/** A balance row of an ended cycle, as the cycle end records it (`cycle_balances`). */
-export interface CycleBalanceValues {
-  readonly componentId: string
-  readonly customerId: string
-  readonly type: string
-  readonly billingMode: string
-  readonly targetId: string | null
-  readonly granted: Decimal
-  readonly used: Decimal
-  /** The allowance left to late usage of the cycle: what EXPIRED at its end (0 when it rolled over or was debt). */
-  readonly remaining: Decimal
-  readonly cycleQuantity: Decimal
-  readonly arrearAmount: Decimal
+/**
+ * A balance row of an ended cycle, as the cycle end records it (`cycle_balances`):
+ * `remaining` is the allowance left to late usage of the cycle, what EXPIRED at
+ * its end (0 when it rolled over or was debt).
+ */
+export interface CycleBalanceValues extends Omit<BalanceValues, "organizationId" | "purchaseId" | "originalGranted"> {
   /** arrearAmount when the cycle is FINAL at once (its invoice holds it), 0 while DRAFT. */
   readonly invoicedArrear: Decimal
 }

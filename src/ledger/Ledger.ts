@@ -98,6 +98,22 @@ const keyColumns = (keys: ReadonlyArray<CustomerKey>) => {
   }
 }
 
+/** The columns a balance row is inserted with, keys aside (`purchase_balances`, and an ended cycle's `cycle_balances`). */
+export const balanceColumns = (
+  row: Omit<BalanceValues, "organizationId" | "purchaseId" | "originalGranted">
+) => ({
+  componentId: row.componentId,
+  customerId: row.customerId,
+  type: row.type,
+  billingMode: row.billingMode,
+  targetId: row.targetId,
+  granted: toSql(row.granted),
+  used: toSql(row.used),
+  remaining: toSql(row.remaining),
+  cycleQuantity: toSql(row.cycleQuantity),
+  arrearAmount: toSql(row.arrearAmount)
+})
+
 export class Ledger extends Effect.Service<Ledger>()("Ledger", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -293,17 +309,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       insertRows(sql, "purchase_balances", rows.map((row) => ({
         organizationId: row.organizationId,
         purchaseId: row.purchaseId,
-        componentId: row.componentId,
-        customerId: row.customerId,
-        type: row.type,
-        billingMode: row.billingMode,
-        targetId: row.targetId,
-        granted: toSql(row.granted),
-        used: toSql(row.used),
-        remaining: toSql(row.remaining),
-        originalGranted: row.originalGranted === null ? null : toSql(row.originalGranted),
-        cycleQuantity: toSql(row.cycleQuantity),
-        arrearAmount: toSql(row.arrearAmount)
+        ...balanceColumns(row),
+        originalGranted: row.originalGranted === null ? null : toSql(row.originalGranted)
       })))
 
     /**
