@@ -15,10 +15,13 @@ ALTER TABLE organizations
 ALTER TABLE signals
   ADD COLUMN occurred_at timestamptz,
   ADD COLUMN late boolean NOT NULL DEFAULT false;
-CREATE INDEX signals_queued_late ON signals (id) WHERE status = 'QUEUED' AND late;
--- The on-time lane's head: a backfill of late signals queued before today's
--- signals is never scanned by the on-time lane's claim.
-CREATE INDEX signals_queued_on_time ON signals (id) WHERE status = 'QUEUED' AND NOT late;
+-- The queue's index becomes one per lane in a single index: each lane's head
+-- is read in id order (a backfill queued before today's signals is never
+-- scanned by the on-time lane's claim), and a queued row is indexed once, as
+-- before (two partial indexes per lane beside the old one cost every intake
+-- and every drained signal one index write more).
+DROP INDEX signals_queued;
+CREATE INDEX signals_queued ON signals (late, id) WHERE status = 'QUEUED';
 
 -- Each usage row says when its usage happened, which cycle of its purchase
 -- billed it, how it split between allowance and arrears (what a reversal
@@ -35,7 +38,6 @@ ALTER TABLE usage_log
 -- A row is reversed at most once: the reversal locks the row and sets
 -- reversed_by (a unique index cannot span the table's monthly partitions).
 CREATE INDEX usage_log_reverses ON usage_log (organization_id, reverses) WHERE reverses IS NOT NULL;
-CREATE INDEX usage_log_by_customer_time ON usage_log (organization_id, customer_id, occurred_at);
 -- The idempotency keys of reversals (POST /signal/usage-log/{id}/reverse): the
 -- key is written first in the reversing transaction, so a concurrent twin waits
 -- on this primary key and then replays; a key belongs to one usage row.

@@ -705,7 +705,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** The queue left behind: signals waiting, and how long the oldest has waited. */
     const queueState = orDie(sql<{ depth: string; oldest: Date | string | null }>`
       SELECT (SELECT count(*) FROM (SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT ${QUEUE_DEPTH_CAP}) q) AS depth,
-             (SELECT received_at FROM signals WHERE status = 'QUEUED' ORDER BY id LIMIT 1) AS oldest`).pipe(
+             -- the head of each lane (the queue's index is by lane, then id)
+             least((SELECT received_at FROM signals WHERE status = 'QUEUED' AND NOT late ORDER BY id LIMIT 1),
+                   (SELECT received_at FROM signals WHERE status = 'QUEUED' AND late ORDER BY id LIMIT 1)) AS oldest`).pipe(
       Effect.map(([row]) => ({
         depth: Number(row?.depth ?? 0),
         lagMs: row?.oldest == null ? 0 : Math.max(0, Date.now() - new Date(row.oldest).getTime())
