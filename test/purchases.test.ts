@@ -166,6 +166,17 @@ describe("POST /purchases", () => {
 })
 
 describe("purchase list, get, update", () => {
+  it("refuses a PATCH of a cancelled purchase with 409 and changes nothing", async () => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
+    const customer = await makeCustomer(api)
+    const purchase = await buy(api, customer.id, plan.id)
+    ok(await api.post(`/purchases/${purchase.id}/cancel`))
+    const cancelled = ok(await api.get(`/purchases/${purchase.id}`)).purchase
+    expectError(await api.patch(`/purchases/${purchase.id}`, { autoPayment: true }), 409)
+    expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase).toEqual(cancelled)
+  })
+
   it("lists by customer with pagination and updates auto-payment", async () => {
     const unit = await makeUnit(api)
     const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])

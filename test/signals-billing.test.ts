@@ -135,6 +135,23 @@ describe("credit signals", () => {
     expect(credit).toMatchObject({ granted: 10, used: 2.4, remaining: 7.6 })
   })
 
+  it("move nothing for a credit signal with zero tokens: a row of 0 credits, balances and spent untouched", async () => {
+    const { customerId, signal, rowOf, balances } = await newCustomer()
+    const before = await balances()
+    const rawId = await signal("/signal/credit", { agentKey: "chat", usage: { model: "gpt-4o" } })
+    await drain()
+    expect((await signalStatus(rawId)).status).toBe("PROCESSED")
+    expect(await rowOf(rawId)).toMatchObject({
+      customerId,
+      meter: "CREDIT",
+      quantity: 0,
+      providerCost: 0,
+      customerCost: 0,
+      tokens: { input: 0, output: 0, cache: 0, cacheWrite: 0, total: 0 }
+    })
+    expect(await balances()).toEqual(before)
+  })
+
   it("fail with 422 for an agentKey not sold on the plan, an unknown key and a model not enabled", async () => {
     const { signal, rowOf, balances } = await newCustomer()
     const unsold = await signal("/signal/credit", { agentKey: "unsold", usage: { model: "gpt-4o", inputTokens: 10 } })

@@ -3,7 +3,7 @@
  * ordinary Wallet becomes webhook events. Whoever moves the wallet (purchases,
  * adjustments, cycles, usage) calls `walletChanged` inside the transaction that
  * moves it, so an event exists exactly when the change committed. The worker
- * delivers what is written here (see src/webhooks/Delivery.ts).
+ * delivers what is written here (see src/webhooks/Sender.ts).
  *
  * The Reserved Wallet never comes through here: it triggers no event.
  */
