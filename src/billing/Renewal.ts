@@ -279,16 +279,8 @@ const invoiceArrears = (state: RenewalState, at: Date, cycleEnd: Date, newId: Ne
       const component = componentOf(purchase.snapshot, row.componentId)
       const expired = row.billingMode === "ADVANCE" && component?.rollover !== true && BigDecimal.isPositive(row.remaining)
       return {
-        componentId: row.componentId,
-        customerId: row.customerId,
-        type: row.type,
-        billingMode: row.billingMode,
-        targetId: row.targetId,
-        granted: row.granted,
-        used: row.used,
+        ...row,
         remaining: expired ? row.remaining : ZERO,
-        cycleQuantity: row.cycleQuantity,
-        arrearAmount: row.arrearAmount,
         invoicedArrear: draft ? ZERO : row.arrearAmount
       }
     })
