@@ -20,7 +20,7 @@
  * Where the runtime refuses V8 flags (Deno's node:v8), these do nothing.
  */
 import * as v8 from "node:v8"
-import { collectGarbage } from "./worker/Memory.ts"
+import { collectGarbage } from "./Memory.ts"
 
 /** The old generation may grow to (1 + percent/100) × the live heap before a major collection; 0 leaves V8's default. */
 export const limitHeapGrowth = (percent: number): void => {

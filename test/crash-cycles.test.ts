@@ -1,7 +1,7 @@
 /**
  * `billing cycle run` killed after its batch's renewals were written and before
  * they committed (`BILLING_FAULT=cycles.before-commit` SIGKILLs it there, see
- * src/worker/Fault.ts): nothing is renewed (no invoice, no grant, cycle_index
+ * src/Fault.ts): nothing is renewed (no invoice, no grant, cycle_index
  * and the period unchanged), and the next run renews each purchase exactly
  * once. Runs on both databases.
  */

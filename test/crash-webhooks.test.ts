@@ -2,7 +2,7 @@
  * Webhook deliveries whose worker disappears, on both databases:
  *  - a `billing worker` killed after its POST reached the receiver and before
  *    the attempt's result committed (`BILLING_FAULT=webhooks.before-commit`,
- *    src/worker/Fault.ts): the claim stands, nothing of the attempt is
+ *    src/Fault.ts): the claim stands, nothing of the attempt is
  *    recorded, and the next worker re-sends the same event (same id, same
  *    bytes) once the claim's lease has run out, not before; it is then
  *    recorded delivered once;

@@ -8,7 +8,6 @@
  *  - several cycle runs at once (needs real PostgreSQL): every due purchase
  *    renewed exactly once per cycle, none skipped.
  */
-import { SqlClient } from "@effect/sql"
 import { describe, expect, it } from "@effect/vitest"
 import { BigDecimal, Effect } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
@@ -17,7 +16,6 @@ import { afterAll, beforeAll } from "vitest"
 import { cycleStart } from "../src/billing/Cycle.ts"
 import { renewDue } from "../src/billing/CycleJob.ts"
 import { invoiceTotals, type IssuedInvoice, type TaxRate } from "../src/billing/Invoices.ts"
-import { Metering } from "../src/billing/Metering.ts"
 import { Purchases } from "../src/billing/Purchases.ts"
 import {
   cancellation,
@@ -43,7 +41,7 @@ import {
   makeUnit,
   ok
 } from "./billing-support.ts"
-import { query, sendMany } from "./signals-fixtures.ts"
+import { drain, query, sendMany } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -370,27 +368,21 @@ afterAll(() => app?.close())
 
 const renewBatch = (now: Date, limit = 500) => app.run(Effect.flatMap(Purchases, (purchases) => purchases.renewBatch(now, limit)))
 
-const meter = (
-  tenant: Tenant,
-  customerId: string,
-  kind: "CREDIT" | "UNIT" | "COMPOSITE",
-  targetId: string,
-  quantity: string,
-  customerCost?: string
-) =>
-  app.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const metering = yield* Metering
-    return yield* metering.meter({
-      organizationId: tenant.organizationId,
-      customerId,
-      kind,
-      targetId,
-      quantity: BigDecimal.unsafeFromString(quantity),
-      ...(customerCost ? { customerCost: BigDecimal.unsafeFromString(customerCost) } : {}),
-      usageLogId: null
-    }).pipe(sql.withTransaction)
-  }))
+/** Queues one signal over HTTP (a 202), for the worker to price. */
+const send = async (api: Client, route: "credit" | "unit" | "composite/complete", body: Record<string, unknown>) => {
+  const sent = await api.post(`/signal/${route}`, body)
+  expect(sent.status, JSON.stringify(sent.body)).toBe(route === "composite/complete" ? 200 : 202)
+}
+
+/** Every signal of the organisation priced: none refused, none left. */
+const expectAllProcessed = async (tenant: Tenant, count: number) => {
+  const rows = await query<{ status: string; n: string }>(
+    app,
+    `SELECT status, count(*)::text AS n FROM signals WHERE organization_id = $1 GROUP BY status`,
+    [tenant.organizationId]
+  )
+  expect(rows).toEqual([{ status: "PROCESSED", n: String(count) }])
+}
 
 const invoicesOf = async (api: Client, customerId: string) =>
   ok(await api.get(`/invoices?customerId=${customerId}`)).invoices.map((i: any) => ({
@@ -468,12 +460,27 @@ describe("a mixed batch, exact to the cent", () => {
     ok(await api.patch(`/purchases/${bought.autoPaid.id}`, { autoPayment: true }))
     ok(await api.patch(`/purchases/${bought.unpaid.id}`, { autoPayment: true }))
 
-    await meter(tenant, customers.arrear.id, "UNIT", pages.id, "3.3") // 8.25 in arrears
-    await meter(tenant, customers.funded.id, "UNIT", pages.id, "2") // 5 off the wallet at once
-    await meter(tenant, customers.autoPaid.id, "UNIT", pages.id, "4") // 10 in arrears
-    await meter(tenant, customers.rollover.id, "CREDIT", chat.id, "30", "0.375")
-    await meter(tenant, customers.rollover.id, "UNIT", prepaidUnit.id, "4")
-    for (let i = 0; i < 3; i++) await meter(tenant, customers.rollover.id, "COMPOSITE", composite.id, "1")
+    // Usage as production meters it: signals over HTTP, priced by the worker.
+    await send(api, "unit", { customerId: customers.arrear.id, agentKey: pages.agentKey, quantity: 3.3 }) // 8.25 in arrears
+    await send(api, "unit", { customerId: customers.funded.id, agentKey: pages.agentKey, quantity: 2 }) // 5 off the wallet at once
+    await send(api, "unit", { customerId: customers.autoPaid.id, agentKey: pages.agentKey, quantity: 4 }) // 10 in arrears
+    // 18,750 output tokens on gpt-4o: 0.1875 USD = 30 credits (basePrice 0.00625).
+    await send(api, "credit", { customerId: customers.rollover.id, agentKey: chat.agentKey, usage: { model: "gpt-4o", outputTokens: 18_750 } })
+    await send(api, "unit", { customerId: customers.rollover.id, agentKey: prepaidUnit.agentKey, quantity: 4 })
+    // Three occurrences of the composite (one beyond its pool of 2), each ready once its tagged credit signal is in.
+    for (const value of ["a", "b", "c"]) {
+      const tag = { [composite.refId]: value }
+      await send(api, "credit", { customerId: customers.rollover.id, agentKey: pooled.agentKey, usage: { model: "gpt-4o", outputTokens: 625 }, composite: tag })
+      await send(api, "composite/complete", { customerId: customers.rollover.id, composite: tag })
+    }
+    await drain(app)
+    // 5 signals, 3 tagged ones and the 3 occurrences' billing.
+    await expectAllProcessed(tenant, 11)
+    const before = ok(await api.get(`/customers/${customers.rollover.id}/balances`))
+    expect(before.credits[0]).toMatchObject({ granted: 100, used: 30, remaining: 70 })
+    expect(before.units[0]).toMatchObject({ granted: 10, remaining: 6 })
+    expect(before.composites[0]).toMatchObject({ granted: 2, used: 3, remaining: -1 })
+    expect(ok(await api.get(`/customers/${customers.funded.id}/balances`)).wallet.balance).toBe(0)
 
     // One instant at which every cycle above has ended and the scheduled date has come.
     const ends = Object.values(bought).map((p) => new Date(p.currentPeriodEnd).getTime())
@@ -666,10 +673,13 @@ describe.skipIf(!usesRealPostgres)("several cycle runs at once (needs real Postg
       // Every fifth purchase is SCHEDULED two hours ahead; every third is auto-paid.
       const purchase = await buy(api, customer.id, plan.id, index % 5 === 0 ? { billingDate: scheduledAt.toISOString() } : {})
       if (index % 3 === 0) ok(await api.patch(`/purchases/${purchase.id}`, { autoPayment: true }))
-      if (index % 4 === 1 && index % 5 !== 0) await meter(tenant, customer.id, "UNIT", pages.id, "12")
+      if (index % 4 === 1 && index % 5 !== 0) await send(api, "unit", { customerId: customer.id, agentKey: pages.agentKey, quantity: 12 })
       return purchase.id as string
     })
     expect(new Set(ids).size).toBe(count)
+    await drain(app)
+    // 150 purchases: indexes 1, 5, 9, ... (38 of them) but not those also a multiple of 5 (5, 25, ...: 8).
+    await expectAllProcessed(tenant, 30)
     const before = await statesOf(tenant.organizationId)
     // Other tests' purchases in this database may fall due too: the runs' totals are checked over all of them.
     const everyBefore = await statesOf(null)

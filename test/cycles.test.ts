@@ -1,10 +1,8 @@
-import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cycleStart } from "../src/billing/Cycle.ts"
-import { Metering } from "../src/billing/Metering.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { buy, type Client, clientOf, makeCredit, makeCustomer, makePlan, makeUnit, ok, ownTestApp, runCycles, settleOthersBefore } from "./billing-support.ts"
+import { drain } from "./signals-fixtures.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -59,21 +57,16 @@ describe("cycle arithmetic", () => {
   })
 })
 
-/** Meters through the contract the signal pipeline uses, in one transaction. */
-const meter = (app: TestApp, acme: Tenant, customerId: string, kind: "CREDIT" | "UNIT", targetId: string, quantity: string, customerCost?: string) =>
-  app.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const metering = yield* Metering
-    return yield* metering.meter({
-      organizationId: acme.organizationId,
-      customerId,
-      kind,
-      targetId,
-      quantity: BigDecimal.unsafeFromString(quantity),
-      ...(customerCost ? { customerCost: BigDecimal.unsafeFromString(customerCost) } : {}),
-      usageLogId: null
-    }).pipe(sql.withTransaction)
-  }))
+/** Sends one signal over HTTP and prices the queue with the worker; the signal's usage row. */
+const meter = async (route: "credit" | "unit", body: Record<string, unknown>) => {
+  const sent = await api.post(`/signal/${route}`, body)
+  expect(sent.status, JSON.stringify(sent.body)).toBe(202)
+  await drain(app)
+  const rows = ok(await api.get(`/signal/usage-log?customerId=${body.customerId}&limit=200`)).usageLogs
+  const row = rows.find((r: any) => r.rawId === sent.body.result.rawId)
+  expect(row, "priced").toBeDefined()
+  return row
+}
 
 describe("the cycle job", () => {
   it("activates a scheduled purchase on its date and renews on the anchor day, month after month", async () => {
@@ -133,11 +126,12 @@ describe("the cycle job", () => {
     const customer = await makeCustomer(api)
     const purchase = await buy(api, customer.id, plan.id)
 
-    await meter(app, acme, customer.id, "CREDIT", credit.id, "30", "0.375")
-    // 10 prepaid units, then 3.5 in arrears at 2 each.
-    const overflow = await meter(app, acme, customer.id, "UNIT", unit.id, "13.5")
-    expect(overflow.billingMode).toBe("MIXED")
-    expect(BigDecimal.format(overflow.arrearCharge)).toBe("7")
+    // 18,750 output tokens on gpt-4o: 0.1875 USD = 30 credits (basePrice 0.00625) at 0.375.
+    const chat = await meter("credit", { customerId: customer.id, agentKey: credit.agentKey, usage: { model: "gpt-4o", outputTokens: 18_750 } })
+    expect(chat).toMatchObject({ billingMode: "ADVANCE", quantity: 30, customerCost: 0.375, balance: { remaining: 70 } })
+    // 10 prepaid units, then 3.5 in arrears at 2 each: 27 of usage, 7 of it in arrears.
+    const overflow = await meter("unit", { customerId: customer.id, agentKey: unit.agentKey, quantity: 13.5 })
+    expect(overflow).toMatchObject({ billingMode: "MIXED", quantity: 13.5, customerCost: 27, balance: { remaining: 0 } })
     expect(ok(await api.get(`/customers/${customer.id}/plan`)).plan.spentThisCycle).toBe(7)
 
     const end = new Date(purchase.currentPeriodEnd)
@@ -148,7 +142,7 @@ describe("the cycle job", () => {
     expect(invoices.map((i: any) => i.kind)).toEqual(["PLAN", "USAGE", "PLAN"])
     const usage = invoices[1]
     expect(usage).toMatchObject({ status: "OPEN", total: 7, totalCents: 700, periodEnd: end.toISOString() })
-    expect(usage.lines).toEqual([expect.objectContaining({ quantity: 3.5, amount: 7 })])
+    expect(usage.lines).toEqual([expect.objectContaining({ quantity: 3.5, unitPrice: null, amount: 7, periodStart: purchase.currentPeriodStart, periodEnd: end.toISOString() })])
 
     const balances = ok(await api.get(`/customers/${customer.id}/balances`))
     expect(balances.credits[0]).toMatchObject({ granted: 170, used: 0, remaining: 170 })

@@ -4,6 +4,11 @@
  * another's exchange or transaction (electric-sql/pglite#1046). A raw protocol
  * client holds an exchange half done while the service's own SQL client asks
  * for the session.
+ *
+ * No fixed sleeps: a test goes on once it has seen what it needs (the other
+ * client's messages waiting at the socket, a message running in the
+ * database, the socket server noticing a client left), bounded by a limit
+ * only a stuck test reaches.
  */
 import { PGlite } from "@electric-sql/pglite"
 import { SqlClient } from "@effect/sql"
@@ -82,6 +87,27 @@ const rawClient = async (server: SocketServer) => {
   return { send: (...messages: Array<Buffer>) => socket.write(Buffer.concat(messages)), until, socket }
 }
 
+/** Only a stuck test waits this long for what it observes. */
+const stuckMs = 20_000
+
+/** A promise and whether it has settled yet. */
+const tracked = <A>(promise: Promise<A>) => {
+  const state = { settled: false, promise }
+  promise.then(() => (state.settled = true), () => (state.settled = true))
+  return state
+}
+
+/**
+ * Waits until another client's statement is waiting at the socket for the
+ * session, or (a queue that let it in, as pglite-socket's did) has been
+ * answered already: either way it has reached the socket, and the test's
+ * next step comes after it.
+ */
+const untilQueuedOrAnswered = (other: { readonly settled: boolean }) =>
+  eventually(() => {
+    if (!other.settled && server.waiting() === 0) throw new Error("the other client's statement has not reached the socket yet")
+  }, { timeoutMs: stuckMs, intervalMs: 2 })
+
 /** The first column of every DataRow, as text. */
 const firstColumns = (messages: ReadonlyArray<BackendMessage>) =>
   messages.filter((message) => message.type === "D").map(({ body }) => body.subarray(6, 6 + body.readInt32BE(2)).toString())
@@ -140,11 +166,11 @@ describe.skipIf(usesRealPostgres)("one session, many clients (embedded database 
     raw.send(parse("SELECT $1::int * 2 AS doubled"), flush)
     await raw.until("1")
     // Another client's Parse now would replace the unnamed statement the raw client is about to bind.
-    const other = run(sql<{ echoed: string }>`SELECT ${"other"}::text AS echoed`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    const other = tracked(run(sql<{ echoed: string }>`SELECT ${"other"}::text AS echoed`))
+    await untilQueuedOrAnswered(other)
     raw.send(bind("21"), execute, sync)
     expect(firstColumns(await raw.until("Z"))).toEqual(["42"])
-    expect(await other).toEqual([{ echoed: "other" }])
+    expect(await other.promise).toEqual([{ echoed: "other" }])
     raw.socket.destroy()
   })
 
@@ -156,10 +182,10 @@ describe.skipIf(usesRealPostgres)("one session, many clients (embedded database 
     await raw.until("Z")
     raw.send(query("INSERT INTO notes VALUES ('uncommitted')"))
     await raw.until("Z")
-    const counted = run(sql<{ notes: string }>`SELECT count(*)::text AS notes FROM notes`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    const counted = tracked(run(sql<{ notes: string }>`SELECT count(*)::text AS notes FROM notes`))
+    await untilQueuedOrAnswered(counted)
     raw.socket.destroy()
-    expect(await counted).toEqual([{ notes: "0" }])
+    expect(await counted.promise).toEqual([{ notes: "0" }])
     await run(sql`INSERT INTO notes VALUES (${"kept"})`)
     expect(await run(sql`SELECT body FROM notes`)).toEqual([{ body: "kept" }])
   })
@@ -193,20 +219,34 @@ describe.skipIf(usesRealPostgres)("a failure inside the database (embedded datab
 })
 
 describe.skipIf(usesRealPostgres)("a client that leaves while its message runs (embedded database only)", () => {
-  beforeEach(() =>
-    startServer(async (message, execute) => {
+  /** The slow Parse has reached the database; it runs on until `finish` is called. */
+  let started: Promise<void>
+  let finish: () => void
+  // A failed test must not leave the database held by the gate.
+  afterEach(() => finish())
+  beforeEach(() => {
+    let markStarted!: () => void
+    started = new Promise<void>((resolve) => (markStarted = resolve))
+    const finished = new Promise<void>((resolve) => (finish = resolve))
+    return startServer(async (message, execute) => {
       if (isParse(message) && Buffer.from(message).includes("slow_parse")) {
-        await new Promise((resolve) => setTimeout(resolve, 300))
+        markStarted()
+        await finished
       }
       return execute()
     })
-  )
+  })
 
   it("still gives the session back to the others", async () => {
     const raw = await rawClient(server)
+    const connected = server.connections()
     raw.send(parse("SELECT $1::int AS slow_parse"), flush)
-    await new Promise((resolve) => setTimeout(resolve, 50))
+    await started
     raw.socket.destroy()
-    expect(await run(sql<{ answer: number }>`SELECT ${3}::int AS answer`)).toEqual([{ answer: 3 }])
+    // The socket server has seen the client go while its Parse still runs.
+    await eventually(() => expect(server.connections()).toBe(connected - 1), { timeoutMs: stuckMs, intervalMs: 2 })
+    const answer = run(sql<{ answer: number }>`SELECT ${3}::int AS answer`)
+    finish()
+    expect(await answer).toEqual([{ answer: 3 }])
   })
 })

@@ -165,12 +165,16 @@ describe("the intake lane", () => {
     const keyStats = () => app.run(Effect.flatMap(ApiKeys, (keys) => keys.cacheStats))
     // The second request must come within the cache's TTL of the first to be answered from the cache;
     // on a machine too slow for that it is looked up instead (also 401), and the scenario runs again.
+    // (The exact instants are driven by TestClock in test/key-cache.test.ts, on the service the lane calls.)
     let fromCache = 0
     for (let attempt = 0; attempt < 5 && fromCache === 0; attempt++) {
       const expiresAt = new Date(Date.now() + 250)
       const { secret } = await app.run(Effect.flatMap(ApiKeys, (keys) => keys.create(acme.organizationId, { expiresAt })))
       const headers = { authorization: `Bearer ${secret}` }
-      expect((await post("/signal/credit", text, { chunked: false, headers })).status).toBe(202)
+      const first = await post("/signal/credit", text, { chunked: false, headers })
+      // Answered only after the key had expired (a host too slow for the 250 ms): run the scenario again.
+      if (first.status === 401 && Date.now() >= expiresAt.getTime()) continue
+      expect(first.status).toBe(202)
       await new Promise((resolve) => setTimeout(resolve, Math.max(0, expiresAt.getTime() - Date.now() + 5)))
       const [before, lane] = [await keyStats(), await laneStats()]
       const refused = await post("/signal/credit", text, { chunked: false, headers })

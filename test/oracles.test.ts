@@ -11,7 +11,9 @@
  *  - ARREAR credit and outcome usage invoiced at the cycle end with a tax, to
  *    the cent, through HTTP signals, the worker's drain and the cycle job;
  *  - two organisations with the same agentKey, priced in one batch, each with
- *    its own credit, model rates and balances;
+ *    its own credit, model rates and balances; and with the same unit and
+ *    outcome-step keys, composite refId and tag, member e-mail, runId and
+ *    idempotency keys, each priced on its own catalogue and members;
  *  - stored API keys: only the SHA-256 hash and a short prefix, nowhere the key;
  *  - `limit=5000` clamped to 200, and the cursor carrying on from there.
  */
@@ -320,6 +322,139 @@ describe("on the service", () => {
     expect(await creditBalance(sideA)).toEqual([expect.objectContaining({ granted: 100, used: 2.4, remaining: 97.6 })])
     expect(await creditBalance(sideB)).toEqual([expect.objectContaining({ granted: 100, used: 1.2, remaining: 98.8 })])
     // Neither organisation sees the other's usage.
+    expect((await sideA.api.get(`/signal/usage-log?customerId=${sideB.customer.id}`)).status).toBe(404)
+  })
+
+  it("prices two organisations' units, outcome steps and runs, composites and members under the same keys, each on its own", async () => {
+    const orgs = [await app.tenant("Keys A"), await app.tenant("Keys B")] as const
+    const [a, b] = orgs
+    // B prices gpt-4o at 5 / 20 per million (A keeps the built-in 2.5 / 10), before its catalogue is made.
+    await app.run(Effect.flatMap(Models, (models) => models.set(b.organizationId, { id: "gpt-4o", input: decimal("5"), output: decimal("20") })))
+    const shared = "ops@shared.example"
+    const onlyA = "only-a@example.com"
+    // Both organisations: unit "pages", outcome "report" with one step "draft", composite "ticket" covering
+    // "pages"; a plan of pages in arrears, 5 outcomes and 2 occurrences in advance; one customer with the
+    // member `shared` (and in A also `onlyA`).
+    const setUp = async (tenant: Tenant, side: { flatPrice: number; marginPercent: number; tokens: number; compositePrice: number; members: Array<string> }) => {
+      const api = clientOf(app, tenant)
+      const unit = ok(await api.post("/units", { name: "Pages", agentKey: "pages", pricingType: "FLAT", flatPrice: side.flatPrice }), 201).unit
+      const outcome = ok(
+        await api.post("/outcomes", {
+          name: "Report",
+          agentKey: "report",
+          marginPercent: side.marginPercent,
+          steps: [{
+            name: "Draft",
+            agentKey: "draft",
+            modelBundle: [{ modelId: "gpt-4o", averageTokensPerLLMCall: side.tokens, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
+          }]
+        }),
+        201
+      ).outcome
+      const composite = ok(
+        await api.post("/composites", { name: "Ticket", refId: "ticket", price: side.compositePrice, entitlements: { unitIds: [unit.id] } }),
+        201
+      ).composite
+      const plan = await makePlan(app, tenant, [
+        { type: "UNIT", billingMode: "ARREAR", unitId: unit.id },
+        { type: "OUTCOME", billingMode: "ADVANCE", outcomeId: outcome.id, quantity: 5 },
+        { type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: composite.id, quantity: 2 }
+      ])
+      const customer = await makeCustomer(api)
+      for (const email of side.members) ok(await api.post(`/customers/${customer.id}/members`, { email }), 201)
+      await buy(api, customer.id, plan.id)
+      return { tenant, api, unit, outcome, composite, customer }
+    }
+    const sideA = await setUp(a, { flatPrice: 0.4, marginPercent: 20, tokens: 1000, compositePrice: 2, members: [shared, onlyA] })
+    const sideB = await setUp(b, { flatPrice: 1.5, marginPercent: 50, tokens: 2000, compositePrice: 3, members: [shared] })
+    // A: step basePrice = 1000 * (50*2.5 + 50*10) / 100 / 1e6 = 0.00625, pricePerOutcome 0.00625 * 1.2 = 0.0075.
+    // B: step basePrice = 2000 * (50*5 + 50*20) / 100 / 1e6 = 0.025, pricePerOutcome 0.025 * 1.5 = 0.0375.
+    expect(sideA.outcome).toMatchObject({ basePrice: 0.00625, pricePerOutcome: 0.0075 })
+    expect(sideB.outcome).toMatchObject({ basePrice: 0.025, pricePerOutcome: 0.0375 })
+
+    // The same bodies and keys for both, interleaved, all queued before the worker prices them.
+    const bodies = (side: typeof sideA) => [
+      ["unit", { agentKey: "pages", quantity: 3, member: shared, idempotencyKey: "k-unit" }],
+      ["outcome", { agentKey: "draft", runId: "run-1", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }, idempotencyKey: "k-step" }],
+      ["unit", { agentKey: "pages", quantity: 1, composite: { ticket: "t-1" } }],
+      ["unit", { agentKey: "pages", quantity: 2, member: onlyA }]
+    ].map(([route, body]) => [route, { customerId: side.customer.id, ...(body as object) }] as const)
+    const rawIds = new Map<typeof sideA, Array<string>>([[sideA, []], [sideB, []]])
+    for (let i = 0; i < 4; i++) {
+      for (const side of [sideA, sideB]) {
+        const [route, body] = bodies(side)[i]!
+        const sent = await side.api.post(`/signal/${route}`, body)
+        expect(sent.status, JSON.stringify(sent.body)).toBe(202)
+        rawIds.get(side)!.push(sent.body.result.rawId)
+      }
+    }
+    // A key is per organisation: B's "k-unit" is a signal of its own, and a repeat in B answers B's.
+    expect(rawIds.get(sideA)![0]).not.toBe(rawIds.get(sideB)![0])
+    const repeat = await sideB.api.post("/signal/unit", bodies(sideB)[0]![1])
+    expect(repeat.body.result.rawId).toBe(rawIds.get(sideB)![0])
+
+    // One batch prices all eight (the claim takes whole customers, of any organisation).
+    expect(await app.run(Effect.flatMap(SignalProcessor, (processor) => processor.runOnce))).toBe(8)
+    const statuses = async (side: typeof sideA) =>
+      (await query<{ id: string; status: string; errorStatus: number | null }>(
+        app,
+        `SELECT id, status, error_status FROM signals WHERE organization_id = $1 ORDER BY id`,
+        [side.tenant.organizationId]
+      )).map((row) => [rawIds.get(side)!.indexOf(row.id), row.status, row.errorStatus])
+    expect(await statuses(sideA)).toEqual([[0, "PROCESSED", null], [1, "PROCESSED", null], [2, "PROCESSED", null], [3, "PROCESSED", null]])
+    // `onlyA` is a member of A's customer only: B's signal naming it is refused (422), nothing else of B's.
+    expect(await statuses(sideB)).toEqual([[0, "PROCESSED", null], [1, "PROCESSED", null], [2, "PROCESSED", null], [3, "FAILED", 422]])
+
+    // The run "run-1" and the occurrence "t-1" exist in both organisations: each completes its own.
+    for (const side of [sideA, sideB]) {
+      const run = await side.api.post("/signal/outcome/complete", { customerId: side.customer.id, runId: "run-1" })
+      expect(run.status, JSON.stringify(run.body)).toBe(200)
+      const occurrence = await side.api.post("/signal/composite/complete", { customerId: side.customer.id, composite: { ticket: "t-1" } })
+      expect(occurrence.status, JSON.stringify(occurrence.body)).toBe(200)
+      expect(occurrence.body.result.composite).toEqual({ id: side.composite.id, name: "Ticket", refId: "ticket" })
+    }
+    await drain(app)
+
+    const rowsOf = async (side: typeof sideA) =>
+      ok(await side.api.get(`/signal/usage-log?customerId=${side.customer.id}`)).usageLogs.map((r: any) => ({
+        meter: r.meter,
+        entitlement: r.entitlement.id,
+        quantity: r.quantity,
+        providerCost: r.providerCost,
+        customerCost: r.customerCost,
+        billingMode: r.billingMode,
+        member: r.member,
+        runId: r.runId,
+        composite: r.composite === null ? null : [r.composite.id, r.composite.value]
+      }))
+    const expected = (side: typeof sideA, n: { units: Array<number>; stepCost: number; pricePerOutcome: number; compositePrice: number }) => {
+      const unitRow = (quantity: number, customerCost: number, member: string | null) => ({
+        meter: "UNIT", entitlement: side.unit.id, quantity, providerCost: 0, customerCost,
+        billingMode: "ARREAR", member, runId: null, composite: null
+      })
+      return [
+        unitRow(3, n.units[0]!, shared),
+        { meter: "OUTCOME_STEP", entitlement: side.outcome.id, quantity: 1, providerCost: n.stepCost, customerCost: 0, billingMode: null, member: null, runId: "run-1", composite: null },
+        // Tagged with a sold composite that covers it: recorded, billed by the occurrence.
+        { meter: "UNIT", entitlement: side.unit.id, quantity: 1, providerCost: 0, customerCost: 0, billingMode: "COMPOSITE", member: null, runId: null, composite: [side.composite.id, "t-1"] },
+        ...(side === sideA ? [unitRow(2, n.units[1]!, onlyA)] : []),
+        { meter: "OUTCOME", entitlement: side.outcome.id, quantity: 1, providerCost: n.stepCost, customerCost: n.pricePerOutcome, billingMode: "ADVANCE", member: null, runId: "run-1", composite: null },
+        { meter: "COMPOSITE", entitlement: side.composite.id, quantity: 1, providerCost: 0, customerCost: n.compositePrice, billingMode: "ADVANCE", member: null, runId: null, composite: [side.composite.id, "t-1"] }
+      ]
+    }
+    // A: units 3 * 0.4 = 1.2 and 2 * 0.4 = 0.8; B: 3 * 1.5 = 4.5.
+    // A: step 1000*2.5/1e6 + 500*10/1e6 = 0.0075; B: 1000*5/1e6 + 500*20/1e6 = 0.015.
+    expect(await rowsOf(sideA)).toEqual(expected(sideA, { units: [1.2, 0.8], stepCost: 0.0075, pricePerOutcome: 0.0075, compositePrice: 2 }))
+    expect(await rowsOf(sideB)).toEqual(expected(sideB, { units: [4.5], stepCost: 0.015, pricePerOutcome: 0.0375, compositePrice: 3 }))
+
+    for (const [side, spent] of [[sideA, 2], [sideB, 4.5]] as const) {
+      const balances = ok(await side.api.get(`/customers/${side.customer.id}/balances`))
+      expect(balances.outcomes).toEqual([expect.objectContaining({ outcomeId: side.outcome.id, granted: 5, remaining: 4 })])
+      expect(balances.composites).toEqual([expect.objectContaining({ granted: 2, used: 1, remaining: 1 })])
+      // ARREAR: A 3 * 0.4 + 2 * 0.4 = 2; B 3 * 1.5 = 4.5 (its third unit signal was refused).
+      expect(ok(await side.api.get(`/customers/${side.customer.id}/plan`)).plan.spentThisCycle).toBe(spent)
+    }
+    // Neither organisation sees the other's customer or run.
     expect((await sideA.api.get(`/signal/usage-log?customerId=${sideB.customer.id}`)).status).toBe(404)
   })
 

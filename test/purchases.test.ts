@@ -1,9 +1,8 @@
-import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect } from "effect"
-import { Metering } from "../src/billing/Metering.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import { cycleStart } from "../src/billing/Cycle.ts"
 import { buy, type Client, clientOf, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok, runCycles } from "./billing-support.ts"
+import { drain, query } from "./signals-fixtures.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -20,20 +19,17 @@ beforeAll(async () => {
 })
 afterAll(() => app.close())
 
-/** Meters units through the contract the signal pipeline uses, in one transaction. */
-const meterUnit = (customerId: string, unitId: string, quantity: string) =>
-  app.run(Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
-    const metering = yield* Metering
-    return yield* metering.meter({
-      organizationId: acme.organizationId,
-      customerId,
-      kind: "UNIT",
-      targetId: unitId,
-      quantity: BigDecimal.unsafeFromString(quantity),
-      usageLogId: null
-    }).pipe(sql.withTransaction)
-  }))
+/** A unit signal over HTTP (at `timestamp` when given), priced by the worker in the test's process. */
+const meterUnit = async (customerId: string, agentKey: string, quantity: number, timestamp?: Date) => {
+  const sent = await api.post("/signal/unit", { customerId, agentKey, quantity, ...(timestamp ? { timestamp: timestamp.toISOString() } : {}) })
+  expect(sent.status, JSON.stringify(sent.body)).toBe(202)
+  await drain(app)
+  const [signal] = await query<{ status: string }>(app, `SELECT status FROM signals WHERE organization_id = $1 AND id = $2`, [
+    acme.organizationId,
+    sent.body.result.rawId
+  ])
+  expect(signal).toEqual({ status: "PROCESSED" })
+}
 
 describe("POST /purchases", () => {
   it("starts an ACTIVE purchase: grants ADVANCE components, credits the wallet and issues the plan invoice", async () => {
@@ -275,10 +271,27 @@ describe("cancel after a renewal", () => {
     ])
     const customer = await makeCustomer(api)
     const purchase = await buy(api, customer.id, plan.id)
-    await meterUnit(customer.id, unit.id, "3") // 1 prepaid, 2 in arrears at 2 each
-    // Renews every purchase of this file's database: hence the last describe of the file.
-    expect(await runCycles(app, new Date(purchase.currentPeriodEnd))).toBeGreaterThanOrEqual(1)
-    await meterUnit(customer.id, unit.id, "2.5") // 1 prepaid, 1.5 in arrears
+    // A signal is billed in the cycle holding its moment, and no moment may be ahead of the clock, so usage
+    // reaches a second cycle only once the first has ended: the purchase is moved 31 days back (a purchase
+    // cannot be bought in the past), so its first cycle ends at most now and a signal of now is the second's.
+    const start = new Date(new Date(purchase.currentPeriodStart).getTime() - 31 * 86_400_000)
+    const end = cycleStart(start, 1)
+    await query(app, `UPDATE purchases SET billing_date = $3, period_start = $3, period_end = $4 WHERE organization_id = $1 AND id = $2`, [
+      acme.organizationId,
+      purchase.id,
+      start,
+      end
+    ])
+    await query(app, `UPDATE invoices SET period_start = $3, period_end = $4 WHERE organization_id = $1 AND purchase_id = $2`, [
+      acme.organizationId,
+      purchase.id,
+      start,
+      end
+    ])
+    await meterUnit(customer.id, unit.agentKey, 3, new Date(end.getTime() - 1000)) // 1 prepaid, 2 in arrears at 2 each
+    // Renews every purchase of this file's database due by now: only this one.
+    expect(await runCycles(app, new Date())).toBe(1)
+    await meterUnit(customer.id, unit.agentKey, 2.5) // 1 prepaid, 1.5 in arrears
     const before = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
     expect(before.map((i: any) => [i.kind, i.status, i.total])).toEqual([["PLAN", "OPEN", 2], ["USAGE", "OPEN", 4], ["PLAN", "OPEN", 2]])
 

@@ -14,6 +14,7 @@ import { type LogSink, RequestLogger, type RequestLogOptions } from "../src/http
 import { makeHttpServer } from "../src/http/Server.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { ServicesLive } from "../src/Services.ts"
+import { eventually } from "./support/Eventually.ts"
 import { TestDatabaseLive } from "./support/TestDatabase.ts"
 
 interface Line {
@@ -120,7 +121,8 @@ describe("the request logger", () => {
     const log = new RequestLogger(options(out.sink, { sampleRate: 1000, flushMs: 50 }))
     for (let i = 0; i < 200; i++) log.record(`r-${i}`, "GET", "/api/v1/customers", 200, 1, performance.now())
     expect(out.writes()).toBe(0)
-    await new Promise((resolve) => setTimeout(resolve, 120))
+    // The timer's flush, whenever the host gets to it: one write, holding every line.
+    await eventually(() => expect(out.writes()).toBeGreaterThan(0), { timeoutMs: 20_000, intervalMs: 5 })
     expect(out.writes()).toBe(1)
     expect(requests(out.lines())).toHaveLength(200)
     await log.close()
@@ -131,7 +133,7 @@ describe("the request logger", () => {
     const log = new RequestLogger(options(out.sink, { sampleRate: 100_000, maxBufferBytes: 4096, flushMs: 1 }))
     out.hold()
     log.record("first", "GET", "/api/v1/customers", 200, 1, performance.now())
-    await new Promise((resolve) => setTimeout(resolve, 20))
+    await eventually(() => expect(out.writes()).toBe(1), { timeoutMs: 20_000, intervalMs: 2 })
     // The first chunk is in flight and does not complete: lines pile up to 4 KB.
     for (let i = 0; i < 200; i++) log.record(`r-${i}`, "GET", "/api/v1/customers", 200, 1, performance.now())
     out.release()

@@ -3,7 +3,7 @@ import { BigDecimal, Effect, type Schema } from "effect"
 import { type AdjustEndpoint, AdjustResult, Adjustments, FractionAdjust, WalletAdjust, WholeAdjust } from "../../src/billing/Adjustments.ts"
 import { Details } from "../ui/Table.tsx"
 import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
-import { customerIdOf } from "./balance.tsx"
+import { customerIdOf } from "../customerRef.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 
 const schemaOf: Record<AdjustEndpoint, Schema.Schema<any, any>> = {

@@ -1,23 +1,15 @@
 import type { Command } from "commander"
 import { BigDecimal, Effect } from "effect"
 import { Balances, CurrentPlan, CustomerBalances } from "../../src/billing/Balances.ts"
-import { Customers } from "../../src/customers/Customers.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { encode, organizationOf, run, withOrg } from "../run.ts"
-
-/** A customer named by id, or by `--external-id` when the id is omitted. */
-export const customerIdOf = (organizationId: string, id: string | undefined, externalId: string | undefined) =>
-  Effect.flatMap(Customers, (customers) =>
-    id !== undefined ? Effect.succeed(id) : customers.idOfExternal(organizationId, externalId ?? ""))
+import { encode, organizationOf, run } from "../run.ts"
+import { customerIdOf, withCustomer } from "../customerRef.ts"
 
 interface CustomerOptions {
   readonly json?: boolean
   readonly org?: string
   readonly externalId?: string
 }
-
-const withCustomer = (command: Command) =>
-  withOrg(command.argument("[customerId]")).option("--external-id <id>", "the active customer with this external id")
 
 export const registerBalance = (program: Command) => {
   const balance = program.command("balance").description("a customer's balances and current plan")

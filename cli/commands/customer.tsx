@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { Customer, CustomerCreate, CustomerUpdate } from "../../src/customers/Customer.ts"
 import { Customers } from "../../src/customers/Customers.ts"
 import { toPage } from "../../src/http/Pagination.ts"
+import { customerIdOf } from "../customerRef.ts"
 import { listFooter, nextCursorOf } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { bodyOf, decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
@@ -45,11 +46,6 @@ const flagsOf = (options: CustomerFlags) => ({
   externalId: options.externalId,
   currencyCode: options.currency
 })
-
-/** A customer named by id, or by `--external-id` when the id is omitted. */
-const idOf = (organizationId: string, id: string | undefined, externalId: string | undefined) =>
-  Effect.flatMap(Customers, (customers) =>
-    id !== undefined ? Effect.succeed(id) : customers.idOfExternal(organizationId, externalId ?? ""))
 
 const withProfileFlags = (command: Command) =>
   command
@@ -120,7 +116,7 @@ export const registerCustomer = (program: Command) => {
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
-          const customerId = yield* idOf(organizationId, id, options.externalId)
+          const customerId = yield* customerIdOf(organizationId, id, options.externalId)
           return yield* Effect.flatMap(Customers, (customers) => customers.get(organizationId, customerId))
         }),
         presentOne("Customer")
@@ -149,7 +145,7 @@ export const registerCustomer = (program: Command) => {
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
-          const customerId = yield* idOf(organizationId, id, options.externalId)
+          const customerId = yield* customerIdOf(organizationId, id, options.externalId)
           return yield* Effect.flatMap(Customers, (customers) => customers.archive(organizationId, customerId))
         }),
         presentOne("Customer archived")

@@ -15,7 +15,7 @@ import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
 import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
 import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { decodeInput, organizationOf, run, withOrg } from "../run.ts"
-import { customerIdOf } from "./balance.tsx"
+import { customerIdOf } from "../customerRef.ts"
 
 interface ListenFlags {
   readonly json?: boolean

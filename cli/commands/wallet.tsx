@@ -5,8 +5,8 @@ import { RecurringGrantBody, WalletAlertBody, WalletLedger } from "../../src/bil
 import { Wallets } from "../../src/billing/Wallets.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
-import { customerIdOf } from "./balance.tsx"
+import { decodeInput, encode, numberFlag, organizationOf, run } from "../run.ts"
+import { customerIdOf, withCustomer } from "../customerRef.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 
 interface WalletOptions {
@@ -14,9 +14,6 @@ interface WalletOptions {
   readonly org?: string
   readonly externalId?: string
 }
-
-const withCustomer = (command: Command) =>
-  withOrg(command.argument("[customerId]")).option("--external-id <id>", "the active customer with this external id")
 
 const usd = (value: BigDecimal.BigDecimal | null) => (value === null ? "-" : `${BigDecimal.format(value)} USD`)
 

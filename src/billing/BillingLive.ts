@@ -1,7 +1,7 @@
 /**
  * The billing engine's services, wired together. Needs the SQL client and the
  * webhook outbox; `src/Services.ts` puts it below the features that meter
- * usage against it (signals use Metering and Members).
+ * usage against it (signals read the current purchase through Metering, and Members).
  */
 import { Layer } from "effect"
 import { Customers } from "../customers/Customers.ts"

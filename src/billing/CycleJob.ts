@@ -4,6 +4,7 @@
  * the DRAFT usage invoices whose grace period ended (DraftInvoices.finalizeDue).
  */
 import { Effect } from "effect"
+import { waitForHeldWork } from "../worker/HeldWork.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { finalizeDue } from "./DraftInvoices.ts"
 import { Purchases } from "./Purchases.ts"
@@ -33,17 +34,11 @@ const WAIT_STEP_MS = 20
  * behind still has cycles to catch up. The number renewed; 0 when idle.
  */
 export const renewDue = (now: Date, batchSize: number = CYCLE_BATCH_SIZE): Effect.Effect<number, never, Purchases> =>
-  Effect.flatMap(Purchases, (purchases) => {
-    const attempt = (waited: number): Effect.Effect<number> =>
-      Effect.flatMap(purchases.renewBatch(now, batchSize), (handled) =>
-        handled > 0 || waited >= WAIT_FOR_OTHERS_MS
-          ? Effect.succeed(handled)
-          : Effect.flatMap(purchases.anyDue(now), (due) =>
-            due
-              ? Effect.zipRight(Effect.sleep(WAIT_STEP_MS), Effect.suspend(() => attempt(waited + WAIT_STEP_MS)))
-              : Effect.succeed(0)))
-    return attempt(0)
-  })
+  Effect.flatMap(Purchases, (purchases) =>
+    waitForHeldWork(purchases.renewBatch(now, batchSize), purchases.anyDue(now), {
+      stepMs: WAIT_STEP_MS,
+      maxWaitMs: WAIT_FOR_OTHERS_MS
+    }))
 
 /**
  * One batch of the cycle job: renewals first (a cycle that ends now may be

@@ -13,8 +13,8 @@
  * for a late line (docs/billing.md "Late usage and the grace period").
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findByIdOr, findOne, insertRows } from "../db/Sql.ts"
+import { BigDecimal, Effect, Schema } from "effect"
+import { dieOnSqlError, findAll, findByIdOr, insertRows, pageClause } from "../db/Sql.ts"
 import { Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
@@ -303,10 +303,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
           InvoiceRow,
           sql`SELECT * FROM invoices WHERE organization_id = ${organizationId}
                 AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-                AND (${query.page.cursor ?? null}::text IS NULL OR ${
-            query.page.newestFirst ? sql`id < ${query.page.cursor ?? null}` : sql`id > ${query.page.cursor ?? null}`
-          })
-              ORDER BY id ${sql.unsafe(query.page.newestFirst ? "DESC" : "ASC")} LIMIT ${query.page.limit}`
+                ${pageClause(sql, query.page)}`
         ),
         (rows) => withLines(organizationId, rows)
       )
@@ -431,18 +428,11 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         Payment,
         sql`SELECT * FROM payments WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-            ORDER BY id LIMIT ${query.page.limit}`
+              ${pageClause(sql, query.page)}`
       )
 
-    const getPayment = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(Payment, sql`SELECT * FROM payments WHERE organization_id = ${organizationId} AND id = ${id}`),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Payment ${id} not found` })),
-          onSome: Effect.succeed
-        })
-      )
+    const findPayment = findByIdOr(sql, Payment, "payments", (id) => new NotFound({ message: `Payment ${id} not found` }))
+    const getPayment = (organizationId: string, id: string) => findPayment(organizationId, id)
 
     return { writeIssued, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const
   })

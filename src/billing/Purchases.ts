@@ -34,7 +34,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, uniqueOr } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, pageClause, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
@@ -58,7 +58,7 @@ import {
 } from "./Renewal.ts"
 import { loadSnapshot, PlanSnapshot } from "./Snapshot.ts"
 import { tally } from "../worker/Stats.ts"
-import { faultPoint } from "../worker/Fault.ts"
+import { faultPoint } from "../Fault.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Purchase ${id} not found` })
 
@@ -419,8 +419,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-            ORDER BY id LIMIT ${query.page.limit}`
+              ${pageClause(sql, query.page)}`
       )
 
     const get = (organizationId: string, id: string) => findRow(organizationId, id)

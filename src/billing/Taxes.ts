@@ -4,8 +4,8 @@
  * invoices and leaves issued invoices as they were.
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { BigDecimal, Effect, Schema } from "effect"
+import { activeClause, dieOnSqlError, findAll, findByIdOr, pageClause } from "../db/Sql.ts"
 import { BadRequest, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import type { Page } from "../Page.ts"
@@ -45,30 +45,28 @@ const checkRate = (rate: Decimal | undefined) =>
     ? Effect.fail(new BadRequest({ message: "ratePercent must be from 0 to 100" }))
     : Effect.void
 
-const selectTaxes = "SELECT id, name, rate_percent, is_active AS active, created_at, updated_at FROM taxes"
+const taxColumns = "id, name, rate_percent, is_active AS active, created_at, updated_at"
+const selectTaxes = `SELECT ${taxColumns} FROM taxes`
 
 export class Taxes extends Effect.Service<Taxes>()("Taxes", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    /** Oldest first, archived included unless `activeOnly`. */
-    /** Oldest first, a page at a time like every list (cursor: the previous page's last id). */
+    /**
+     * Oldest first, archived included unless `activeOnly`, a page at a time
+     * like every list (cursor: the previous page's last id).
+     */
     const list = (organizationId: string, activeOnly: boolean, page: Page) =>
       findAll(
         Tax,
-        sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId} AND (${!activeOnly} OR is_active)
-              AND (${page.cursor ?? null}::text IS NULL OR id > ${page.cursor ?? null})
-            ORDER BY id LIMIT ${page.limit}`
+        sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId}
+              ${activeClause(sql, activeOnly ? true : undefined)} ${pageClause(sql, page)}`
       )
 
-    const get = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(Tax, sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId} AND id = ${id}`),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Tax ${id} not found` })),
-          onSome: Effect.succeed
-        })
-      )
+    const findRow = findByIdOr(sql, Tax, "taxes", (id) => new NotFound({ message: `Tax ${id} not found` }), {
+      columns: taxColumns
+    })
+    const get = (organizationId: string, id: string) => findRow(organizationId, id)
 
     const create = (organizationId: string, input: TaxCreate) =>
       Effect.gen(function*() {

@@ -7,12 +7,12 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findOne, pageClause } from "../db/Sql.ts"
 import { Unprocessable } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import { Ledger } from "../ledger/Ledger.ts"
+import { type CustomerKey, customerKey, Ledger, type WalletPosted, type WalletPosting } from "../ledger/Ledger.ts"
 import { LedgerType } from "../ledger/LedgerType.ts"
 
 export { LedgerType }
@@ -37,21 +37,6 @@ export class LedgerEntry extends Schema.Class<LedgerEntry>("LedgerEntry")({
   notes: Schema.NullOr(Schema.String),
   createdAt: Timestamp
 }) {}
-
-export interface WalletMove {
-  readonly type: LedgerType
-  readonly usageLogId?: string | null
-  readonly purchaseId?: string | null
-  readonly invoiceId?: string | null
-  readonly notes?: string | null
-  readonly at?: Date
-}
-
-export interface WalletMoved {
-  readonly previousBalance: Decimal
-  readonly balance: Decimal
-  readonly ledgerId: string
-}
 
 export class Wallets extends Effect.Service<Wallets>()("Wallets", {
   effect: Effect.gen(function*() {
@@ -78,7 +63,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
     /** Locks the wallet row for the rest of the caller's transaction, creating it on first use. */
     const lock = (organizationId: string, customerId: string) =>
       Effect.map(moneyLedger.lockWallets([{ organizationId, customerId }]), (locked) => {
-        const row = locked.get(`${organizationId}/${customerId}`)!
+        const row = locked.get(customerKey({ organizationId, customerId }))!
         return new WalletRow({
           customerId,
           balance: row.balance,
@@ -93,7 +78,12 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
      * ledger row and the webhook events, through the ledger. Must run inside
      * the caller's transaction.
      */
-    const move = (organizationId: string, customerId: string, delta: Decimal, entry: WalletMove): Effect.Effect<WalletMoved> =>
+    const move = (
+      organizationId: string,
+      customerId: string,
+      delta: Decimal,
+      entry: Omit<WalletPosting, keyof CustomerKey | "delta">
+    ): Effect.Effect<WalletPosted> =>
       moneyLedger.moveWallet({ organizationId, customerId, delta, ...entry })
 
     /**
@@ -148,8 +138,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
           LedgerEntry,
           sql`SELECT * FROM wallet_ledger
               WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
-                AND (${page.cursor ?? null}::text IS NULL OR id > ${page.cursor ?? null})
-              ORDER BY id LIMIT ${page.limit}`
+                ${pageClause(sql, page)}`
         )
         return { wallet, entries }
       })

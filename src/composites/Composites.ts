@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { dieOnSqlError, findAll, findByIdOr, uniqueOr } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, findCataloguePage, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { toSql } from "../money.ts"
@@ -147,17 +147,10 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
         return yield* get(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
+    const page = findCataloguePage(sql, CompositeRow, "composites")
     const list = (organizationId: string, query: CatalogueListQuery) =>
       Effect.flatMap(
-        findAll(
-          CompositeRow,
-          sql`SELECT * FROM composites
-              WHERE organization_id = ${organizationId}
-                AND (${query.active ?? null}::boolean IS NULL OR is_active = ${query.active ?? null})
-                AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-              ORDER BY id
-              LIMIT ${query.page.limit}`
-        ),
+        page(organizationId, query),
         (rows) => withMembers(organizationId, rows)
       )
 

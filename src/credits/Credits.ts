@@ -12,14 +12,13 @@
  *   active credit holding the key.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
-import { decodeRows, dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { Effect } from "effect"
+import { decodeRows, dieOnSqlError, findByIdOr, findCataloguePage, findOne, uniqueOr } from "../db/Sql.ts"
 import { Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { bundleToJson, Models } from "../models/Models.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
-import type { CatalogueListQuery } from "../Page.ts"
 import { Credit, type CreditCreate, type CreditUpdate } from "./Credit.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Credit ${id} not found` })
@@ -52,22 +51,10 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
         return rows[0]!
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: CatalogueListQuery) =>
-      findAll(
-        Credit,
-        sql`SELECT * FROM credits
-            WHERE organization_id = ${organizationId}
-              AND (${query.active ?? null}::boolean IS NULL OR is_active = ${query.active ?? null})
-              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-            ORDER BY id
-            LIMIT ${query.page.limit}`
-      )
+    const list = findCataloguePage(sql, Credit, "credits")
 
-    const get = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(Credit, sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND id = ${id}`),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
-      )
+    const findRow = findByIdOr(sql, Credit, "credits", notFound)
+    const get = (organizationId: string, id: string) => findRow(organizationId, id)
 
     const findActiveByAgentKey = (organizationId: string, agentKey: string) =>
       findOne(
@@ -82,16 +69,12 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
      */
     const update = (organizationId: string, id: string, patch: CreditUpdate) =>
       Effect.gen(function*() {
-        const current = yield* findOne(
-          Credit,
-          sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-        )
-        if (Option.isNone(current)) return yield* notFound(id)
+        const current = yield* findRow(organizationId, id, true)
         const changes: Record<string, string | null> = {}
         if (patch.name !== undefined) changes.name = patch.name
         if (patch.agentKey !== undefined) changes.agentKey = patch.agentKey
         if (patch.description !== undefined) changes.description = patch.description
-        let basePrice: Decimal = current.value.basePrice
+        let basePrice: Decimal = current.basePrice
         if (patch.modelBundle !== undefined) {
           const [bundle] = yield* models.priceBundles(organizationId, [{ path: "modelBundle", items: patch.modelBundle }])
           basePrice = bundle!.basePrice
@@ -100,14 +83,14 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
           changes.basePrice = toSql(basePrice)
         }
         if (patch.modelBundle !== undefined || patch.marginPercent !== undefined) {
-          const margin = patch.marginPercent ?? current.value.marginPercent
+          const margin = patch.marginPercent ?? current.marginPercent
           changes.marginPercent = toSql(margin)
           changes.pricePerCredit = toSql(withMargin(basePrice, margin))
         }
-        if (Object.keys(changes).length === 0) return current.value
+        if (Object.keys(changes).length === 0) return current
         const rows = yield* sql`UPDATE credits SET ${sql.update({ ...changes, updatedAt: new Date() })}
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
-          uniqueOr(() => agentKeyTaken(patch.agentKey ?? current.value.agentKey)),
+          uniqueOr(() => agentKeyTaken(patch.agentKey ?? current.agentKey)),
           Effect.flatMap(decodeRows(Credit))
         )
         return rows[0]!

@@ -4,8 +4,8 @@
  * DELETE archives, and an archived customer's externalId may be taken again.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
-import { decodeRows, dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { Effect } from "effect"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId, randomToken } from "../ids.ts"
@@ -74,18 +74,13 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
             WHERE organization_id = ${organizationId}
               AND (${query.includeArchived ?? false} OR archived_at IS NULL)
               AND (${pattern}::text IS NULL OR name ILIKE ${pattern} OR email ILIKE ${pattern})
-              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-            ORDER BY id
-            LIMIT ${query.page.limit}`
+              ${pageClause(sql, query.page)}`
       )
     }
 
     /** A customer by the service's id, archived or not. */
-    const get = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(Customer, sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${id}`),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
-      )
+    const findRow = findByIdOr(sql, Customer, "customers", notFound)
+    const get = (organizationId: string, id: string) => findRow(organizationId, id)
 
     /** An active customer by the caller's externalId; a malformed value is 400. */
     const getByExternalId = (organizationId: string, externalId: string) =>
@@ -93,15 +88,11 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         if (!externalIdPattern.test(externalId)) {
           return yield* new BadRequest({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
         }
-        const found = yield* findOne(
+        return yield* foundOr(() => notFound(`with externalId ${externalId}`))(findOne(
           Customer,
           sql`SELECT * FROM customers
               WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND archived_at IS NULL`
-        )
-        return yield* Option.match(found, {
-          onNone: () => Effect.fail(notFound(`with externalId ${externalId}`)),
-          onSome: Effect.succeed
-        })
+        ))
       })
 
     /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
@@ -114,18 +105,14 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     const update = (organizationId: string, id: string, patch: CustomerUpdate) =>
       Effect.gen(function*() {
-        const current = yield* findOne(
-          Customer,
-          sql`SELECT * FROM customers WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-        )
-        if (Option.isNone(current)) return yield* notFound(id)
-        yield* ensureActive(current.value)
+        const current = yield* findRow(organizationId, id, true)
+        yield* ensureActive(current)
         const changes: Record<string, unknown> = {}
         for (const [field, value] of Object.entries(patch)) {
           if (value === undefined) continue
           changes[field] = typeof value === "string" && field === "name" ? value.trim() : value
         }
-        if (Object.keys(changes).length === 0) return current.value
+        if (Object.keys(changes).length === 0) return current
         const rows = yield* sql`UPDATE customers SET ${sql.update({ ...changes, updatedAt: new Date() })}
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
           uniqueOr(() => externalIdTaken(patch.externalId ?? "")),

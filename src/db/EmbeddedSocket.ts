@@ -155,6 +155,8 @@ export interface SocketServer {
   readonly port: number
   /** Clients connected right now. */
   readonly connections: () => number
+  /** Messages received and waiting for the session right now (tests observe a client queued behind another). */
+  readonly waiting: () => number
   /** Refuses new connections; those already open are served on. */
   readonly stopAccepting: () => Promise<void>
   readonly stop: () => Promise<void>
@@ -166,7 +168,8 @@ export const serveSocket = (
   options: { readonly host: string; readonly port: number; readonly maxConnections: number }
 ): Promise<SocketServer> => {
   // The handler is typed against pglite-socket's own queue class; ours has the same methods.
-  const queryQueue = new SessionQueue(db) as unknown as PGLiteSocketHandlerOptions["queryQueue"]
+  const sessionQueue = new SessionQueue(db)
+  const queryQueue = sessionQueue as unknown as PGLiteSocketHandlerOptions["queryQueue"]
   const handlers = new Set<PGLiteSocketHandler>()
   const server = net.createServer((socket) => {
     if (handlers.size >= options.maxConnections) {
@@ -198,7 +201,14 @@ export const serveSocket = (
     server.once("error", reject)
     server.listen(options.port, options.host, () => {
       const address = server.address() as net.AddressInfo
-      resolve({ host: options.host, port: address.port, connections: () => handlers.size, stopAccepting, stop })
+      resolve({
+        host: options.host,
+        port: address.port,
+        connections: () => handlers.size,
+        waiting: () => sessionQueue.getQueueLength(),
+        stopAccepting,
+        stop
+      })
     })
   })
 }

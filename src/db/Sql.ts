@@ -8,6 +8,7 @@
  */
 import type { SqlClient, SqlError } from "@effect/sql"
 import { Effect, Option, type ParseResult, Schema } from "effect"
+import type { CatalogueListQuery, Page } from "../Page.ts"
 
 /** PostgreSQL's SQLSTATE of a failed statement, when there is one. */
 export const sqlState = (error: SqlError.SqlError): string | undefined => {
@@ -60,26 +61,60 @@ export const findOne = <A, I, R>(
       rows.length === 0 ? Effect.succeedNone : Effect.asSome(rowDecoder(schema)(rows[0])))
   )
 
+/** The value `find` found, or the failure `notFound` gives when it found none. */
+export const foundOr = <E>(notFound: () => E) => <A, R>(find: Effect.Effect<Option.Option<A>, never, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(find, Option.match({ onNone: () => Effect.fail(notFound()), onSome: Effect.succeed }))
+
 /**
  * Looks rows of `table` up by id within an organisation; a missing row (or one
  * of another organisation) is the failure `notFound` gives. `lock` takes the
- * row FOR UPDATE, for a change later in the same transaction.
+ * row FOR UPDATE, for a change later in the same transaction. `columns` is the
+ * select list where it is not `*` (SQL text of ours, never input), `where` a
+ * further condition every row found must meet (`removed_at IS NULL`).
  */
 export const findByIdOr = <A, I, R, E>(
   sql: SqlClient.SqlClient,
   schema: Schema.Schema<A, I, R>,
   table: string,
-  notFound: (id: string) => E
+  notFound: (id: string) => E,
+  options: { readonly columns?: string; readonly where?: string } = {}
 ) =>
 (organizationId: string, id: string, lock = false): Effect.Effect<A, E, R> =>
-  Effect.flatMap(
+  foundOr(() => notFound(id))(
     findOne(
       schema,
-      sql`SELECT * FROM ${sql(table)} WHERE organization_id = ${organizationId} AND id = ${id} ${
-        sql.literal(lock ? "FOR UPDATE" : "")
-      }`
-    ),
-    Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: Effect.succeed })
+      sql`SELECT ${sql.literal(options.columns ?? "*")} FROM ${sql(table)}
+          WHERE organization_id = ${organizationId} AND id = ${id} ${
+        sql.literal(options.where === undefined ? "" : `AND ${options.where}`)
+      } ${sql.literal(lock ? "FOR UPDATE" : "")}`
+    )
+  )
+
+/**
+ * The end of a list statement: the rows after the page's cursor (before it
+ * when the page is newest first), in id order, at most the page's limit:
+ * `AND (cursor IS NULL OR id > cursor) ORDER BY id LIMIT limit`. `id` names
+ * the id column where the statement joins (`u.id`).
+ */
+export const pageClause = (sql: SqlClient.SqlClient, page: Page, id = "id") => {
+  const column = sql.literal(id)
+  const cursor = page.cursor ?? null
+  return page.newestFirst
+    ? sql`AND (${cursor}::text IS NULL OR ${column} < ${cursor}) ORDER BY ${column} DESC LIMIT ${page.limit}`
+    : sql`AND (${cursor}::text IS NULL OR ${column} > ${cursor}) ORDER BY ${column} LIMIT ${page.limit}`
+}
+
+/** The catalogue lists' `active` filter: only active rows, only inactive ones, or (undefined) all. */
+export const activeClause = (sql: SqlClient.SqlClient, active: boolean | undefined) =>
+  sql`AND (${active ?? null}::boolean IS NULL OR is_active = ${active ?? null})`
+
+/** A catalogue resource's list: an organisation's rows of `table`, filtered on `active`, a page at a time. */
+export const findCataloguePage = <A, I, R>(sql: SqlClient.SqlClient, schema: Schema.Schema<A, I, R>, table: string) =>
+(organizationId: string, query: CatalogueListQuery) =>
+  findAll(
+    schema,
+    sql`SELECT * FROM ${sql(table)}
+        WHERE organization_id = ${organizationId} ${activeClause(sql, query.active)} ${pageClause(sql, query.page)}`
   )
 
 /** Decodes rows that a statement returned; a row that does not decode is a defect. */

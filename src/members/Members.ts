@@ -4,10 +4,10 @@
  * within its customer, compared case-insensitively; a removed member is deleted.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { Email } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
-import { decodeRows, dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
 import { Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
@@ -54,17 +54,11 @@ export class Members extends Effect.Service<Members>()("Members", {
     const customers = yield* Customers
 
     const get = (organizationId: string, customerId: string, id: string) =>
-      Effect.flatMap(
-        findOne(
-          Member,
-          sql`SELECT * FROM customer_members
-              WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
-        ),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Member ${id} not found` })),
-          onSome: Effect.succeed
-        })
-      )
+      foundOr(() => new NotFound({ message: `Member ${id} not found` }))(findOne(
+        Member,
+        sql`SELECT * FROM customer_members
+            WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
+      ))
 
     const list = (organizationId: string, customerId: string, page: Page) =>
       Effect.zipRight(
@@ -73,8 +67,7 @@ export class Members extends Effect.Service<Members>()("Members", {
           Member,
           sql`SELECT * FROM customer_members
               WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
-                AND (${page.cursor ?? null}::text IS NULL OR id > ${page.cursor ?? null})
-              ORDER BY id LIMIT ${page.limit}`
+                ${pageClause(sql, page)}`
         )
       )
 

@@ -11,7 +11,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findOne, uniqueOr } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findOne, foundOr, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound, Unprocessable } from "../errors.ts"
 import { toSql } from "../money.ts"
 import { type BundlePrice, bundleWeightProblem, priceBundle } from "../pricing/Pricing.ts"
@@ -45,13 +45,7 @@ export class Models extends Effect.Service<Models>()("Models", {
       findOne(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} AND id = ${id}`)
 
     const get = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        find(organizationId, id),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Model ${id} not found` })),
-          onSome: Effect.succeed
-        })
-      )
+      foundOr(() => new NotFound({ message: `Model ${id} not found` }))(find(organizationId, id))
 
     const list = (organizationId: string) =>
       findAll(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} ORDER BY id`)

@@ -16,6 +16,7 @@ import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
 import { NotFound, Unauthorized } from "../errors.ts"
 import { makeId, randomToken } from "../ids.ts"
 import {
+  defaultKeyCacheOptions,
   isUsable,
   KeyCache,
   keyChangedPayload,
@@ -57,7 +58,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const pg = yield* Effect.serviceOption(PgClient.PgClient)
-    const cache = new KeyCache()
+    // The cache's time is this layer's Clock, read once here into a plain
+    // function (KeyCache.ts, "Time"): the live clock in production, the
+    // TestClock when a test builds the service under it.
+    const clock = yield* Effect.clock
+    const cache = new KeyCache(defaultKeyCacheOptions, () => clock.unsafeCurrentTimeMillis())
 
     // The change listener starts with the first authentication, so only a
     // process that serves the API holds a listening connection (the CLI and
@@ -130,7 +135,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
           const done = yield* Deferred.make<Option.Option<KeyRecord>>()
           inFlight.set(hash, done)
           const token = cache.begin()
-          const startedAt = Date.now()
+          const startedAt = cache.now()
           const exit = yield* Effect.exit(lookup(hash))
           inFlight.delete(hash)
           if (exit._tag === "Success" && Option.isSome(exit.value)) cache.put(hash, exit.value.value, token, startedAt)
@@ -140,7 +145,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
       })
 
     const decide = (key: KeyRecord | undefined): Either.Either<Caller, Unauthorized> =>
-      key !== undefined && isUsable(key, Date.now())
+      key !== undefined && isUsable(key, cache.now())
         ? Either.right({ organizationId: key.organizationId, apiKeyId: key.apiKeyId })
         : Either.left(refused())
 
@@ -149,7 +154,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         listenerRequested = true
         Deferred.unsafeDone(startListener, Effect.void)
       }
-      const cached = cache.get(hash, Date.now())
+      const cached = cache.get(hash)
       return cached === undefined ? undefined : decide(cached)
     }
 

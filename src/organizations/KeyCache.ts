@@ -21,6 +21,16 @@
  * Invalidation bumps a generation counter; a lookup that began before it does
  * not store its (possibly stale) row, so a revocation that commits while a
  * lookup of the same key is in flight cannot be undone by that lookup.
+ *
+ * Time: the cache reads it from the synchronous `now` it is given at
+ * construction, never from `Date.now()` itself. `ApiKeys` passes the
+ * `unsafeCurrentTimeMillis` of the Effect `Clock` it finds when its layer is
+ * built (the live clock: `Date.now()`), so a test that builds the service
+ * under `TestClock` moves the TTL and every expiry check with
+ * `TestClock.adjust`. A function and not `Clock.currentTimeMillis` because
+ * the intake lane asks the cache synchronously, outside any fiber
+ * (docs/architecture.md, "The intake lane"): reading the time stays one
+ * plain call.
  */
 import type { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
@@ -92,13 +102,17 @@ export class KeyCache {
   private clears = 0
   listener: ListenerState = "off"
 
-  constructor(readonly options: KeyCacheOptions = defaultKeyCacheOptions) {}
+  constructor(
+    readonly options: KeyCacheOptions = defaultKeyCacheOptions,
+    /** The current time in milliseconds since the epoch: every TTL and expiry check reads it. */
+    readonly now: () => number = Date.now
+  ) {}
 
-  /** The entry for `hash` if it is still within its TTL at `now`; otherwise none (look it up). */
-  get(hash: string, now: number): KeyRecord | undefined {
+  /** The entry for `hash` if it is still within its TTL now; otherwise none (look it up). */
+  get(hash: string): KeyRecord | undefined {
     const entry = this.entries.get(hash)
     if (entry === undefined) return undefined
-    if (now - entry.loadedAt >= this.options.ttlMs) {
+    if (this.now() - entry.loadedAt >= this.options.ttlMs) {
       this.remove(hash, entry.key.apiKeyId)
       return undefined
     }

@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findOne, foundOr, orDie } from "../db/Sql.ts"
 import { BadRequest, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { builtinModels } from "../models/BuiltinModels.ts"
@@ -89,12 +89,8 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
     const list = findAll(Organization, sql`SELECT * FROM organizations ORDER BY id`)
 
     const get = (id: string) =>
-      Effect.flatMap(
-        findOne(Organization, sql`SELECT * FROM organizations WHERE id = ${id}`),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Organization ${id} not found` })),
-          onSome: Effect.succeed
-        })
+      foundOr(() => new NotFound({ message: `Organization ${id} not found` }))(
+        findOne(Organization, sql`SELECT * FROM organizations WHERE id = ${id}`)
       )
 
     const updateSettings = (id: string, settings: OrganizationSettings) =>

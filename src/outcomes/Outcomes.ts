@@ -21,13 +21,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findOne, orDie, uniqueOr } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, findCataloguePage, findOne, orDie, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { bundleToJson, Models, type PricedBundle } from "../models/Models.ts"
 import { type Decimal, sum, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
-import type { CatalogueListQuery } from "../Page.ts"
 import { Outcome, type OutcomeCreate, OutcomeStep, type OutcomeUpdate, OutcomeWithSteps } from "./Outcome.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Outcome ${id} not found` })
@@ -83,13 +82,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
     const withSteps = (organizationId: string) => (outcome: Outcome) =>
       Effect.map(liveSteps(organizationId, outcome.id), (steps) => new OutcomeWithSteps({ ...outcome, steps }))
 
-    const findOutcome = (organizationId: string, id: string, forUpdate = false) =>
-      findOne(
-        Outcome,
-        forUpdate
-          ? sql`SELECT * FROM outcomes WHERE organization_id = ${organizationId} AND id = ${id} FOR UPDATE`
-          : sql`SELECT * FROM outcomes WHERE organization_id = ${organizationId} AND id = ${id}`
-      )
+    const findRow = findByIdOr(sql, Outcome, "outcomes", notFound)
 
     /** The first of `keys` that a live step of another outcome holds. */
     const stepKeyHeldElsewhere = (organizationId: string, outcomeId: string, keys: ReadonlyArray<string>) =>
@@ -157,22 +150,10 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
         return yield* get(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: CatalogueListQuery) =>
-      findAll(
-        Outcome,
-        sql`SELECT * FROM outcomes
-            WHERE organization_id = ${organizationId}
-              AND (${query.active ?? null}::boolean IS NULL OR is_active = ${query.active ?? null})
-              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-            ORDER BY id
-            LIMIT ${query.page.limit}`
-      )
+    const list = findCataloguePage(sql, Outcome, "outcomes")
 
     const get = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOutcome(organizationId, id),
-        Option.match({ onNone: () => Effect.fail(notFound(id)), onSome: withSteps(organizationId) })
-      )
+      Effect.flatMap(findRow(organizationId, id), withSteps(organizationId))
 
     const findActiveByAgentKey = (organizationId: string, agentKey: string) =>
       findOne(
@@ -189,7 +170,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
         )
         if (Option.isNone(step)) return Option.none()
         const { outcomeId, ...fields } = step.value
-        const outcome = yield* findOutcome(organizationId, outcomeId)
+        const outcome = yield* Effect.option(findRow(organizationId, outcomeId))
         return Option.map(outcome, (outcome) => ({ step: new OutcomeStep(fields), outcome }))
       })
 
@@ -275,9 +256,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
      */
     const update = (organizationId: string, id: string, patch: OutcomeUpdate) =>
       Effect.gen(function*() {
-        const found = yield* findOutcome(organizationId, id, true)
-        if (Option.isNone(found)) return yield* notFound(id)
-        const current = found.value
+        const current = yield* findRow(organizationId, id, true)
         const changes: Record<string, string | null> = {}
         if (patch.name !== undefined) changes.name = patch.name
         if (patch.agentKey !== undefined) changes.agentKey = patch.agentKey
@@ -310,8 +289,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
     /** Archives; nothing is deleted, the steps give up their keys, and archiving twice answers the same outcome. */
     const archive = (organizationId: string, id: string) =>
       Effect.gen(function*() {
-        const found = yield* findOutcome(organizationId, id, true)
-        if (Option.isNone(found)) return yield* notFound(id)
+        yield* findRow(organizationId, id, true)
         yield* sql`UPDATE outcomes SET is_active = false, updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`
         yield* sql`UPDATE outcome_steps SET key_claimed = false
@@ -322,11 +300,10 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
     /** Makes the outcome active again: 409 when its key or a step's key was taken meanwhile. */
     const unarchive = (organizationId: string, id: string) =>
       Effect.gen(function*() {
-        const found = yield* findOutcome(organizationId, id, true)
-        if (Option.isNone(found)) return yield* notFound(id)
+        const found = yield* findRow(organizationId, id, true)
         yield* sql`UPDATE outcomes SET is_active = true, updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`.pipe(
-          uniqueOr(() => outcomeKeyTaken(found.value.agentKey))
+          uniqueOr(() => outcomeKeyTaken(found.agentKey))
         )
         const steps = yield* liveSteps(organizationId, id)
         const held = yield* stepKeyHeldElsewhere(organizationId, id, steps.map((step) => step.agentKey))

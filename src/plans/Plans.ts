@@ -24,7 +24,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, findCataloguePage } from "../db/Sql.ts"
 import { BadRequest, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, sum, toSql, ZERO } from "../money.ts"
@@ -391,17 +391,10 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         return yield* checkedPlan(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
+    const page = findCataloguePage(sql, PlanRow, "plans")
     const list = (organizationId: string, query: CatalogueListQuery) =>
       Effect.flatMap(
-        findAll(
-          PlanRow,
-          sql`SELECT * FROM plans
-              WHERE organization_id = ${organizationId}
-                AND (${query.active ?? null}::boolean IS NULL OR is_active = ${query.active ?? null})
-                AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-              ORDER BY id
-              LIMIT ${query.page.limit}`
-        ),
+        page(organizationId, query),
         (rows) => Effect.map(priced(organizationId, rows), (plans) => plans.map((p) => p.plan))
       )
 

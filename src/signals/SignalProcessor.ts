@@ -32,9 +32,10 @@ import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledg
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { Timestamp } from "../schema.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
-import { faultPoint } from "../worker/Fault.ts"
-import { periodicCollection } from "../worker/Memory.ts"
+import { faultPoint } from "../Fault.ts"
+import { periodicCollection } from "../Memory.ts"
 import { QUEUE_DEPTH_CAP, reportQueue, tally } from "../worker/Stats.ts"
+import { waitForHeldWork } from "../worker/HeldWork.ts"
 import {
   type BatchContext,
   ClaimedSignal,
@@ -686,7 +687,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       )
     })
 
-    /** Between batches, so a batch's rows never linger (src/worker/Memory.ts). */
+    /** Between batches, so a batch's rows never linger (src/Memory.ts). */
     const collect = periodicCollection(20 * BATCH_SIZE)
 
     /** No queued signal left but those waiting for their purchase's renewal (`deferred`). */
@@ -697,11 +698,6 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       )
     )
 
-    /**
-     * One batch. When every queued signal belongs to customers other workers
-     * hold right now, it waits for them rather than reporting idle, so that
-     * `worker --once` never stops while signals remain.
-     */
     /** The queue left behind: signals waiting, and how long the oldest has waited. */
     const queueState = orDie(sql<{ depth: string; oldest: Date | string | null }>`
       SELECT (SELECT count(*) FROM (SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT ${QUEUE_DEPTH_CAP}) q) AS depth,
@@ -714,11 +710,15 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       }))
     )
 
-    const runOnce: Effect.Effect<number> = Effect.flatMap(oneBatch, (handled) =>
-      handled > 0
-        ? Effect.as(Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))), handled)
-        : Effect.flatMap(queueIsEmpty, (empty) =>
-          empty ? Effect.succeed(0) : Effect.zipRight(Effect.sleep("20 millis"), Effect.suspend(() => runOnce))))
+    /**
+     * One batch. When every queued signal belongs to customers other workers
+     * hold right now, it waits for them rather than reporting idle, so that
+     * `worker --once` never stops while signals remain.
+     */
+    const runOnce: Effect.Effect<number> = Effect.tap(
+      waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
+      (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
+    )
 
     return { runOnce } as const
   })

@@ -14,7 +14,7 @@ import { Metering } from "../billing/Metering.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { Members } from "../members/Members.ts"
-import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, findOne, orDie, pageClause } from "../db/Sql.ts"
 import {
   BadRequest,
   Conflict,
@@ -503,21 +503,11 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
             WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
-              AND (${query.page.cursor ?? null}::text IS NULL OR ${
-          query.page.newestFirst ? sql`id < ${query.page.cursor ?? null}` : sql`id > ${query.page.cursor ?? null}`
-        })
-            ORDER BY id ${sql.unsafe(query.page.newestFirst ? "DESC" : "ASC")}
-            LIMIT ${query.page.limit}`
+              ${pageClause(sql, query.page)}`
       )
 
-    const get = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(SignalRecord, sql`SELECT * FROM signals WHERE organization_id = ${organizationId} AND id = ${id}`),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Signal ${id} not found` })),
-          onSome: Effect.succeed
-        })
-      )
+    const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new NotFound({ message: `Signal ${id} not found` }))
+    const get = (organizationId: string, id: string) => findRow(organizationId, id)
 
     /**
      * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it

@@ -7,12 +7,11 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect } from "effect"
-import { decodeRows, dieOnSqlError, findAll, findByIdOr, orDie, uniqueOr } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findByIdOr, findCataloguePage, orDie, uniqueOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { tierProblem } from "../pricing/Pricing.ts"
-import type { CatalogueListQuery } from "../Page.ts"
 import { type PricingType, Unit, type UnitCreate, type UnitTier, type UnitUpdate } from "./Unit.ts"
 
 /** Who creates a unit: an API key (its name is recorded) or an operator at the CLI. */
@@ -127,16 +126,7 @@ export class Units extends Effect.Service<Units>()("Units", {
         return rows[0]!
       }).pipe(dieOnSqlError)
 
-    const list = (organizationId: string, query: CatalogueListQuery) =>
-      findAll(
-        Unit,
-        sql`SELECT * FROM units
-            WHERE organization_id = ${organizationId}
-              AND (${query.active ?? null}::boolean IS NULL OR is_active = ${query.active ?? null})
-              AND (${query.page.cursor ?? null}::text IS NULL OR id > ${query.page.cursor ?? null})
-            ORDER BY id
-            LIMIT ${query.page.limit}`
-      )
+    const list = findCataloguePage(sql, Unit, "units")
 
     const find = findByIdOr(sql, Unit, "units", notFound)
 

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { findAll } from "../db/Sql.ts"
+import { findAll, pageClause } from "../db/Sql.ts"
 import type { Page } from "../Page.ts"
 import { Money } from "../schema.ts"
 import { type Meter, UsageRecord } from "./UsageLogEntry.ts"
@@ -64,11 +64,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
           UsageRecord,
           sql`${selectRows}
               WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId} AND ${filters(query)}
-                AND (${query.page.cursor ?? null}::text IS NULL OR ${
-            query.page.newestFirst ? sql`u.id < ${query.page.cursor ?? null}` : sql`u.id > ${query.page.cursor ?? null}`
-          })
-              ORDER BY u.id ${sql.unsafe(query.page.newestFirst ? "DESC" : "ASC")}
-              LIMIT ${query.page.limit}`
+                ${pageClause(sql, query.page, "u.id")}`
         )
       })
 

@@ -6,8 +6,8 @@
  * an endpoint that was disabled when the event was triggered never gets it.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { Array as Arr, Effect, Option, Schema } from "effect"
+import { dieOnSqlError, findAll, findByIdOr, findOne, foundOr } from "../db/Sql.ts"
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { Attempt, Delivery, type DeliveryStatus, WebhookEvent } from "./Webhook.ts"
@@ -85,8 +85,9 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       )
 
     const get = (organizationId: string, id: string) =>
-      Effect.flatMap(selectDeliveries(organizationId, sql.and([sql`d.id = ${id}`]), 1), (rows) =>
-        rows[0] ? Effect.succeed(rows[0]) : Effect.fail(new NotFound({ message: `Webhook delivery ${id} not found` })))
+      foundOr(() => new NotFound({ message: `Webhook delivery ${id} not found` }))(
+        Effect.map(selectDeliveries(organizationId, sql.and([sql`d.id = ${id}`]), 1), Arr.head)
+      )
 
     const EndpointState = Schema.Struct({ enabled: Schema.Boolean, removed: Schema.Boolean })
 
@@ -110,18 +111,14 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         return yield* get(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const getEvent = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(
-          WebhookEvent,
-          sql`SELECT id, event_type, customer_id, triggered_at, body FROM webhook_events
-              WHERE organization_id = ${organizationId} AND id = ${id}`
-        ),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Webhook event ${id} not found` })),
-          onSome: Effect.succeed
-        })
-      )
+    const findEvent = findByIdOr(
+      sql,
+      WebhookEvent,
+      "webhook_events",
+      (id) => new NotFound({ message: `Webhook event ${id} not found` }),
+      { columns: "id, event_type, customer_id, triggered_at, body" }
+    )
+    const getEvent = (organizationId: string, id: string) => findEvent(organizationId, id)
 
     /** A new delivery of the event to each live, enabled endpoint that was sent it before. */
     const replay = (organizationId: string, eventId: string): Effect.Effect<Replayed, NotFound> =>

@@ -4,8 +4,8 @@
  * never lost; its pending deliveries are cancelled.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option } from "effect"
-import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
+import { Effect } from "effect"
+import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
 import { NotFound } from "../errors.ts"
 import { makeId, randomToken } from "../ids.ts"
 import { toSql } from "../money.ts"
@@ -45,18 +45,9 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
       )
 
     /** A live endpoint; a removed one is as gone as a missing one. */
-    const get = (organizationId: string, id: string) =>
-      Effect.flatMap(
-        findOne(
-          Endpoint,
-          sql`SELECT * FROM webhook_endpoints
-              WHERE organization_id = ${organizationId} AND id = ${id} AND removed_at IS NULL AND listen_until IS NULL`
-        ),
-        Option.match({
-          onNone: () => Effect.fail(new NotFound({ message: `Webhook endpoint ${id} not found` })),
-          onSome: Effect.succeed
-        })
-      )
+    const findLive = findByIdOr(sql, Endpoint, "webhook_endpoints", (id) =>
+      new NotFound({ message: `Webhook endpoint ${id} not found` }), { where: "removed_at IS NULL AND listen_until IS NULL" })
+    const get = (organizationId: string, id: string) => findLive(organizationId, id)
 
     const change = (organizationId: string, id: string, changes: Record<string, unknown>) =>
       Effect.flatMap(get(organizationId, id), () =>

@@ -12,7 +12,7 @@
 import { SqlClient } from "@effect/sql"
 import { Config, ConfigError, Effect, Either, FiberSet, Schema } from "effect"
 import { findAll, orDie } from "../db/Sql.ts"
-import { faultPoint } from "../worker/Fault.ts"
+import { faultPoint } from "../Fault.ts"
 import { QUEUE_DEPTH_CAP, reportQueue, tally } from "../worker/Stats.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { signatureHeader } from "./Signature.ts"

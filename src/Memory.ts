@@ -8,6 +8,9 @@
  *
  * Where the runtime does not let us reach the collector (Deno's node:v8 may
  * refuse the flag), this does nothing.
+ *
+ * The collector is the process's, not the worker's: the signal processor
+ * collects between batches, `serve` once at start (src/HeapGrowth.ts).
  */
 import * as v8 from "node:v8"
 import * as vm from "node:vm"
