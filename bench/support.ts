@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import * as http from "node:http"
 import pg from "pg"
 
 /** What the benchmarks share: a bounded-concurrency load runner with latency percentiles. */
@@ -92,4 +93,83 @@ export const cliProcesses = (options: {
       })
     })
   return { running, spawnCli, finished }
+}
+
+/**
+ * The batch yardstick: the same rows as `plainInsertYardstick`, `rowsPerStatement`
+ * to one multi-row INSERT, `statements` of them from 64 callers over a pool of 10:
+ * what PostgreSQL itself takes when rows arrive in batches.
+ */
+export const multiRowInsertYardstick = async (url: string, statements: number, rowsPerStatement: number, callers = 64) => {
+  const table = `bench_batch_yardstick_${process.pid}`
+  const pool = new pg.Pool({ connectionString: url, max: 10 })
+  try {
+    await pool.query(`CREATE TABLE ${table} (id text, body jsonb)`)
+    const body = JSON.stringify({ agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 } })
+    const placeholders = Array.from({ length: rowsPerStatement }, (_, i) => `($${2 * i + 1}, $${2 * i + 2}::jsonb)`).join(", ")
+    const result = await load(statements, callers, async (index) => {
+      const values = Array.from({ length: rowsPerStatement }, (_, i) => [`y${index}-${i}`, body]).flat()
+      await pool.query(`INSERT INTO ${table} (id, body) VALUES ${placeholders}`, values)
+    })
+    await pool.query(`DROP TABLE ${table}`)
+    return { ...result, rate: Math.round((statements * rowsPerStatement) / result.seconds) }
+  } finally {
+    await pool.end()
+  }
+}
+
+/** An answer of the API: its status and parsed JSON body. */
+export interface Answer {
+  readonly status: number
+  readonly json: any
+}
+
+/**
+ * A client of the API over node:http with a keep-alive agent (lighter than
+ * fetch: it shares the machine's two cores with the server and PostgreSQL).
+ */
+export const apiClient = (port: number, apiKey: string, maxSockets: number) => {
+  const agent = new http.Agent({ keepAlive: true, maxSockets })
+  const request = (method: string, path: string, body?: unknown) =>
+    new Promise<Answer>((resolve, reject) => {
+      const payload = body === undefined ? undefined : JSON.stringify(body)
+      const req = http.request({
+        host: "127.0.0.1",
+        port,
+        path: `/api/v1${path}`,
+        method,
+        agent,
+        headers: {
+          authorization: `Bearer ${apiKey}`,
+          ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
+        }
+      }, (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (chunk) => chunks.push(chunk))
+        res.on("end", () => {
+          try {
+            resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString("utf8")) })
+          } catch (error) {
+            reject(error)
+          }
+        })
+      })
+      req.on("error", reject)
+      req.end(payload)
+    })
+  return { request, close: () => agent.destroy() }
+}
+
+/** Polls `ready` every 10 ms until it holds or `timeoutMs` passes; the seconds it took, NaN on time-out. */
+export const secondsUntil = async (ready: () => Promise<boolean>, timeoutMs = 30_000) => {
+  const started = performance.now()
+  while (performance.now() - started < timeoutMs) {
+    try {
+      if (await ready()) return (performance.now() - started) / 1000
+    } catch {
+      // not up yet
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+  return NaN
 }

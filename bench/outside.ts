@@ -1,0 +1,265 @@
+/**
+ * bench/outside: the hot path measured the way a user meets it, from outside the
+ * processes, against real PostgreSQL. Run by hand, never by `npm test`:
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/outside.ts \
+ *     [--backlog 40000] [--customers 16] [--connections 64] [--yardstick 20000] \
+ *     [--batches 600] [--batch-size 100] [--purchases 2000] [--phases drain,drain2,batch,purchases] \
+ *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"] [--report results.json] [--root OTHER_CHECKOUT]
+ *
+ * In one run, on a database of its own (dropped at the end), every process started
+ * through the package's bin (`bin/billing.mjs`) with the environment a user has:
+ *  1. the yardstick: plain single-row INSERTs through node-postgres, a pool of 10,
+ *     64 callers, a table without index (bench/support.ts `plainInsertYardstick`);
+ *  2. `billing serve --no-worker`; through the API a credit, a plan with a large
+ *     ADVANCE allowance of it, `--customers` customers with a purchase each, and one
+ *     credit signal each, priced by `billing worker --once`: the credits one signal
+ *     uses, read from `GET /customers/{id}/balances`;
+ *  3. drain (`drain`): `--backlog` credit signals posted to `/signal/credit` over
+ *     `--connections` keep-alive connections, each with its own idempotency key,
+ *     interleaved over the customers; then one looping `billing worker` spawned, and
+ *     progress read only from `GET /customers/{id}/balances` every 50 ms: signals/s
+ *     from spawn to the last signal priced, the first priced signal's delay after
+ *     spawn, the steady rate (first to last priced);
+ *  4. `drain2`: the same with two looping workers spawned at once;
+ *  5. `batch`: `--batches` requests of `--batch-size` credit signals to
+ *     `/signal/batch` over `--connections` connections: signals/s, request p50 and
+ *     p99; beside it the batch yardstick, the same rows as bare multi-row INSERTs of
+ *     `--batch-size` rows a statement (node-postgres, pool of 10, 64 callers);
+ *  6. `purchases`: `--purchases` customers created (untimed), then each sold the
+ *     plan through `POST /purchases` by 16 callers: purchases/s.
+ * Every figure is also stated as a ratio to the yardstick of the same run.
+ */
+import { randomToken } from "../src/ids.ts"
+import { apiClient, load, multiRowInsertYardstick, plainInsertYardstick, secondsUntil } from "./support.ts"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+
+const flag = (name: string, fallback: number) => {
+  const index = process.argv.indexOf(`--${name}`)
+  return index >= 0 ? Number(process.argv[index + 1]) : fallback
+}
+const textFlag = (name: string) => {
+  const index = process.argv.indexOf(`--${name}`)
+  return index >= 0 ? process.argv[index + 1] : undefined
+}
+const backlog = flag("backlog", 40_000)
+const customerCount = flag("customers", 16)
+const connections = flag("connections", 64)
+const yardstickCount = flag("yardstick", 20_000)
+const batchCount = flag("batches", 600)
+const batchSize = flag("batch-size", 100)
+const purchaseCount = flag("purchases", 2_000)
+const phases = new Set((textFlag("phases") ?? "drain,drain2,batch,purchases").split(","))
+const reportFile = textFlag("report")
+const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
+const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
+const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
+
+const adminUrl = process.env.DATABASE_URL
+if (!adminUrl) {
+  process.stderr.write("bench/outside needs DATABASE_URL (an admin connection to PostgreSQL)\n")
+  process.exit(2)
+}
+const databaseName = `billing_bench_outside_${randomToken(5)}`
+const databaseUrl = (() => {
+  const url = new URL(adminUrl)
+  url.pathname = `/${databaseName}`
+  return url.toString()
+})()
+const env = { ...process.env, DATABASE_URL: databaseUrl }
+const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
+const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
+
+const running = new Set<ChildProcess>()
+const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
+  const child = spawn(process.execPath, [...childNodeArgs, cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
+  running.add(child)
+  child.on("exit", () => running.delete(child))
+  return child
+}
+const exited = (child: ChildProcess) =>
+  new Promise<{ code: number | null; stdout: string }>((resolve) => {
+    let stdout = ""
+    child.stdout?.on("data", (chunk) => (stdout += chunk))
+    if (child.exitCode !== null) resolve({ code: child.exitCode, stdout })
+    else child.on("exit", (code) => resolve({ code, stdout }))
+  })
+const cli = async (args: ReadonlyArray<string>) => {
+  const result = await exited(spawnCli(args, "pipe"))
+  if (result.code !== 0) throw new Error(`billing ${args.join(" ")} failed (exit ${result.code})`)
+  return result.stdout
+}
+const stop = async (child: ChildProcess) => {
+  const done = exited(child)
+  child.kill("SIGTERM")
+  await done
+}
+
+const main = async () => {
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE "${databaseName}"`)
+  const report: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGb: Math.round(os.totalmem() / 2 ** 30) }
+  }
+  try {
+    await cli(["migrate"])
+    const { apiKey } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
+
+    const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
+    report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
+    progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
+    const ofYardstick = (rate: number) => round(rate / yardstick.rate)
+
+    const port = 20000 + Math.floor(Math.random() * 20000)
+    const api = apiClient(port, apiKey, connections)
+    const server = spawnCli(["serve", "--no-worker", "--port", String(port)])
+    await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200)
+
+    const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
+    const credit = (await api.request("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: bundle })).json
+    const plan = (await api.request("POST", "/plans", {
+      name: "Bench",
+      billingCycle: "MONTHLY",
+      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit.result.credit.id, quantity: 1_000_000_000 }]
+    })).json.result.plan
+    const createCustomer = async (index: number) => {
+      const created = await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })
+      return created.json.result.customer.id as string
+    }
+    const buy = async (customerId: string) => {
+      const bought = await api.request("POST", "/purchases", { customerId, planId: plan.id })
+      if (bought.status !== 201) throw new Error(`purchase: ${bought.status} ${JSON.stringify(bought.json)}`)
+    }
+    const sell = async (index: number) => {
+      const customerId = await createCustomer(index)
+      await buy(customerId)
+      return customerId
+    }
+    const customers: Array<string> = []
+    await load(customerCount, 8, async (index) => {
+      customers[index] = await sell(index)
+    })
+    const creditSignal = (index: number) => ({
+      customerId: customers[index % customers.length]!,
+      agentKey: "chat",
+      usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 },
+      idempotencyKey: `k-${index}`
+    })
+    const usedOf = async (customerId: string) => {
+      const answer = await api.request("GET", `/customers/${customerId}/balances`)
+      return Number(answer.json.result.credits[0].used)
+    }
+    const usedByAll = async () => (await Promise.all(customers.map(usedOf))).reduce((sum, used) => sum + used, 0)
+    let sent = 0
+    const send = async (count: number) => {
+      const first = sent
+      sent += count
+      const result = await load(count, connections, async (index) => {
+        const answer = await api.request("POST", "/signal/credit", creditSignal(first + index))
+        if (answer.status !== 202) throw new Error(`signal: ${answer.status} ${JSON.stringify(answer.json)}`)
+      })
+      return result
+    }
+    // One signal each, priced by a worker run, tells what one signal uses.
+    await send(customers.length)
+    await cli(["worker", "--once"])
+    const perSignal = (await usedByAll()) / customers.length
+    progress(`one signal uses ${perSignal} credits`)
+
+    const drain = async (workers: number) => {
+      const before = await usedByAll()
+      const intake = await send(backlog)
+      progress(`backlog of ${backlog} queued through the intake at ${intake.rate}/s`)
+      const target = before + backlog * perSignal
+      const spawnedAt = performance.now()
+      const children = Array.from({ length: workers }, () => spawnCli(["worker"]))
+      let first = NaN
+      let last = NaN
+      for (;;) {
+        const used = await usedByAll()
+        const seconds = (performance.now() - spawnedAt) / 1000
+        if (Number.isNaN(first) && used > before) first = seconds
+        if (used >= target) {
+          last = seconds
+          break
+        }
+        if (seconds > 600) throw new Error(`drain stalled: ${(used - before) / perSignal} of ${backlog} priced`)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      await Promise.all(children.map(stop))
+      const rate = backlog / last
+      const steady = backlog / (last - first)
+      progress(`${workers} worker(s): ${Math.round(rate)}/s from spawn (${ofYardstick(rate)} x), first priced ${first.toFixed(2)} s after spawn`)
+      return {
+        workers,
+        signals: backlog,
+        intakeRate: intake.rate,
+        seconds: round(last),
+        rate: Math.round(rate),
+        ofYardstick: ofYardstick(rate),
+        steadyRate: Math.round(steady),
+        firstPricedSeconds: round(first)
+      }
+    }
+    if (phases.has("drain")) report.drain = await drain(1)
+    if (phases.has("drain2")) {
+      report.drain2 = await drain(2)
+      if (report.drain) (report.drain2 as Record<string, unknown>).ofOneWorker = round((report.drain2 as { rate: number }).rate / (report.drain as { rate: number }).rate)
+    }
+
+    if (phases.has("batch")) {
+      let accepted = 0
+      const batch = await load(batchCount, connections, async (index) => {
+        const signals = Array.from({ length: batchSize }, (_, i) => ({ type: "credit", ...creditSignal(sent + index * batchSize + i) }))
+        const answer = await api.request("POST", "/signal/batch", { signals })
+        if (answer.status !== 202) throw new Error(`batch: ${answer.status} ${JSON.stringify(answer.json).slice(0, 300)}`)
+        for (const result of answer.json.result.results as Array<{ queued: boolean }>) if (result.queued) accepted++
+      })
+      sent += batchCount * batchSize
+      const rate = accepted / batch.seconds
+      const bare = await multiRowInsertYardstick(databaseUrl, batchCount, batchSize)
+      report.batch = {
+        requests: batchCount,
+        batchSize,
+        connections,
+        accepted,
+        rate: Math.round(rate),
+        ofYardstick: ofYardstick(rate),
+        p50RequestMs: round(batch.p50, 1),
+        p99RequestMs: round(batch.p99, 1),
+        bareMultiRowRate: bare.rate,
+        bareMultiRowOfYardstick: ofYardstick(bare.rate)
+      }
+      progress(`batch intake: ${Math.round(rate)}/s (${ofYardstick(rate)} x), p99 ${batch.p99.toFixed(0)} ms; bare multi-row ${bare.rate}/s`)
+    }
+
+    if (phases.has("purchases")) {
+      // The customers first, untimed: the figure is purchases.
+      const buyers: Array<string> = []
+      await load(purchaseCount, 16, async (index) => {
+        buyers[index] = await createCustomer(customerCount + index)
+      })
+      const result = await load(purchaseCount, 16, (index) => buy(buyers[index]!))
+      const rate = purchaseCount / result.seconds
+      report.purchases = { purchases: purchaseCount, callers: 16, rate: Math.round(rate), ofYardstick: ofYardstick(rate), p99Ms: round(result.p99, 1) }
+      progress(`purchases: ${Math.round(rate)}/s at 16 callers`)
+    }
+
+    api.close()
+    await stop(server)
+  } finally {
+    await Promise.all([...running].map(stop))
+    await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
+    await admin.end()
+  }
+  process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)
+  if (reportFile) fs.writeFileSync(reportFile, `${JSON.stringify(report, null, 2)}\n`)
+}
+
+await main()
