@@ -5,7 +5,8 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/outside.ts \
  *     [--backlog 40000] [--customers 16] [--connections 64] [--yardstick 20000] \
  *     [--batches 600] [--batch-size 100] [--purchases 2000] [--phases drain,drain2,batch,purchases] \
- *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"] [--report results.json] [--root OTHER_CHECKOUT]
+ *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"] [--worker-pg-options "-c log_min_duration_statement=0"]
+ *     [--report results.json] [--root OTHER_CHECKOUT]
  *
  * In one run, on a database of its own (dropped at the end), every process started
  * through the package's bin (`bin/billing.mjs`) with the environment a user has:
@@ -58,6 +59,8 @@ const reportFile = textFlag("report")
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
+// PostgreSQL settings for the drain's workers only (PGOPTIONS), e.g. "-c log_min_duration_statement=0" to see where their time goes.
+const workerPgOptions = textFlag("worker-pg-options")
 
 const adminUrl = process.env.DATABASE_URL
 if (!adminUrl) {
@@ -75,8 +78,8 @@ const progress = (text: string) => process.stderr.write(`${new Date().toISOStrin
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 
 const running = new Set<ChildProcess>()
-const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
-  const child = spawn(process.execPath, [...childNodeArgs, cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
+const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore", childEnv: NodeJS.ProcessEnv = env) => {
+  const child = spawn(process.execPath, [...childNodeArgs, cliPath, ...args], { cwd: root, env: childEnv, stdio: ["ignore", stdout, "inherit"] })
   running.add(child)
   child.on("exit", () => running.delete(child))
   return child
@@ -176,16 +179,16 @@ const main = async () => {
       const before = await usedByAll()
       const intake = await send(backlog)
       progress(`backlog of ${backlog} queued through the intake at ${intake.rate}/s`)
-      const target = before + backlog * perSignal
       const spawnedAt = performance.now()
-      const children = Array.from({ length: workers }, () => spawnCli(["worker"]))
+      const workerEnv = workerPgOptions === undefined ? env : { ...env, PGOPTIONS: workerPgOptions }
+      const children = Array.from({ length: workers }, () => spawnCli(["worker"], "ignore", workerEnv))
       let first = NaN
       let last = NaN
       for (;;) {
         const used = await usedByAll()
         const seconds = (performance.now() - spawnedAt) / 1000
         if (Number.isNaN(first) && used > before) first = seconds
-        if (used >= target) {
+        if (Math.round((used - before) / perSignal) >= backlog) {
           last = seconds
           break
         }
