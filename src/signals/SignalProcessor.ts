@@ -45,7 +45,7 @@ import {
   loadBatchContext,
   type SignalRecord
 } from "./BatchContext.ts"
-import { applyMoves, type BalanceMove, type CustomerContext } from "./meters/Context.ts"
+import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/meters/Context.ts"
 import {
   meterCompositeOccurrence,
   meterCredit,
@@ -56,12 +56,12 @@ import {
   meterWallet,
   type Priced,
   type ResolvedTag
-} from "./meters/Meters.ts"
+} from "../pricing/meters/Meters.ts"
 import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember, UnknownTarget } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { type CycleKey, refreshDrafts } from "../billing/DraftInvoices.ts"
-import type { AllowanceDraw } from "./meters/Allowance.ts"
+import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import { lateAfterMs } from "./Signal.ts"
 
 /**
