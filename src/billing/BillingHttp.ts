@@ -11,7 +11,7 @@ import { type PurchaseRow, toPurchaseJson } from "./Purchase.ts"
 import { Purchases } from "./Purchases.ts"
 import { Taxes } from "./Taxes.ts"
 import { Wallets } from "./Wallets.ts"
-import { requestOrigin } from "../portal/PublicUrl.ts"
+import { requestOrigin } from "../links/PublicUrl.ts"
 
 export const PurchasesHttpLive = HttpApiBuilder.group(Api, "purchases", (handlers) =>
   Effect.gen(function*() {

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { Api } from "../http/Api.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { Portal } from "./Portal.ts"
-import { requestOrigin } from "./PublicUrl.ts"
+import { requestOrigin } from "../links/PublicUrl.ts"
 
 export const PortalHttpLive = HttpApiBuilder.group(Api, "portal", (handlers) =>
   Effect.map(Portal, (portal) =>
