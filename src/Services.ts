@@ -18,14 +18,15 @@ import { Organizations } from "./organizations/Organizations.ts"
 import { OperationsStatus } from "./operations/Status.ts"
 import { WebhookOutbox } from "./webhooks/Outbox.ts"
 import { SignalsLive } from "./signals/SignalsLive.ts"
+import { RequeueOnArrivalLive } from "./signals/Requeue.ts"
 import { WebhookDeliveries } from "./webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "./webhooks/Endpoints.ts"
 import { WebhookListen } from "./webhooks/Listen.ts"
 import { WebhookSender } from "./webhooks/Sender.ts"
 import { PortalView } from "./portal/PortalView.ts"
 
-// Services that others depend on sit in the lower layer.
-const FoundationLive = Layer.mergeAll(ApiKeys.Default, WebhookOutbox.Default, Models.Default, Credits.Default, Outcomes.Default, Units.Default, Composites.Default, Plans.Default)
+// Services that others depend on sit in the lower layer; customers' arrivals are answered by signals.
+const FoundationLive = Layer.mergeAll(RequeueOnArrivalLive, ApiKeys.Default, WebhookOutbox.Default, Models.Default, Credits.Default, Outcomes.Default, Units.Default, Composites.Default, Plans.Default)
 
 // The billing engine (Metering, Wallets, Members, ...) sits below the features that meter usage.
 const BillingFoundationLive = BillingLive.pipe(Layer.provideMerge(FoundationLive))
