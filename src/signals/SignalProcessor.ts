@@ -192,6 +192,9 @@ const usageRow = (
   }
 }
 
+/** The signal processor's worker job, by name (the worker's view lists it before the services are built). */
+export const signalsJobName = "signals"
+
 export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalProcessor", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -720,15 +723,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
     )
 
-    return { runOnce } as const
+    /** The worker job: one batch of queued signals per call. */
+    const job: WorkerJob = { name: signalsJobName, runOnce: () => runOnce }
+
+    return { runOnce, job } as const
   })
 }) {}
 
 /** What a signal's end is called in the worker's stats. */
 const counterOf: Record<Ended["_tag"], string> = { Processed: "priced", Pending: "pending", Failed: "failed" }
 
-/** The worker job: one batch of queued signals per call. */
-export const signalsJob: WorkerJob = {
-  name: "signals",
-  runOnce: () => Effect.flatMap(SignalProcessor, (processor) => processor.runOnce)
-}
