@@ -5,7 +5,7 @@
  *   --now ISO     the instant billing cycles treat as now
  */
 import { Effect, Layer, Logger } from "effect"
-import { AppServicesLive } from "../src/Services.ts"
+import { AppServicesLive } from "../src/app/Services.ts"
 import { workerJobs } from "../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../src/worker/Worker.ts"
 
