@@ -2,7 +2,7 @@
  * The floors of docs/architecture.md, held to the code: every import between
  * folders goes to the same floor or a lower one, except the exceptions listed
  * here, each with its reason. A new folder must be given a floor. Imports are
- * read as scripts/import-cycles reads them: relative `import`/`export ... from`
+ * read as the import-cycles tool reads them: relative `import`/`export ... from`
  * and `import(...)`, types included. No database.
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
