@@ -107,7 +107,7 @@ export const buy = async (client: Client, customerId: string, planId: string, ex
 
 /** Drains the billing cycle job at `now`; the number of purchase steps it took. */
 export const runCycles = (app: TestApp, now: Date) =>
-  app.run(runWorker([billingCycleJob], { once: true, now, idle: Duration.millis(10) }).pipe(Effect.orDie))
+  app.run(Effect.flatMap(billingCycleJob, (job) => runWorker([job], { once: true, now, idle: Duration.millis(10) })).pipe(Effect.orDie))
 
 /**
  * A database of the test's own, closed when the test ends, for a test that counts

@@ -27,7 +27,7 @@ import {
   type RenewalState,
   settleWallet
 } from "../src/billing/Renewal.ts"
-import type { PlanSnapshot, SnapshotComponent } from "../src/billing/Snapshot.ts"
+import type { PlanSnapshot, SnapshotComponent } from "../src/pricing/PlanSnapshot.ts"
 import type { BalanceValues } from "../src/ledger/Ledger.ts"
 import { decimal, ZERO } from "../src/money.ts"
 import {

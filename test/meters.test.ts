@@ -4,10 +4,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { BigDecimal, Either } from "effect"
-import type { PlanSnapshot, SnapshotComponent } from "../src/billing/Snapshot.ts"
+import type { PlanSnapshot, SnapshotComponent } from "../src/pricing/PlanSnapshot.ts"
 import { decimal, ZERO } from "../src/money.ts"
-import { drawAllowance } from "../src/signals/meters/Allowance.ts"
-import { applyMoves, type Catalogue, type CustomerContext, type PurchaseContext } from "../src/signals/meters/Context.ts"
+import { drawAllowance } from "../src/pricing/meters/Allowance.ts"
+import { applyMoves, type Catalogue, type CustomerContext, type PurchaseContext } from "../src/pricing/meters/Context.ts"
 import {
   meterCompositeOccurrence,
   meterCredit,
@@ -17,7 +17,7 @@ import {
   meterUnit,
   meterWallet,
   type Priced
-} from "../src/signals/meters/Meters.ts"
+} from "../src/pricing/meters/Meters.ts"
 
 const d = decimal
 const text = (value: BigDecimal.BigDecimal | null | undefined) =>

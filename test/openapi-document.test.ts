@@ -7,7 +7,7 @@
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Validator } from "@seriousme/openapi-schema-validator"
 import { describe, expect, it } from "vitest"
-import { Api } from "../src/http/Api.ts"
+import { Api } from "../src/app/Api.ts"
 import { ErrorEnvelope, errorResponse, errorStatuses } from "../src/http/Envelope.ts"
 
 const document = JSON.parse(JSON.stringify(OpenApi.fromApi(Api))) as any

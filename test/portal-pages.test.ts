@@ -6,7 +6,7 @@
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Invoices } from "../src/billing/Invoices.ts"
-import { withoutTokens } from "../src/http/Server.ts"
+import { withoutTokens } from "../src/app/Server.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { startTestApp, type TestApp } from "./support/TestApp.ts"
 import { expectError, ok } from "./billing-support.ts"

@@ -11,9 +11,9 @@ import { Cause, Effect, HashMap, Layer, Logger, LogLevel, ManagedRuntime } from 
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { MigrationsLive } from "../src/db/Migrations.ts"
 import { type LogSink, RequestLogger, type RequestLogOptions } from "../src/http/RequestLog.ts"
-import { makeHttpServer } from "../src/http/Server.ts"
+import { makeHttpServer } from "../src/app/Server.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
-import { ServicesLive } from "../src/Services.ts"
+import { ServicesLive } from "../src/app/Services.ts"
 import { eventually } from "./support/Eventually.ts"
 import { TestDatabaseLive } from "./support/TestDatabase.ts"
 

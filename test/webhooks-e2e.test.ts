@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { verifyWebhookSignature } from "../src/index.ts"
 import { decimal } from "../src/money.ts"
 import { WebhookEndpoints } from "../src/webhooks/Endpoints.ts"
-import { workerJobs } from "../src/worker/Jobs.ts"
+import { workerJobs } from "../src/app/Jobs.ts"
 import { runWorker } from "../src/worker/Worker.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { drainSender, type Receiver, startReceiver } from "./webhooks-helpers.ts"
@@ -127,7 +127,7 @@ describe("purchases and wallet usage", () => {
     })
     expect(signal.status).toBe(202)
     // The whole worker, as `billing worker --once` runs it: pricing first makes the event, then delivery sends it.
-    await app.run(runWorker(workerJobs, { once: true, idle: 10 }))
+    await app.run(Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once: true, idle: 10 })))
     const usage = (await eventsSince(seen)).filter((e) => e.event_type === "wallet.balance.update")
     expect(usage).toHaveLength(1)
     expect(usage[0].data).toMatchObject({

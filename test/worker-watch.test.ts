@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buy, clientOf, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
 import { query } from "./signals-fixtures.ts"
 import { eventually } from "./support/Eventually.ts"
+import { workerJobNames, workerJobs } from "../src/app/Jobs.ts"
 import { type PtyProcess, startInPty, stripAnsi } from "./support/Pty.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
@@ -64,6 +65,13 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const terminal of terminals) terminal.kill()
   await app.close()
+})
+
+describe("the worker's jobs", () => {
+  it("are built from the services, and the view's list of names is theirs, in order", async () => {
+    const jobs = await app.run(workerJobs)
+    expect(jobs.map((job) => job.name)).toEqual(workerJobNames)
+  })
 })
 
 describe("billing worker --once", () => {

@@ -5,8 +5,8 @@
  *   --now ISO     the instant billing cycles treat as now
  */
 import { Effect, Layer, Logger } from "effect"
-import { AppServicesLive } from "../src/Services.ts"
-import { workerJobs } from "../src/worker/Jobs.ts"
+import { AppServicesLive } from "../src/app/Services.ts"
+import { workerJobs } from "../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../src/worker/Worker.ts"
 
 const args = process.argv.slice(2)
@@ -18,7 +18,7 @@ if (now !== undefined && Number.isNaN(now.getTime())) {
   process.exit(2)
 }
 
-const program = runWorker(workerJobs, { once, now, idle: pollInterval() }).pipe(
+const program = Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once, now, idle: pollInterval() })).pipe(
   Effect.tap((handled) => Effect.logInfo(`worker drained ${handled} item(s)`)),
   Effect.provide(AppServicesLive.pipe(Layer.provide(Logger.json)))
 )

@@ -15,7 +15,7 @@ export const registerCycle = (program: Command) => {
       run(
         options,
         Effect.flatMap(parseInstant(options.now), (now) =>
-          runWorker([billingCycleJob], { once: true, now, idle: Duration.zero })),
+          Effect.flatMap(billingCycleJob, (job) => runWorker([job], { once: true, now, idle: Duration.zero }))),
         {
           json: (handled) => ({ handled }),
           view: (handled) => <Text>Renewed or finalised {handled} purchase cycle(s).</Text>

@@ -6,7 +6,7 @@ import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
-import { configuredOrigin } from "../../src/portal/PublicUrl.ts"
+import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
 

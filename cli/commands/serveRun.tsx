@@ -9,13 +9,13 @@ import type { Command } from "commander"
 import * as HttpServer from "@effect/platform/HttpServer"
 import { Context, Data, Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Runtime } from "effect"
 import cluster, { type Worker } from "node:cluster"
-import { makeHttpServer } from "../../src/http/Server.ts"
+import { makeHttpServer } from "../../src/app/Server.ts"
 import { fromEmbedded, fromUrl } from "../../src/db/Database.ts"
 import { markLongLived, serveDataDir } from "../../src/db/Embedded.ts"
 import { keepAllocationsYoung, limitHeapGrowth } from "../../src/HeapGrowth.ts"
 import { DatabaseConfig } from "../../src/config.ts"
-import { AppServicesLive, ServicesLive } from "../../src/Services.ts"
-import { workerJobs } from "../../src/worker/Jobs.ts"
+import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
+import { workerJobs } from "../../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
 import { outputMode, writeOut } from "../Output.ts"
@@ -47,7 +47,7 @@ const maxEmbeddedProcesses = 6
  */
 const processSettings = Layer.merge(Logger.json, Layer.setTracerEnabled(false))
 
-const worker = Layer.scopedDiscard(Effect.forkScoped(runWorker(workerJobs, { once: false, idle: pollInterval() })))
+const worker = Layer.scopedDiscard(Effect.forkScoped(Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once: false, idle: pollInterval() }))))
 
 /** `BILLING_HEAP_GROWTH_PERCENT`, default 50: see src/HeapGrowth.ts and docs/benchmarks.md for the figures behind it. */
 const heapGrowthPercent = () => {

@@ -2,8 +2,8 @@ import type { Command } from "commander"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { markLongLived } from "../../src/db/Embedded.ts"
 import { BadRequest } from "../../src/errors.ts"
-import { AppServicesLive } from "../../src/Services.ts"
-import { workerJobs } from "../../src/worker/Jobs.ts"
+import { AppServicesLive } from "../../src/app/Services.ts"
+import { workerJobNames, workerJobs } from "../../src/app/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
@@ -72,8 +72,8 @@ const drainOnce = async (options: WorkerFlags) => {
     options,
     Effect.flatMap(parseInstant(options.now), (now) =>
       Effect.map(
-        runWorker(workerJobs, { once: true, now, idle: pollInterval(), onBatch }),
-        (handled) => ({ handled, jobs: summarize(workerJobs.map((job) => job.name), reports) })
+        Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once: true, now, idle: pollInterval(), onBatch })),
+        (handled) => ({ handled, jobs: summarize(workerJobNames, reports) })
       )),
     {
       json: (result) => result,
@@ -94,11 +94,11 @@ const loop = async (options: WorkerFlags) => {
   const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs)))
   const live = outputMode(options) === "tty"
   const views = live ? await loadViews() : undefined
-  const store = views && new views.WorkerStatsStore(workerJobs.map((job) => job.name))
+  const store = views && new views.WorkerStatsStore(workerJobNames)
   const onBatch = store ? (report: BatchReport) => Effect.sync(() => store.add(report)) : printLogLine
   const fiber = runtime.runFork(
     Effect.flatMap(parseInstant(options.now), (now) =>
-      runWorker(workerJobs, { once: false, now, idle: pollInterval(), onBatch }))
+      Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once: false, now, idle: pollInterval(), onBatch })))
   )
   let stopping = false
   const stop = () => {

@@ -24,7 +24,7 @@ import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
 import { BalanceRow, PurchaseRow } from "./Purchase.ts"
-import type { SnapshotComponent } from "./Snapshot.ts"
+import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { Wallets } from "./Wallets.ts"
 

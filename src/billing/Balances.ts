@@ -10,7 +10,7 @@ import { findAll, findOne } from "../db/Sql.ts"
 import { type Decimal, ONE, sum, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { BalanceRow, PurchaseRow } from "./Purchase.ts"
-import type { ComponentType, SnapshotComponent } from "./Snapshot.ts"
+import type { ComponentType, SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import { Wallets } from "./Wallets.ts"
 
 const Currency = Schema.Struct({ code: Schema.String, rateUsd: Money })

@@ -1,7 +1,8 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { BigDecimal, Effect } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { BalancesApi, InvoicesApi, PurchasesApi } from "./BillingApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toPage } from "../http/Pagination.ts"
 import { type AdjustEndpoint, type AdjustInput, Adjustments } from "./Adjustments.ts"
@@ -11,9 +12,9 @@ import { type PurchaseRow, toPurchaseJson } from "./Purchase.ts"
 import { Purchases } from "./Purchases.ts"
 import { Taxes } from "./Taxes.ts"
 import { Wallets } from "./Wallets.ts"
-import { requestOrigin } from "../portal/PublicUrl.ts"
+import { requestOrigin } from "../links/PublicUrl.ts"
 
-export const PurchasesHttpLive = HttpApiBuilder.group(Api, "purchases", (handlers) =>
+export const PurchasesHttpLive = HttpApiBuilder.group(groupApi(PurchasesApi), "purchases", (handlers) =>
   Effect.gen(function*() {
     const purchases = yield* Purchases
     const one = Effect.map((row: PurchaseRow) => ({ purchase: toPurchaseJson(row) }))
@@ -37,7 +38,7 @@ export const PurchasesHttpLive = HttpApiBuilder.group(Api, "purchases", (handler
         ))
   }))
 
-export const BalancesHttpLive = HttpApiBuilder.group(Api, "balances", (handlers) =>
+export const BalancesHttpLive = HttpApiBuilder.group(groupApi(BalancesApi), "balances", (handlers) =>
   Effect.gen(function*() {
     const customers = yield* Customers
     const balances = yield* Balances
@@ -96,7 +97,7 @@ export const BalancesHttpLive = HttpApiBuilder.group(Api, "balances", (handlers)
       .handle("adjustWalletByExternalId", ({ path, payload }) => byExternal(path.externalId, adjust("wallet", payload)))
   }))
 
-export const InvoicesHttpLive = HttpApiBuilder.group(Api, "invoices", (handlers) =>
+export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "invoices", (handlers) =>
   Effect.gen(function*() {
     const invoices = yield* Invoices
     const taxes = yield* Taxes

@@ -5,7 +5,7 @@
  */
 import { Effect } from "effect"
 import { waitForHeldWork } from "../worker/HeldWork.ts"
-import type { WorkerJob } from "../worker/Worker.ts"
+import { jobOf } from "../worker/Worker.ts"
 import { finalizeDue } from "./DraftInvoices.ts"
 import { Purchases } from "./Purchases.ts"
 
@@ -40,13 +40,16 @@ export const renewDue = (now: Date, batchSize: number = CYCLE_BATCH_SIZE): Effec
       maxWaitMs: WAIT_FOR_OTHERS_MS
     }))
 
+/** The cycle job, by name (the worker's view lists it before the services are built). */
+export const billingCycleJobName = "billing-cycles"
+
 /**
  * One batch of the cycle job: renewals first (a cycle that ends now may be
  * finalised in the same run when its grace period is already over), then,
  * when nothing is left to renew, a batch of DRAFT usage invoices whose grace
  * period ended (DraftInvoices.finalizeDue). The number of steps taken.
  */
-export const billingCycleJob: WorkerJob = {
-  name: "billing-cycles",
-  runOnce: (now) => Effect.flatMap(renewDue(now), (renewed) => (renewed > 0 ? Effect.succeed(renewed) : finalizeDue(now)))
-}
+export const billingCycleJob = jobOf(
+  billingCycleJobName,
+  (now) => Effect.flatMap(renewDue(now), (renewed) => (renewed > 0 ? Effect.succeed(renewed) : finalizeDue(now)))
+)

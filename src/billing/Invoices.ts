@@ -20,8 +20,8 @@ import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import { invoicePath, PAY_LINK_MINUTES } from "../portal/InvoiceLinks.ts"
-import { SigningKeys } from "../portal/SigningKeys.ts"
+import { invoicePath, PAY_LINK_MINUTES } from "../links/InvoiceLinks.ts"
+import { SigningKeys } from "../links/SigningKeys.ts"
 
 /**
  * DRAFT: a cycle-end USAGE invoice inside the organisation's grace period;
@@ -394,7 +394,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
 
     /**
      * A hosted pay link at `origin` for an OPEN invoice, signed so the hosted
-     * page can trust it (src/portal/InvoiceLinks.ts); not OPEN is 409.
+     * page can trust it (src/links/InvoiceLinks.ts); not OPEN is 409.
      */
     const payLink = (organizationId: string, id: string, origin: string) =>
       Effect.gen(function*() {

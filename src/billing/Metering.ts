@@ -2,13 +2,13 @@
  * The customer's current purchase, as the completion routes read it (a
  * composite completion checks that the plan sells the composite). Usage is
  * priced by the signal worker only (src/signals/SignalProcessor.ts, the pure
- * meters in src/signals/meters/), written through the ledger.
+ * meters in src/pricing/meters/), written through the ledger.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
 import { findOne } from "../db/Sql.ts"
 import { PurchaseRow } from "./Purchase.ts"
-import type { PlanSnapshot } from "./Snapshot.ts"
+import type { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
 
 /** The customer's current purchase with its frozen snapshot. */
 export interface CurrentPurchase {

@@ -2,7 +2,7 @@
 import { Schema } from "effect"
 import { ZERO } from "../money.ts"
 import { ExternalId, Money, namesCustomer, strict, Timestamp } from "../schema.ts"
-import { BillingMode, ComponentType, PlanSnapshot } from "./Snapshot.ts"
+import { BillingMode, ComponentType, PlanSnapshot } from "../pricing/PlanSnapshot.ts"
 
 export const PurchaseStatus = Schema.Literal("SCHEDULED", "ACTIVE", "CANCELLED")
 export type PurchaseStatus = typeof PurchaseStatus.Type

@@ -56,7 +56,8 @@ import {
   settleWallet,
   type WalletState
 } from "./Renewal.ts"
-import { loadSnapshot, PlanSnapshot } from "./Snapshot.ts"
+import { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
+import { loadSnapshot } from "./Snapshot.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
 

@@ -28,7 +28,7 @@ import { type Decimal, ZERO } from "../money.ts"
 import { type CyclePeriod, cyclePeriod } from "./Cycle.ts"
 import { invoiceTotals, type IssuedInvoice, type LineInput, type TaxRate, type WalletPayment } from "./Invoices.ts"
 import type { PurchaseStatus } from "./Purchase.ts"
-import type { PlanSnapshot, SnapshotComponent } from "./Snapshot.ts"
+import type { PlanSnapshot, SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 
 const { max, min, sum: add } = BigDecimal
 

@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { CompositesApi } from "./CompositesApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toCatalogueQuery } from "../http/Pagination.ts"
 import { Composites } from "./Composites.ts"
 
-export const CompositesHttpLive = HttpApiBuilder.group(Api, "composites", (handlers) =>
+export const CompositesHttpLive = HttpApiBuilder.group(groupApi(CompositesApi), "composites", (handlers) =>
   Effect.gen(function*() {
     const composites = yield* Composites
     return handlers

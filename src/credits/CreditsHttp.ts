@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { CreditsApi } from "./CreditsApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toCatalogueQuery } from "../http/Pagination.ts"
 import { Credits } from "./Credits.ts"
 
-export const CreditsHttpLive = HttpApiBuilder.group(Api, "credits", (handlers) =>
+export const CreditsHttpLive = HttpApiBuilder.group(groupApi(CreditsApi), "credits", (handlers) =>
   Effect.gen(function*() {
     const credits = yield* Credits
     return handlers

@@ -9,7 +9,7 @@ import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, pageC
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId, randomToken } from "../ids.ts"
-import { requeuePendingSignals } from "../signals/Requeue.ts"
+import { CustomerArrivals } from "./CustomerArrivals.ts"
 import { Customer, type CustomerCreate, ensureActive, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
 
 const externalIdPattern = /^[A-Za-z0-9-]{1,32}$/
@@ -34,6 +34,7 @@ export interface CustomerListQuery {
 export class Customers extends Effect.Service<Customers>()("Customers", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const arrivals = yield* CustomerArrivals
 
     const create = (organizationId: string, input: CustomerCreate) =>
       Effect.gen(function*() {
@@ -62,7 +63,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
               currencyCode: input.currencyCode ?? currency?.currencyCode ?? "USD"
             })
           } RETURNING *`.pipe(uniqueOr(() => externalIdTaken(input.externalId ?? "")), Effect.flatMap(decodeRows(Customer)))
-        if (input.externalId) yield* requeuePendingSignals(sql, organizationId, input.externalId)
+        if (input.externalId) yield* arrivals.arrived(organizationId, input.externalId)
         return rows[0]!
       }).pipe(sql.withTransaction, dieOnSqlError)
 
@@ -118,7 +119,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
           uniqueOr(() => externalIdTaken(patch.externalId ?? "")),
           Effect.flatMap(decodeRows(Customer))
         )
-        if (patch.externalId) yield* requeuePendingSignals(sql, organizationId, patch.externalId)
+        if (patch.externalId) yield* arrivals.arrived(organizationId, patch.externalId)
         return rows[0]!
       }).pipe(sql.withTransaction, dieOnSqlError)
 

@@ -1,12 +1,13 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { CustomersApi } from "./CustomersApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toPage } from "../http/Pagination.ts"
 import type { Customer } from "./Customer.ts"
 import { Customers } from "./Customers.ts"
 
-export const CustomersHttpLive = HttpApiBuilder.group(Api, "customers", (handlers) =>
+export const CustomersHttpLive = HttpApiBuilder.group(groupApi(CustomersApi), "customers", (handlers) =>
   Effect.gen(function*() {
     const customers = yield* Customers
     const one = Effect.map((customer: Customer) => ({ customer }))

@@ -8,7 +8,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Success } from "./Envelope.ts"
-import { documented } from "./OpenApiDoc.ts"
+import { documented } from "./Documented.ts"
 import { CatalogueListParams } from "./Pagination.ts"
 
 const IdPath = Schema.Struct({ id: Schema.String.annotations({ description: "The record's id, as returned on create." }) })

@@ -19,7 +19,7 @@ import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { Money } from "../schema.ts"
 import { type Decimal, toSql } from "../money.ts"
-import type { BalanceMove } from "../signals/meters/Context.ts"
+import type { BalanceMove } from "../pricing/meters/Context.ts"
 import { type WalletChangeSource, WebhookOutbox } from "../webhooks/Outbox.ts"
 import { type LedgerType, ledgerSource } from "./LedgerType.ts"
 

@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { MembersApi } from "./MembersApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toPage } from "../http/Pagination.ts"
 import { Members } from "./Members.ts"
 
-export const MembersHttpLive = HttpApiBuilder.group(Api, "members", (handlers) =>
+export const MembersHttpLive = HttpApiBuilder.group(groupApi(MembersApi), "members", (handlers) =>
   Effect.gen(function*() {
     const members = yield* Members
     return handlers

@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { OutcomesApi } from "./OutcomesApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toCatalogueQuery } from "../http/Pagination.ts"
 import { Outcomes } from "./Outcomes.ts"
 
-export const OutcomesHttpLive = HttpApiBuilder.group(Api, "outcomes", (handlers) =>
+export const OutcomesHttpLive = HttpApiBuilder.group(groupApi(OutcomesApi), "outcomes", (handlers) =>
   Effect.gen(function*() {
     const outcomes = yield* Outcomes
     return handlers

@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { PlansApi } from "./PlansApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toCatalogueQuery } from "../http/Pagination.ts"
 import { Plans } from "./Plans.ts"
 
-export const PlansHttpLive = HttpApiBuilder.group(Api, "plans", (handlers) =>
+export const PlansHttpLive = HttpApiBuilder.group(groupApi(PlansApi), "plans", (handlers) =>
   Effect.gen(function*() {
     const plans = yield* Plans
     return handlers

@@ -6,8 +6,8 @@
 import { Effect, Either, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { Forbidden } from "../errors.ts"
-import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "./SignedToken.ts"
-import { SigningKeys } from "./SigningKeys.ts"
+import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "../links/SignedToken.ts"
+import { SigningKeys } from "../links/SigningKeys.ts"
 
 /** How long a portal token is valid. */
 export const PORTAL_TOKEN_MINUTES = 15

@@ -3,7 +3,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Success } from "../http/Envelope.ts"
-import { documented } from "../http/OpenApiDoc.ts"
+import { documented } from "../http/Documented.ts"
 import { strict, Timestamp } from "../schema.ts"
 import { customerNotFound } from "../customers/CustomersApi.ts"
 

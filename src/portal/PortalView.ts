@@ -13,10 +13,10 @@ import type { Decimal } from "../money.ts"
 import { Organizations } from "../organizations/Organizations.ts"
 import { type DailyUsage, UsageLog } from "../usage/UsageLog.ts"
 import type { UsageRecord } from "../usage/UsageLogEntry.ts"
-import { invoicePath, InvoiceLinkClaims } from "./InvoiceLinks.ts"
+import { invoicePath, InvoiceLinkClaims } from "../links/InvoiceLinks.ts"
 import { Portal } from "./Portal.ts"
-import { checkToken, claimedOrganization, type TokenRefusal } from "./SignedToken.ts"
-import { SigningKeys } from "./SigningKeys.ts"
+import { checkToken, claimedOrganization, type TokenRefusal } from "../links/SignedToken.ts"
+import { SigningKeys } from "../links/SigningKeys.ts"
 
 /** How many usage rows and invoices the portal lists. */
 export const PORTAL_LATEST_USAGE = 10

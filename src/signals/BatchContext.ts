@@ -24,7 +24,7 @@ import type {
   PurchaseContext,
   StepTarget,
   UnitTarget
-} from "./meters/Context.ts"
+} from "../pricing/meters/Context.ts"
 import { schemaOfRoute, SignalRoute, type Usage } from "./Signal.ts"
 
 /** The columns of a queued signal the drain reads (the inbox row has more, for operators). */

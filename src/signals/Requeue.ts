@@ -1,5 +1,6 @@
-import type { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Effect, Layer } from "effect"
+import { CustomerArrivals } from "../customers/CustomerArrivals.ts"
 
 /**
  * Moves the PENDING signals of `externalId` back to the queue. Runs inside the
@@ -13,3 +14,11 @@ export const requeuePendingSignals = (sql: SqlClient.SqlClient, organizationId: 
     yield* sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_message = NULL
                WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND status = 'PENDING'`
   })
+
+/** Customers' arrivals answered by signals: a new holder of an externalId takes its PENDING signals back to the queue. */
+export const RequeueOnArrivalLive = Layer.effect(
+  CustomerArrivals,
+  Effect.map(SqlClient.SqlClient, (sql) => ({
+    arrived: (organizationId: string, externalId: string) => requeuePendingSignals(sql, organizationId, externalId)
+  }))
+)

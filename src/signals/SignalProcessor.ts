@@ -45,7 +45,7 @@ import {
   loadBatchContext,
   type SignalRecord
 } from "./BatchContext.ts"
-import { applyMoves, type BalanceMove, type CustomerContext } from "./meters/Context.ts"
+import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/meters/Context.ts"
 import {
   meterCompositeOccurrence,
   meterCredit,
@@ -56,12 +56,12 @@ import {
   meterWallet,
   type Priced,
   type ResolvedTag
-} from "./meters/Meters.ts"
+} from "../pricing/meters/Meters.ts"
 import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember, UnknownTarget } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { type CycleKey, refreshDrafts } from "../billing/DraftInvoices.ts"
-import type { AllowanceDraw } from "./meters/Allowance.ts"
+import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import { lateAfterMs } from "./Signal.ts"
 
 /**
@@ -191,6 +191,9 @@ const usageRow = (
     arrearCharge: draw === null ? null : toSql(draw.arrearCharge)
   }
 }
+
+/** The signal processor's worker job, by name (the worker's view lists it before the services are built). */
+export const signalsJobName = "signals"
 
 export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalProcessor", {
   effect: Effect.gen(function*() {
@@ -720,15 +723,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
     )
 
-    return { runOnce } as const
+    /** The worker job: one batch of queued signals per call. */
+    const job: WorkerJob = { name: signalsJobName, runOnce: () => runOnce }
+
+    return { runOnce, job } as const
   })
 }) {}
 
 /** What a signal's end is called in the worker's stats. */
 const counterOf: Record<Ended["_tag"], string> = { Processed: "priced", Pending: "pending", Failed: "failed" }
 
-/** The worker job: one batch of queued signals per call. */
-export const signalsJob: WorkerJob = {
-  name: "signals",
-  runOnce: () => Effect.flatMap(SignalProcessor, (processor) => processor.runOnce)
-}

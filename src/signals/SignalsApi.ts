@@ -2,7 +2,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Success } from "../http/Envelope.ts"
-import { documented } from "../http/OpenApiDoc.ts"
+import { documented } from "../http/Documented.ts"
 import {
   Acknowledgement,
   CompositeCompleted,

@@ -1,10 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { SignalsApi } from "./SignalsApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { Signals } from "./Signals.ts"
 
-export const SignalsHttpLive = HttpApiBuilder.group(Api, "signals", (handlers) =>
+export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signals", (handlers) =>
   Effect.gen(function*() {
     const signals = yield* Signals
     return handlers

@@ -1,11 +1,12 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { UnitsApi } from "./UnitsApi.ts"
 import { CurrentOrganization, forOrganization } from "../http/Auth.ts"
 import { toCatalogueQuery } from "../http/Pagination.ts"
 import { Units } from "./Units.ts"
 
-export const UnitsHttpLive = HttpApiBuilder.group(Api, "units", (handlers) =>
+export const UnitsHttpLive = HttpApiBuilder.group(groupApi(UnitsApi), "units", (handlers) =>
   Effect.gen(function*() {
     const units = yield* Units
     return handlers

@@ -1,13 +1,14 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { Api } from "../http/Api.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { UsageApi } from "./UsageApi.ts"
 import { forOrganization } from "../http/Auth.ts"
 import { toPage } from "../http/Pagination.ts"
 import { Reversals } from "./Reversals.ts"
 import { UsageLog } from "./UsageLog.ts"
 import { toEntry, toLookupEntry } from "./UsageLogEntry.ts"
 
-export const UsageHttpLive = HttpApiBuilder.group(Api, "usage", (handlers) =>
+export const UsageHttpLive = HttpApiBuilder.group(groupApi(UsageApi), "usage", (handlers) =>
   Effect.gen(function*() {
     const usage = yield* UsageLog
     const reversals = yield* Reversals

@@ -116,6 +116,9 @@ const post = (delivery: Claimed, timeoutMs: number): Effect.Effect<Outcome> =>
     }
   })
 
+/** The webhook sender's worker job, by name (the worker's view lists it before the services are built). */
+export const webhookDeliveryJobName = "webhooks"
+
 export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSender", {
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -271,11 +274,9 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
         return claimed.length + finished + (inFlight.size > 0 ? 1 : 0)
       })
 
-    return { runDue } as const
+    /** The worker job: the deliveries due at each call's `now`. */
+    const job: WorkerJob = { name: webhookDeliveryJobName, runOnce: runDue }
+
+    return { runDue, job } as const
   })
 }) {}
-
-export const webhookDeliveryJob: WorkerJob = {
-  name: "webhooks",
-  runOnce: (now) => Effect.flatMap(WebhookSender, (sender) => sender.runDue(now))
-}

@@ -1,22 +1,32 @@
 /**
- * The worker runs the registered jobs (pricing queued signals, delivering
- * webhooks, renewing billing cycles). Each job does one batch of due work and
- * says how much it did; `--once` repeats until every job is idle, for cron;
- * otherwise each job loops until interrupted, sleeping while idle.
- * Jobs claim work with `FOR UPDATE SKIP LOCKED`, so any number of workers may
- * run side by side.
+ * The worker kit: it runs the jobs it is given (the list is src/app/Jobs.ts:
+ * pricing queued signals, delivering webhooks, renewing billing cycles). Each
+ * job does one batch of due work and says how much it did; `--once` repeats
+ * until every job is idle, for cron; otherwise each job loops until
+ * interrupted, sleeping while idle. Jobs claim work with `FOR UPDATE SKIP
+ * LOCKED`, so any number of workers may run side by side.
+ *
+ * The kit knows no service: a job arrives built, its feature's services
+ * already provided (a service offers its job, or `jobOf` builds one).
  */
-import { Duration, Effect, type Layer, Schedule } from "effect"
-import type { AppServicesLive } from "../Services.ts"
+import { Duration, Effect, Schedule } from "effect"
 import { type BatchReport, watchBatch } from "./Stats.ts"
-
-export type WorkerServices = Layer.Layer.Success<typeof AppServicesLive>
 
 export interface WorkerJob {
   readonly name: string
   /** One batch of work due at `now`; the number of items handled (0 when idle). */
-  readonly runOnce: (now: Date) => Effect.Effect<number, never, WorkerServices>
+  readonly runOnce: (now: Date) => Effect.Effect<number>
 }
+
+/** A job whose batch needs services: built where they are provided, it keeps them. */
+export const jobOf = <R>(
+  name: string,
+  runOnce: (now: Date) => Effect.Effect<number, never, R>
+): Effect.Effect<WorkerJob, never, R> =>
+  Effect.map(Effect.context<R>(), (services) => ({
+    name,
+    runOnce: (now) => Effect.provide(runOnce(now), services)
+  }))
 
 export interface WorkerOptions {
   /** Drain and stop instead of looping. */

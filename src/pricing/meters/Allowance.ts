@@ -18,9 +18,9 @@
  *   caller; an ARREAR overflow of part of it is charged the same share.
  */
 import { BigDecimal, Either } from "effect"
-import { compositesCovering, type PlanSnapshot, type SnapshotComponent, unitPricingOf } from "../../billing/Snapshot.ts"
+import { compositesCovering, type PlanSnapshot, type SnapshotComponent, unitPricingOf } from "../PlanSnapshot.ts"
 import { type Decimal, divideTo, ZERO } from "../../money.ts"
-import { unitCharge } from "../../pricing/Pricing.ts"
+import { unitCharge } from "../Pricing.ts"
 import type { BalanceMove, PurchaseContext } from "./Context.ts"
 import { InvalidUsage, NotOnPlan, OutOfAllowance } from "../../errors.ts"
 

@@ -4,9 +4,9 @@
  */
 import { Layer } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { InboxWriter } from "./InboxWriter.ts"
-import { SignalProcessor } from "./SignalProcessor.ts"
-import { Signals } from "./Signals.ts"
+import { InboxWriter } from "../signals/InboxWriter.ts"
+import { SignalProcessor } from "../signals/SignalProcessor.ts"
+import { Signals } from "../signals/Signals.ts"
 import { Reversals } from "../usage/Reversals.ts"
 import { UsageLog } from "../usage/UsageLog.ts"
 

@@ -7,11 +7,23 @@
  */
 import { BigDecimal, Either } from "effect"
 import { type Decimal, ONE, ZERO } from "../../money.ts"
-import { chargeCredit, type CreditTerms, providerCost, type TokenUsage } from "../../pricing/Pricing.ts"
-import type { Usage } from "../Signal.ts"
+import { chargeCredit, type CreditTerms, providerCost, type TokenUsage } from "../Pricing.ts"
 import { type AllowanceDraw, drawAllowance, planCoverage } from "./Allowance.ts"
 import type { Catalogue, CompositeTarget, CreditTarget, CustomerContext, PurchaseContext } from "./Context.ts"
 import { ModelNotEnabled, NoActivePlan, NotOnPlan, type Refusal, UnknownTarget } from "../../errors.ts"
+
+/**
+ * One model call's tokens, as a signal states them: the decoded type of
+ * `Usage` (src/signals/Signal.ts), written out here so that pricing, a floor
+ * below signals, does not import it.
+ */
+export interface Usage {
+  readonly model: string
+  readonly inputTokens?: number | undefined
+  readonly outputTokens?: number | undefined
+  readonly cacheTokens?: number | undefined
+  readonly cacheWriteTokens?: number | undefined
+}
 
 export type UsageMeter = "CREDIT" | "OUTCOME_STEP" | "OUTCOME" | "UNIT" | "WALLET" | "COMPOSITE"
 

@@ -5,9 +5,9 @@
  * in order, so each signal sees the balances its predecessors left.
  */
 import { BigDecimal } from "effect"
-import type { PlanSnapshot } from "../../billing/Snapshot.ts"
+import type { PlanSnapshot } from "../PlanSnapshot.ts"
 import type { Decimal } from "../../money.ts"
-import type { ModelRates } from "../../pricing/Pricing.ts"
+import type { ModelRates } from "../Pricing.ts"
 
 /** One balance row of the purchase, as this batch has moved it so far. */
 export interface BalanceState {

@@ -1,9 +1,9 @@
 /**
- * The words and error statuses of the OpenAPI document. Each endpoint says, next
- * to its declaration, its summary, its description and the error statuses it can
- * answer beyond the ones every route shares (`documented`); the API adds the
- * shared ones and drops what the framework documents that is never sent
- * (`documentApi`).
+ * The OpenAPI document as a whole. Each endpoint says, next to its declaration,
+ * its summary, its description and the error statuses it can answer beyond the
+ * ones every route shares (`documented`, in the kit: src/http/Documented.ts);
+ * the API adds the shared ones and drops what the framework documents that is
+ * never sent (`documentApi`).
  *
  * Every error response references `ErrorEnvelope[status]` (src/http/Envelope.ts),
  * the schema every error answer is encoded through.
@@ -14,49 +14,8 @@
  * responses are written here from its own list.
  */
 import * as OpenApi from "@effect/platform/OpenApi"
-import type { ErrorStatus } from "./Envelope.ts"
-
-type ErrorDescriptions = Partial<Record<ErrorStatus, string>>
-
-/** The error responses written here, told apart from the ones the framework generates. */
-const written = new WeakSet<object>()
-
-const errorResponse = (status: ErrorStatus, description: string) => {
-  const response = {
-    description,
-    content: { "application/json": { schema: { $ref: `#/components/schemas/Error${status}` } } }
-  }
-  written.add(response)
-  return response
-}
-
-const isError = (status: string) => Number(status) >= 400
-
-/**
- * Summary, description and the operation's own error statuses, each with when
- * it happens. 401, 405 and 500 are on every operation; 400 is on every one (a
- * path that is not valid percent-encoding), described from the inputs the
- * operation has unless `errors[400]` says more; 415 on every operation with a body.
- */
-export const documented = (doc: {
-  readonly summary: string
-  readonly description: string
-  readonly errors?: ErrorDescriptions
-}) =>
-  OpenApi.annotations({
-    summary: doc.summary,
-    description: doc.description,
-    transform: (operation) => {
-      const responses: Record<string, unknown> = {}
-      for (const [status, response] of Object.entries(operation.responses as Record<string, unknown>)) {
-        if (!isError(status)) responses[status] = response
-      }
-      for (const [status, description] of Object.entries(doc.errors ?? {})) {
-        responses[status] = errorResponse(Number(status) as ErrorStatus, description)
-      }
-      return { ...operation, responses }
-    }
-  })
+import type { ErrorStatus } from "../http/Envelope.ts"
+import { type ErrorDescriptions, errorResponse, isError, isWrittenResponse } from "../http/Documented.ts"
 
 const bodyRefusals =
   "The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL " +
@@ -135,7 +94,7 @@ export const documentApi = OpenApi.annotations({
           errors[status] = errorResponse(Number(status) as ErrorStatus, description)
         }
         for (const [status, response] of Object.entries(own)) {
-          if (isError(status) && written.has(response as object)) errors[status] = response
+          if (isError(status) && isWrittenResponse(response as object)) errors[status] = response
         }
         for (const status of Object.keys(errors).sort()) responses[status] = errors[status]
         operation.responses = responses

@@ -34,11 +34,11 @@ import { PlansHttpLive } from "../plans/PlansHttp.ts"
 import { SignalsHttpLive } from "../signals/SignalsHttp.ts"
 import { UsageHttpLive } from "../usage/UsageHttp.ts"
 import { Api } from "./Api.ts"
-import { AuthenticationLive } from "./Auth.ts"
-import { guardBodies } from "./BodyGuard.ts"
-import { renderFailures, type RouteTable } from "./Envelope.ts"
-import { IntakeLane } from "./IntakeLane.ts"
-import * as RequestLog from "./RequestLog.ts"
+import { AuthenticationLive } from "../http/Auth.ts"
+import { guardBodies } from "../http/BodyGuard.ts"
+import { renderFailures, type RouteTable } from "../http/Envelope.ts"
+import { IntakeLane } from "../http/IntakeLane.ts"
+import * as RequestLog from "../http/RequestLog.ts"
 
 /** Every path pattern of the API, to answer 405 rather than 404 for a known path. */
 const routeTable = (api: HttpApi.HttpApi.Any): RouteTable => {

@@ -1,0 +1,52 @@
+/**
+ * The frame every group of the REST API is served in: the API's id, bearer
+ * authentication on each group, the client errors every route may answer
+ * (declared once, with their statuses) and the `/api/v1` prefix. The full API
+ * (src/app/Api.ts) is built in this frame, and so is each feature's handler
+ * layer, against an API of its own group alone:
+ * `HttpApiBuilder.group(groupApi(CustomersApi), "customers", ...)`. A handler
+ * layer is keyed by the API's id and the group's name and routes the group's
+ * own endpoints, so it serves in the full API unchanged, and a feature never
+ * imports the composition that imports every feature.
+ */
+import * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "../errors.ts"
+import { Authentication } from "./Auth.ts"
+import { declaredError } from "./Envelope.ts"
+
+export const apiId = "billing"
+
+export const apiPrefix = "/api/v1"
+
+/** A feature's group behind bearer authentication, as the API serves every group. */
+export const authenticated = <
+  Id extends string,
+  Endpoints extends HttpApiEndpoint.HttpApiEndpoint.Any,
+  E,
+  R,
+  TopLevel extends true | false
+>(group: HttpApiGroup.HttpApiGroup<Id, Endpoints, E, R, TopLevel>) => group.middleware(Authentication)
+
+/** The client errors every route may answer, each declared once with its status. */
+export const withSharedErrors = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(
+  api: HttpApi.HttpApi<Id, Groups, E, R>
+) =>
+  api
+    .addError(declaredError(BadRequest, 400))
+    .addError(declaredError(Unauthorized, 401))
+    .addError(declaredError(Forbidden, 403))
+    .addError(declaredError(NotFound, 404))
+    .addError(declaredError(Conflict, 409))
+    .addError(declaredError(Unprocessable, 422))
+
+/** One feature's group framed as the full API frames it: what its handler layer is built against. */
+export const groupApi = <
+  Id extends string,
+  Endpoints extends HttpApiEndpoint.HttpApiEndpoint.Any,
+  E,
+  R,
+  TopLevel extends true | false
+>(group: HttpApiGroup.HttpApiGroup<Id, Endpoints, E, R, TopLevel>) =>
+  withSharedErrors(HttpApi.make(apiId).add(authenticated(group))).prefix(apiPrefix)
