@@ -8,7 +8,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
 import { schemaOfRoute } from "../src/signals/Signal.ts"
 import { decodesToItself } from "../src/SchemaCheck.ts"
-import { type QueuedRoute, storedBody } from "../src/signals/Signals.ts"
+import { type QueuedRoute, storedBody } from "../src/signals/Intake.ts"
 
 const everyField = {
   customerId: "cus_1",

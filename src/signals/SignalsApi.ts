@@ -1,6 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
+import { Context } from "effect"
 import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/OpenApiDoc.ts"
 import {
@@ -16,9 +17,16 @@ import {
   UnitSignal,
   WalletSignal
 } from "./Signal.ts"
+import type { QueuedRoute } from "./Intake.ts"
 
-/** The message of the queued routes' 202 (also written by src/http/IntakeLane.ts). */
+/** The message of the queued routes' 202 (also written by src/signals/IntakeLane.ts). */
 export const acceptedMessage = "Signal accepted for processing"
+
+/**
+ * Marks an endpoint as one of the queued routes, with the route it queues to:
+ * the intake lane (IntakeLane.ts) answers exactly the endpoints so marked.
+ */
+export class QueuedEndpoint extends Context.Tag("signals/QueuedEndpoint")<QueuedEndpoint, QueuedRoute>() {}
 
 const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
 
@@ -64,7 +72,7 @@ const completionErrors = (conflict: string, unprocessable: string) => ({
 
 export class SignalsApi extends HttpApiGroup.make("signals")
   .add(
-    HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "CREDIT").annotateContext(
       documented({
         summary: "Send a credit signal",
         description: "Meters one model call against a credit, named by its `agentKey`, from its token counts. The " +
@@ -74,7 +82,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
     )
   )
   .add(
-    HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "OUTCOME").annotateContext(
       documented({
         summary: "Record an outcome step",
         description: "Records one step of an outcome run (`runId`), named by the step's `agentKey`. Steps never " +
@@ -101,7 +109,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
       }))
   )
   .add(
-    HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "UNIT").annotateContext(
       documented({
         summary: "Send a unit signal",
         description: "Records `quantity` units (1 by default) of the unit named by `agentKey`; no model, no " +
@@ -111,7 +119,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
     )
   )
   .add(
-    HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "WALLET").annotateContext(
       documented({
         summary: "Send a wallet signal",
         description: "Debits the customer's USD wallet at the model's provider cost for the tokens of one call. " +
