@@ -12,6 +12,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as OpenApi from "@effect/platform/OpenApi"
+import { Api } from "../src/http/Api.ts"
 import { failureAnswer } from "../src/http/Envelope.ts"
 import { makeId } from "../src/ids.ts"
 import type { InboxRow as WriterRow } from "../src/signals/InboxRow.ts"
@@ -294,6 +296,29 @@ describe("POST /signal/batch", () => {
     ])
     expect(inBatch.body.result.results).toEqual([{ index: 0, ...first.body.result }, { index: 1, ...first.body.result }])
     expect((await inbox("idempotency_key = 'kept-1'")).length).toBe(1)
+    // Another body altogether (quantity, custom, timestamp) under the key: the first answer again, never a 422.
+    const changed = await api().post("/signal/unit", {
+      customerId,
+      agentKey: "pages",
+      quantity: 7,
+      custom: { note: "other" },
+      timestamp: new Date().toISOString(),
+      idempotencyKey: "kept-1"
+    })
+    expect(changed.status).toBe(202)
+    expect(changed.body.result).toEqual(first.body.result)
+    expect((await inbox("idempotency_key = 'kept-1'")).length).toBe(1)
+  })
+
+  it("documents a reused key as it is answered: the first signal again, no 422 for it", () => {
+    const document = OpenApi.fromApi(Api) as unknown as {
+      readonly paths: Record<string, { readonly post: { readonly description: string; readonly responses: Record<string, { readonly description: string }> } }>
+    }
+    for (const route of ["credit", "outcome", "unit", "wallet"]) {
+      const operation = document.paths[`/api/v1/signal/${route}`]!.post
+      expect(operation.description).toContain("a reused key is never refused")
+      expect(operation.responses["422"]!.description).not.toContain("idempotencyKey")
+    }
   })
 
   it("is priced by the worker like the same signals sent one by one, to the exact decimal", async () => {

@@ -47,7 +47,8 @@ const intake = "The signal is written to a durable inbox and answered 202 with i
   "priced a moment later from live rates (a client never sends a price). Name the customer by `customerId` or " +
   "`externalId` (`customerId` wins when both are sent). An `externalId` that matches no customer yet is accepted and " +
   "kept Pending until the customer exists. The same `idempotencyKey` on the same route answers the original signal " +
-  "again and records nothing new. " + timestampRule
+  "again (202, the same `messageId` and `rawId`) and records nothing new, whatever the repeat's body says: a reused " +
+  "key is never refused. " + timestampRule
 
 
 const badBody = "The body fails its schema (the message names the field), neither `customerId` nor `externalId` is " +
