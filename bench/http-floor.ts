@@ -16,7 +16,7 @@
  *    schema-encoded answer on top), the door every other route uses.
  * The same load as bench/intake.ts (`node:http`, keep-alive, 500 warm-up
  * requests, then `--requests` over `--connections`), on the same cores.
- * The intake lane (src/http/IntakeLane.ts) stands on the `node` floor; the
+ * The intake lane (src/signals/IntakeLane.ts) stands on the `node` floor; the
  * other routes on the `httpapi` one.
  */
 import * as HttpApi from "@effect/platform/HttpApi"

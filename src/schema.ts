@@ -165,6 +165,54 @@ export const namesCustomer = {
   jsonSchema: { allOf: [{ anyOf: [{ required: ["customerId"] }, { required: ["externalId"] }] }] }
 } as const
 
+/** A UTF-16 surrogate without its pair (String.prototype.isWellFormed, which our TS lib target lacks). */
+const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+const nul = /\u0000/
+
+/** Why PostgreSQL refuses a text: a NUL character, or a lone surrogate (no character at all). */
+export type UnstorableReason = "NUL" | "LONE_SURROGATE"
+
+const reasonOf = (text: string): UnstorableReason | undefined =>
+  nul.test(text) ? "NUL" : loneSurrogate.test(text) ? "LONE_SURROGATE" : undefined
+
+/** Where a JSON value holds text PostgreSQL cannot store, and why. */
+export interface UnstorableText {
+  /** The keys and indexes down to the string, or the key, at fault. */
+  readonly path: ReadonlyArray<string | number>
+  readonly reason: UnstorableReason
+}
+
+const found = (key: string | number, inner: UnstorableText): UnstorableText => ({ ...inner, path: [key, ...inner.path] })
+
+/**
+ * The first string or object key of a JSON value that PostgreSQL could not
+ * store, or undefined (the common case, which allocates nothing). The one
+ * check: the HTTP edge refuses such a body (BodyGuard.ts) and intake such a
+ * signal (signals/InboxRow.ts), so no such text reaches a shared statement.
+ * Recursive: callers bound the depth first (`MAX_JSON_DEPTH`, or a schema).
+ */
+export const unstorableText = (value: unknown): UnstorableText | undefined => {
+  if (typeof value === "string") {
+    const reason = reasonOf(value)
+    return reason === undefined ? undefined : { path: [], reason }
+  }
+  if (typeof value !== "object" || value === null) return undefined
+  if (Array.isArray(value)) {
+    for (let index = 0; index < value.length; index++) {
+      const inner = unstorableText(value[index])
+      if (inner !== undefined) return found(index, inner)
+    }
+    return undefined
+  }
+  for (const key in value) {
+    const reason = reasonOf(key)
+    if (reason !== undefined) return { path: [key], reason }
+    const inner = unstorableText((value as Record<string, unknown>)[key])
+    if (inner !== undefined) return found(key, inner)
+  }
+  return undefined
+}
+
 /** Rejects unknown fields: a client can never smuggle a price or a type past the schema. */
 export const strict = { parseOptions: { onExcessProperty: "error" } } as const
 

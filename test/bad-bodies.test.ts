@@ -8,7 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
-import { findIllFormedString, jsonDepthExceeds, MAX_JSON_DEPTH } from "../src/http/BodyGuard.ts"
+import { jsonDepthExceeds, MAX_JSON_DEPTH } from "../src/http/BodyGuard.ts"
+import { unstorableText } from "../src/schema.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -97,10 +98,11 @@ describe("the body checks", () => {
     expect(jsonDepthExceeds(`{"a":"\\"${"[".repeat(100)}"}`, 64)).toBe(false)
   })
 
-  it("find a lone surrogate anywhere, keys included, and only a lone one", () => {
-    expect(findIllFormedString({ a: [1, { b: "ok\ud800" }] })).toEqual(["a", 1, "b"])
-    expect(findIllFormedString({ ["k\udc00"]: 1 })).toEqual(["k\udc00"])
-    expect(findIllFormedString({ a: "emoji \ud83d\ude00 fine" })).toBeUndefined()
+  it("find a lone surrogate or a NUL anywhere, keys included, and only a lone surrogate", () => {
+    expect(unstorableText({ a: [1, { b: "ok\ud800" }] })).toEqual({ path: ["a", 1, "b"], reason: "LONE_SURROGATE" })
+    expect(unstorableText({ ["k\udc00"]: 1 })).toEqual({ path: ["k\udc00"], reason: "LONE_SURROGATE" })
+    expect(unstorableText({ a: ["x", "nul \u0000"] })).toEqual({ path: ["a", 1], reason: "NUL" })
+    expect(unstorableText({ a: "emoji \ud83d\ude00 fine" })).toBeUndefined()
   })
 })
 

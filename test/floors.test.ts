@@ -36,13 +36,7 @@ const floors: ReadonlyArray<{ readonly name: string; readonly paths: ReadonlyArr
 ]
 
 /** Imports from a lower floor to a higher one that stay, for now: "from -> to" (files), with why. */
-const exceptions: Record<string, string> = {
-  // The intake lane answers the four queued signal routes from Node's request; issue 25's intake core
-  // makes it a signals adapter, on the signals floor. Until then the kit reaches up to signals for it.
-  "src/http/IntakeLane.ts -> src/signals/Signal.ts": "intake lane",
-  "src/http/IntakeLane.ts -> src/signals/Signals.ts": "intake lane",
-  "src/http/IntakeLane.ts -> src/signals/SignalsApi.ts": "intake lane"
-}
+const exceptions: Record<string, string> = {}
 
 const floorOf = (file: string): number => floors.findIndex((floor) => floor.paths.some((path) => file.startsWith(path)))
 

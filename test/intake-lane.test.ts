@@ -1,5 +1,5 @@
 /**
- * The intake lane (src/http/IntakeLane.ts) answers the four queued signal
+ * The intake lane (src/signals/IntakeLane.ts) answers the four queued signal
  * routes without the full HttpApi server, and hands what it cannot judge to
  * it. Each request here is sent twice over raw HTTP: once as the lane takes it
  * (with a Content-Length) and once chunked, which the lane leaves to the full
@@ -10,7 +10,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { IntakeLane } from "../src/http/IntakeLane.ts"
+import { Api } from "../src/app/Api.ts"
+import { IntakeLane, laneRoutesOf } from "../src/signals/IntakeLane.ts"
 import { ApiKeys } from "../src/organizations/ApiKeys.ts"
 import { InboxWriter } from "../src/signals/InboxWriter.ts"
 import { client, customerWithChatCredits, query } from "./signals-fixtures.ts"
@@ -108,6 +109,15 @@ beforeAll(async () => {
 afterAll(() => app.close())
 
 describe("the intake lane", () => {
+  it("takes its routes from the API definition: the four queued endpoints, prefix included", () => {
+    expect(Object.fromEntries(laneRoutesOf(Api))).toEqual({
+      "/api/v1/signal/credit": "CREDIT",
+      "/api/v1/signal/outcome": "OUTCOME",
+      "/api/v1/signal/unit": "UNIT",
+      "/api/v1/signal/wallet": "WALLET"
+    })
+  })
+
   it("accepts a signal with the full server's 202 envelope and writes it once", async () => {
     const inboxBefore = await inboxCount()
     const text = JSON.stringify({ customerId, agentKey: "chat", usage })

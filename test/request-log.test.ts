@@ -223,7 +223,7 @@ describe("the request log of the real server", () => {
     }
     expect(successes.every((answer) => answer.status === 200)).toBe(true)
 
-    // The intake lane answers signals itself (src/http/IntakeLane.ts): its answers have their lines too.
+    // The intake lane answers signals itself (src/signals/IntakeLane.ts): its answers have their lines too.
     const signal = (requestId: string) =>
       fetch(`${baseUrl}/signal/credit`, {
         method: "POST",

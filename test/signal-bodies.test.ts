@@ -1,14 +1,14 @@
 /**
  * The body the inbox keeps for each queued route is what its schema encodes
  * from the decoded request. Routes whose schema decodes every value to itself
- * store the decoded body without encoding it again (src/signals/Signals.ts
+ * store the decoded body without encoding it again (src/signals/Intake.ts
  * `storedBody`); this checks that shortcut against the encoder, field by field.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Schema } from "effect"
 import { schemaOfRoute } from "../src/signals/Signal.ts"
 import { decodesToItself } from "../src/SchemaCheck.ts"
-import { type QueuedRoute, storedBody } from "../src/signals/Signals.ts"
+import { type QueuedRoute, storedBody } from "../src/signals/Intake.ts"
 
 const everyField = {
   customerId: "cus_1",

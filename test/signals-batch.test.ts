@@ -12,10 +12,14 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as OpenApi from "@effect/platform/OpenApi"
+import { Api } from "../src/app/Api.ts"
 import { failureAnswer } from "../src/http/Envelope.ts"
 import { makeId } from "../src/ids.ts"
-import { InboxWriter } from "../src/signals/InboxWriter.ts"
-import { Signals } from "../src/signals/Signals.ts"
+import type { InboxRow as WriterRow } from "../src/signals/InboxRow.ts"
+import { awaitAnswer, InboxWriter, type Refusal, type Written } from "../src/signals/InboxWriter.ts"
+import { Intake } from "../src/signals/Intake.ts"
+import type { Acknowledgement } from "../src/signals/Signal.ts"
 import { client, drain, expectError, gpt4oBundle, query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { eventually } from "./support/Eventually.ts"
@@ -54,6 +58,14 @@ const inboxCount = async () => (await inbox()).length
 const batch = (signals: unknown) => api().post("/signal/batch", { signals })
 
 /** An inbox row of a unit signal for the customer, handed to the writer directly. */
+/** The writer's door as an effect, for one row (a single request) or many (a batch). */
+const submitRow = (writer: InboxWriter, row: WriterRow) =>
+  awaitAnswer<Written, Refusal>((answer) => writer.enqueue([row], (exits) => answer(exits[0]!)))
+const writeRows = (writer: InboxWriter, rows: ReadonlyArray<WriterRow>) =>
+  awaitAnswer<ReadonlyArray<Exit.Exit<Written, Refusal>>, never>((answer) =>
+    writer.enqueue(rows, (exits) => answer(Exit.succeed(exits)))
+  )
+
 const unitRow = (idempotencyKey: string, custom?: Record<string, unknown>) => ({
   organizationId: acme.organizationId,
   id: makeId("sig"),
@@ -284,6 +296,29 @@ describe("POST /signal/batch", () => {
     ])
     expect(inBatch.body.result.results).toEqual([{ index: 0, ...first.body.result }, { index: 1, ...first.body.result }])
     expect((await inbox("idempotency_key = 'kept-1'")).length).toBe(1)
+    // Another body altogether (quantity, custom, timestamp) under the key: the first answer again, never a 422.
+    const changed = await api().post("/signal/unit", {
+      customerId,
+      agentKey: "pages",
+      quantity: 7,
+      custom: { note: "other" },
+      timestamp: new Date().toISOString(),
+      idempotencyKey: "kept-1"
+    })
+    expect(changed.status).toBe(202)
+    expect(changed.body.result).toEqual(first.body.result)
+    expect((await inbox("idempotency_key = 'kept-1'")).length).toBe(1)
+  })
+
+  it("documents a reused key as it is answered: the first signal again, no 422 for it", () => {
+    const document = OpenApi.fromApi(Api) as unknown as {
+      readonly paths: Record<string, { readonly post: { readonly description: string; readonly responses: Record<string, { readonly description: string }> } }>
+    }
+    for (const route of ["credit", "outcome", "unit", "wallet"]) {
+      const operation = document.paths[`/api/v1/signal/${route}`]!.post
+      expect(operation.description).toContain("a reused key is never refused")
+      expect(operation.responses["422"]!.description).not.toContain("idempotencyKey")
+    }
   })
 
   it("is priced by the worker like the same signals sent one by one, to the exact decimal", async () => {
@@ -437,10 +472,13 @@ describe("grouped inbox writes of the single routes", () => {
 
   it("writes 200 requests that arrive together in a handful of statements", async () => {
     const before = await writerStats()
-    const answers = await app.run(Effect.flatMap(Signals, (signals) =>
+    const answers = await app.run(Effect.flatMap(Intake, (intake) =>
       Effect.forEach(
         Array.from({ length: 200 }, (_, i) => i),
-        (i) => Effect.either(signals.accept(acme.organizationId, "UNIT", { customerId, agentKey: "pages", idempotencyKey: `burst-${i}` })),
+        (i) =>
+          Effect.either(awaitAnswer<Acknowledgement, unknown>((answer) =>
+            intake.accept(acme.organizationId, "UNIT", { customerId, agentKey: "pages", idempotencyKey: `burst-${i}` }, answer)
+          )),
         { concurrency: "unbounded" }
       )))
     const after = await writerStats()
@@ -498,7 +536,7 @@ describe("grouped inbox writes of the single routes", () => {
         sql.withTransaction(Effect.gen(function*() {
           yield* sql`LOCK TABLE signals IN EXCLUSIVE MODE`
           const writer = yield* InboxWriter
-          const request = yield* Effect.fork(writer.submit(row))
+          const request = yield* Effect.fork(submitRow(writer, row))
           for (let i = 0; i < 500 && (yield* writer.stats).waiting === before.waiting; i++) yield* Effect.sleep(5)
           expect((yield* writer.stats).waiting).toBe(before.waiting + 1)
           const interrupted = yield* Fiber.interrupt(request)
@@ -522,8 +560,8 @@ describe("grouped inbox writes of the single routes", () => {
       yield* Scope.close(scope, Exit.void)
       // The callback form (the intake lane's) and the effect (the full server's) answer alike.
       const answers: Array<Exit.Exit<unknown, unknown>> = []
-      writer.enqueue(unitRow("after-stop-1"), (answer) => answers.push(answer))
-      return [yield* Effect.exit(writer.submit(unitRow("after-stop-2"))), answers] as const
+      writer.enqueue([unitRow("after-stop-1")], (exits) => answers.push(...exits))
+      return [yield* Effect.exit(submitRow(writer, unitRow("after-stop-2"))), answers] as const
     }))
     for (const answer of [exit, ...called]) {
       expect(Exit.isFailure(answer) && Cause.isInterruptedOnly(answer.cause)).toBe(true)
@@ -534,13 +572,13 @@ describe("grouped inbox writes of the single routes", () => {
   })
 
   it("fails only the row the database refuses: the rest of its statement is written again without it", async () => {
-    // An unpaired surrogate: Signals refuses it before writing; here it reaches the database, which refuses it.
+    // An unpaired surrogate: intake refuses it before writing; here it reaches the database, which refuses it.
     const rowOf = (n: number, custom?: Record<string, unknown>) => unitRow(`fallback-${n}`, custom)
     const before = await writerStats()
     const [written, submitted] = await app.run(Effect.flatMap(InboxWriter, (writer) =>
       Effect.all([
-        writer.write([rowOf(1), rowOf(2, { note: "\uD800" }), rowOf(3)]),
-        Effect.forEach([rowOf(4), rowOf(5, { note: "\uDC00" }), rowOf(6)], (row) => Effect.exit(writer.submit(row)), {
+        writeRows(writer, [rowOf(1), rowOf(2, { note: "\uD800" }), rowOf(3)]),
+        Effect.forEach([rowOf(4), rowOf(5, { note: "\uDC00" }), rowOf(6)], (row) => Effect.exit(submitRow(writer, row)), {
           concurrency: "unbounded"
         })
       ])))

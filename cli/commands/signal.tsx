@@ -4,7 +4,8 @@ import { Box, Text } from "../ui/ink.ts"
 import * as fs from "node:fs"
 import * as readline from "node:readline"
 import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"
-import { Signals } from "../../src/signals/Signals.ts"
+import { InboxView } from "../../src/signals/InboxView.ts"
+import { Intake } from "../../src/signals/Intake.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
 import { isInteractive } from "../Output.ts"
@@ -84,11 +85,11 @@ const countSignals = (file: string) =>
   })
 
 /**
- * Streams a JSON-lines file through `Signals.acceptBatch`, up to 1,000 lines
+ * Streams a JSON-lines file through `Intake.acceptBatch`, up to 1,000 lines
  * a batch, in order; a line that is not JSON is refused here (400) and never sent.
  */
 const sendFile = (
-  signals: Signals,
+  intake: Intake,
   organizationId: string,
   file: string,
   onBatch: (done: number) => void
@@ -117,7 +118,7 @@ const sendFile = (
               }
             }
             if (items.length > 0) {
-              const { results } = yield* signals.acceptBatch(organizationId, items.map((i) => i.item))
+              const { results } = yield* intake.acceptBatch(organizationId, items.map((i) => i.item))
               for (const result of results) {
                 if (result.queued) summary.queued++
                 else summary.refused.push({ line: items[result.index]!.line, ...result.error })
@@ -185,10 +186,10 @@ export const registerSignal = (program: Command) => {
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
-          const signals = yield* Signals
+          const intake = yield* Intake
           const total = isInteractive(options) ? yield* countSignals(options.file) : 0
           const progress = progressReporter(options, "signals sent")
-          return yield* sendFile(signals, organizationId, options.file, (done) => progress.update(done, total)).pipe(
+          return yield* sendFile(intake, organizationId, options.file, (done) => progress.update(done, total)).pipe(
             Effect.ensuring(Effect.sync(progress.stop))
           )
         }),
@@ -218,8 +219,8 @@ export const registerSignal = (program: Command) => {
           const status = options.status === undefined
             ? undefined
             : yield* decodeInput(Schema.Struct({ status: SignalStatus }), { status: options.status.toUpperCase() })
-          return yield* Effect.flatMap(Signals, (signals) =>
-            signals.list(organizationId, { page: newestFirstPage(options), customerId: options.customer, status: status?.status }))
+          return yield* Effect.flatMap(InboxView, (inbox) =>
+            inbox.list(organizationId, { page: newestFirstPage(options), customerId: options.customer, status: status?.status }))
         }),
         {
           json: (list) => ({ signals: list.map(signalJson), nextCursor: nextCursorOf(list, options) }),
@@ -234,7 +235,7 @@ export const registerSignal = (program: Command) => {
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
-          return yield* Effect.flatMap(Signals, (signals) => signals.get(organizationId, id))
+          return yield* Effect.flatMap(InboxView, (inbox) => inbox.get(organizationId, id))
         }),
         {
           json: (found) => ({ signal: signalJson(found) }),
@@ -254,14 +255,14 @@ export const registerSignal = (program: Command) => {
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
-          const signals = yield* Signals
+          const inbox = yield* InboxView
           if ((id === undefined) === (options.customer === undefined)) {
             return yield* new BadRequest({ message: "give either a signal id or --customer ID" })
           }
-          const ids = id !== undefined ? [id] : yield* signals.replayable(organizationId, options.customer!)
+          const ids = id !== undefined ? [id] : yield* inbox.replayable(organizationId, options.customer!)
           const progress = progressReporter(options, "replayed")
           return yield* Effect.forEach(ids, (signalId, index) =>
-            Effect.tap(signals.replay(organizationId, signalId), () => progress.update(index + 1, ids.length))).pipe(
+            Effect.tap(inbox.replay(organizationId, signalId), () => progress.update(index + 1, ids.length))).pipe(
               Effect.ensuring(Effect.sync(progress.stop))
             )
         }),

@@ -19,7 +19,6 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Cause, Context, Effect, FiberRef, HashMap, Layer } from "effect"
-import { randomUUID } from "node:crypto"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import { CustomersHttpLive } from "../customers/CustomersHttp.ts"
 import { BalancesHttpLive, InvoicesHttpLive, PurchasesHttpLive } from "../billing/BillingHttp.ts"
@@ -37,7 +36,7 @@ import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
 import { guardBodies } from "../http/BodyGuard.ts"
 import { renderFailures, type RouteTable } from "../http/Envelope.ts"
-import { IntakeLane } from "../http/IntakeLane.ts"
+import { IntakeLane } from "../signals/IntakeLane.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 
 /** Every path pattern of the API, to answer 405 rather than 404 for a known path. */
@@ -67,11 +66,11 @@ const requestLogging = (log: RequestLog.RequestLogger) =>
   HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>
     Effect.withFiberRuntime<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest>((fiber) => {
       const request = Context.unsafeGet(fiber.currentContext, HttpServerRequest.HttpServerRequest)
-      const requestId = request.headers["x-request-id"] ?? randomUUID()
+      const requestId = RequestLog.requestIdOf(request.headers[RequestLog.requestIdHeader])
       const started = performance.now()
       // The middleware sees the response after it is sent: the header goes on before that.
       const setHeader: HttpApp.PreResponseHandler = (_, response) =>
-        Effect.succeed(HttpServerResponse.setHeader(response, "x-request-id", requestId))
+        Effect.succeed(HttpServerResponse.setHeader(response, RequestLog.requestIdHeader, requestId))
       const record = (status: number) => {
         const now = performance.now()
         log.record(requestId, request.method, withoutTokens(request.url), status, now - started, now)
@@ -118,7 +117,7 @@ export interface HttpServerOptions {
  * Node's server, with every request offered to the intake lane first; what
  * the lane does not take (or hands back) goes to the full server's listener.
  */
-const serverWithLane = (lane: IntakeLane): Server => {
+const serverWithLane = (lane: Context.Tag.Service<IntakeLane>): Server => {
   const server = createServer()
   const emit = server.emit.bind(server) as (event: string | symbol, ...args: Array<unknown>) => boolean
   const toFullServer = (request: IncomingMessage, response: ServerResponse) => {
@@ -148,7 +147,7 @@ export const makeHttpServer = (options: HttpServerOptions) => {
     Layer.provideMerge(Layer.unwrapEffect(Effect.map(IntakeLane, (lane) =>
       NodeHttpServer.layer(() => serverWithLane(lane), { port: options.port, host: options.host })))),
     // Built before the server and released after it: the lane's requests in flight end with the server.
-    Layer.provideMerge(IntakeLane.Default),
+    Layer.provideMerge(IntakeLane.layer(Api)),
     // Built before the HTTP server and released after it: lines of requests that finish while it closes are written.
     Layer.provide(RequestLog.layer(options.requestLog))
   )

@@ -1,6 +1,6 @@
 /** The customer: the billing identity of the organisation's own customer. */
 import { Either, Schema } from "effect"
-import { CustomerArchived } from "../errors.ts"
+import { BadRequest, CustomerArchived } from "../errors.ts"
 import { CurrencyCode, ExternalId, strict, Timestamp } from "../schema.ts"
 
 /**
@@ -111,3 +111,15 @@ export interface CustomerRef {
   readonly customerId?: string | undefined
   readonly externalId?: string | undefined
 }
+
+/** The customer a request names, by the one rule: `customerId` wins over `externalId`; neither is a 400. */
+export type NamedCustomer =
+  | { readonly _tag: "ById"; readonly customerId: string }
+  | { readonly _tag: "ByExternalId"; readonly externalId: string }
+
+export const namedCustomer = (ref: CustomerRef): Either.Either<NamedCustomer, BadRequest> =>
+  ref.customerId !== undefined
+    ? Either.right({ _tag: "ById", customerId: ref.customerId })
+    : ref.externalId !== undefined
+    ? Either.right({ _tag: "ByExternalId", externalId: ref.externalId })
+    : Either.left(new BadRequest({ message: "customerId or externalId must be provided" }))

@@ -10,7 +10,14 @@ import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId, randomToken } from "../ids.ts"
 import { CustomerArrivals } from "./CustomerArrivals.ts"
-import { Customer, type CustomerCreate, ensureActive, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
+import {
+  Customer,
+  type CustomerCreate,
+  type CustomerRef,
+  type CustomerUpdate,
+  ensureActive,
+  namedCustomer
+} from "./Customer.ts"
 
 const externalIdPattern = /^[A-Za-z0-9-]{1,32}$/
 
@@ -98,11 +105,8 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
     const resolve = (organizationId: string, ref: CustomerRef) =>
-      ref.customerId !== undefined
-        ? get(organizationId, ref.customerId)
-        : ref.externalId !== undefined
-        ? getByExternalId(organizationId, ref.externalId)
-        : Effect.fail(new BadRequest({ message: "customerId or externalId must be provided" }))
+      Effect.flatMap(namedCustomer(ref), (named) =>
+        named._tag === "ById" ? get(organizationId, named.customerId) : getByExternalId(organizationId, named.externalId))
 
     const update = (organizationId: string, id: string, patch: CustomerUpdate) =>
       Effect.gen(function*() {

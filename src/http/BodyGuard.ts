@@ -6,13 +6,16 @@
  * - JSON nested deeper than `MAX_JSON_DEPTH` is 400: schemas and services
  *   walk values recursively, and a 20,000-deep array would overflow the stack;
  * - a string (or object key) holding a lone UTF-16 surrogate is 400, naming
- *   the field: PostgreSQL refuses such text, and it is no character anyway.
- * Both scans are iterative, so no body, however deep, can exhaust the stack.
+ *   the field: PostgreSQL refuses such text, and it is no character anyway
+ *   (the one check, `unstorableText` in src/schema.ts).
+ * The depth scan is iterative, so no body, however deep, can exhaust the
+ * stack; the text check runs only on a body within the depth limit.
  * Unparseable JSON is left to the framework's own 400.
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import { Effect } from "effect"
+import { unstorableText } from "../schema.ts"
 import { errorResponse } from "./Envelope.ts"
 
 /** The deepest nesting of arrays and objects a request body may have. */
@@ -22,9 +25,6 @@ const surrogateEscape = /\\u[dD][89a-fA-F]/
 
 /** Lone surrogates only arrive as \u escapes (UTF-8 cannot carry them): a text without one holds none. */
 export const mayHoldLoneSurrogate = (text: string) => surrogateEscape.test(text)
-
-/** A UTF-16 surrogate without its pair (String.prototype.isWellFormed, which our TS lib target lacks). */
-const loneSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
 
 const withBody = new Set(["POST", "PUT", "PATCH", "DELETE"])
 
@@ -66,26 +66,10 @@ const pathText = (path: ReadonlyArray<string | number>) =>
     ? "the body"
     : path.map((key, index) => typeof key === "number" ? `[${key}]` : index === 0 ? key : `.${key}`).join("")
 
-/** The path of the first string or key holding a lone surrogate, walking the value without recursion. */
-export const findIllFormedString = (value: unknown): ReadonlyArray<string | number> | undefined => {
-  const stack: Array<{ readonly value: unknown; readonly path: ReadonlyArray<string | number> }> = [{ value, path: [] }]
-  while (stack.length > 0) {
-    const { path, value: current } = stack.pop()!
-    if (typeof current === "string") {
-      if (loneSurrogate.test(current)) return path
-    } else if (Array.isArray(current)) {
-      for (let i = current.length - 1; i >= 0; i--) stack.push({ value: current[i], path: [...path, i] })
-    } else if (typeof current === "object" && current !== null) {
-      const entries = Object.entries(current)
-      for (let i = entries.length - 1; i >= 0; i--) {
-        const [key, child] = entries[i]!
-        if (loneSurrogate.test(key)) return [...path, key]
-        stack.push({ value: child, path: [...path, key] })
-      }
-    }
-  }
-  return undefined
-}
+const unstorableWords = {
+  LONE_SURROGATE: "a lone UTF-16 surrogate (not valid Unicode text)",
+  NUL: "a NUL character (text PostgreSQL cannot store)"
+} as const
 
 /** Why a request body is refused, as the response to send; undefined when it may go on. */
 const refusal = (request: HttpServerRequest.HttpServerRequest) =>
@@ -107,10 +91,11 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
     } catch {
       return undefined // the framework answers 400 Invalid JSON
     }
-    const path = findIllFormedString(parsed)
-    return path === undefined
+    // The depth was checked above: the walk is bounded by MAX_JSON_DEPTH.
+    const unstorable = unstorableText(parsed)
+    return unstorable === undefined
       ? undefined
-      : errorResponse(400, `Invalid request: ${pathText(path)} holds a lone UTF-16 surrogate (not valid Unicode text)`)
+      : errorResponse(400, `Invalid request: ${pathText(unstorable.path)} holds ${unstorableWords[unstorable.reason]}`)
   })
 
 /** The API middleware: refuses a bad body before routing, or runs the app. */

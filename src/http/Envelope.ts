@@ -19,9 +19,11 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { SqlError } from "@effect/sql"
+import type { ServerResponse } from "node:http"
 import { sqlState } from "../db/Sql.ts"
 import { errorStatus, isServiceError } from "../errors.ts"
 import { describeIssues } from "../schema.ts"
+import { requestIdHeader } from "./RequestLog.ts"
 
 export { describeIssues }
 
@@ -100,7 +102,7 @@ const errorEnvelope = (status: ErrorStatus, message: string) =>
 export const errorResponse = (status: ErrorStatus, message: string) =>
   HttpServerResponse.unsafeJson(errorEnvelope(status, message), { status })
 
-/** The JSON text of an error answer, for a door that writes Node's response itself (src/http/IntakeLane.ts). */
+/** The JSON text of an error answer, for a door that writes Node's response itself (`writeAnswer`). */
 export const errorBody = (status: ErrorStatus, message: string) => JSON.stringify(errorEnvelope(status, message))
 
 /**
@@ -124,10 +126,24 @@ export const declaredError = <Self extends { readonly message: string }, S exten
 
 /**
  * The JSON text of a success answer whose result encodes to itself, for a door
- * that writes Node's response itself (src/http/IntakeLane.ts).
+ * that writes Node's response itself (`writeAnswer`).
  */
 export const successBody = (status: number, message: string, result: unknown) =>
   JSON.stringify({ statusCode: status, statusDetail: { status: "SUCCESS", message }, result })
+
+/**
+ * Writes an enveloped answer (`successBody`, `errorBody`) straight to Node's
+ * response, with the headers the full server sends: JSON, its length, and the
+ * request id. For a door that answers without the platform (src/signals/IntakeLane.ts).
+ */
+export const writeAnswer = (response: ServerResponse, status: number, json: string, requestId: string) => {
+  response.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(json),
+    [requestIdHeader]: requestId
+  })
+  response.end(json)
+}
 
 const describeParseError = (error: ParseResult.ParseError) =>
   describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))

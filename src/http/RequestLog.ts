@@ -32,8 +32,20 @@
  * where the layer is built: request lines are INFO (ERROR for a 5xx).
  */
 import { Config, Context, Effect, FiberRef, Layer, LogLevel } from "effect"
+import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as tty from "node:tty"
+
+/** The header that carries a request's id, in and out. */
+export const requestIdHeader = "x-request-id"
+
+/**
+ * A request's id: the caller's `x-request-id`, or a fresh UUID. Every answer
+ * carries it back and every line of the request names it, whichever door
+ * answered (the full server's middleware, or the intake lane).
+ */
+export const requestIdOf = (header: string | ReadonlyArray<string> | undefined): string =>
+  typeof header === "string" ? header : header?.[0] ?? randomUUID()
 
 /** Where chunks of lines go. `done` is called once the chunk is out of our hands. */
 export interface LogSink {

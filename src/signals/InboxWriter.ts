@@ -1,21 +1,26 @@
 /**
- * The one way queued signals reach the inbox: many rows in ONE statement.
+ * The one way every signal row reaches the inbox: `insertSignals`, many rows
+ * in ONE statement.
  *
- * `write(rows)` is a multi-row `INSERT ... ON CONFLICT DO NOTHING` that checks
- * each row's customerId in the same statement (as the single-row insert did),
- * followed, only when some idempotency keys were already taken, by one `SELECT`
- * of the rows that hold them. Two statements at most, whatever the row count.
- * `POST /signal/batch` and `billing signal send` call it with their batch.
+ * `insertSignals(sql, rows)` is a multi-row `INSERT ... ON CONFLICT DO NOTHING`
+ * that checks each row's customerId (and its timestamp against the
+ * workspace's late-usage window) in the same statement, followed, only when
+ * some idempotency keys were already taken, by one `SELECT` of the rows that
+ * hold them. Two statements at most, whatever the row count. Intake writes
+ * through the writer below; the completions (inside their transaction) and
+ * the worker completing a parked composite (inside its batch) call it directly.
  *
- * `enqueue(row, answer)`, or `submit(row)` (the same as an effect), is how
- * the single routes write: concurrent requests share one insert, and each is
- * answered once its row is committed. Two writer fibers
- * take turns gathering: the gatherer takes every row waiting (up to
- * `maxGroup`), and when requests have overlapped in the last
- * `contentionMemoryMs` it lingers up to `lingerMs` for more, then writes the
- * group while the other writer gathers the next. A request that finds no
- * other in flight (an idle service, a client sending one at a time) is
- * written at once, without the wait. See docs/signals.md "Grouped inbox writes".
+ * The writer's one door, `enqueue(rows, answer)`, takes one request's rows:
+ * - a single signal: concurrent requests share one insert, and each is
+ *   answered once its row is committed. Two writer fibers take turns
+ *   gathering: the gatherer takes every row waiting (up to `maxGroup`), and
+ *   when requests have overlapped in the last `contentionMemoryMs` it lingers
+ *   up to `lingerMs` for more, then writes the group while the other writer
+ *   gathers the next. A request that finds no other in flight (an idle
+ *   service, a client sending one at a time) is written at once, without the
+ *   wait. See docs/signals.md "Grouped inbox writes".
+ * - a batch (`POST /signal/batch`, `billing signal send`): already a group,
+ *   written at once by a statement of its own.
  *
  * A row's refusal (unknown or archived customer) is that row's answer only. If
  * a whole statement fails (a row the database refuses), nothing of it was
@@ -23,35 +28,12 @@
  * fault fails.
  */
 import { SqlClient } from "@effect/sql"
-import { Cause, Chunk, Effect, Exit, FiberId, Queue, Schema } from "effect"
+import { Cause, Chunk, Effect, Exit, FiberId, FiberSet, Queue, Schema } from "effect"
+import { constVoid } from "effect/Function"
 import { decodeRows } from "../db/Sql.ts"
 import { CustomerArchived, CustomerNotFound, Unprocessable } from "../errors.ts"
-import type { SignalRoute } from "./Signal.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
-
-/** A queued signal in the inbox's columns, ready to be written. */
-export interface InboxRow {
-  readonly organizationId: string
-  readonly id: string
-  readonly messageId: string
-  readonly route: SignalRoute
-  readonly customerId: string | null
-  readonly externalId: string | null
-  readonly idempotencyKey: string | null
-  readonly agentKey: string | null
-  readonly runId: string | null
-  readonly compositeRef: string | null
-  readonly compositeValue: string | null
-  readonly member: string | null
-  /** The request as accepted (decoded and re-encoded), which the worker prices. */
-  readonly body: unknown
-  /** When the usage happened (the body's `timestamp`, ISO 8601); null: at intake. */
-  readonly occurredAt?: string | null | undefined
-  /** `occurredAt` is more than an hour before `intakeAt`: the backfill lane. */
-  readonly late?: boolean | undefined
-  /** The service's clock when the request came in: the late-usage window counts back from it. */
-  readonly intakeAt?: string | undefined
-}
+import type { InboxRow } from "./InboxRow.ts"
 
 /** A row in the inbox: this one (`replayed: false`), or the first one written under its idempotency key. */
 export interface Written {
@@ -121,8 +103,190 @@ const Holder = Schema.Struct({
 
 const keyOf = (organizationId: string, route: string, key: string) => `${organizationId}\u0000${route}\u0000${key}`
 
+/** Counts the statements `insertSignals` sends (the writer's stats). */
+export interface StatementCounter {
+  readonly insert: (rows: number) => void
+  readonly lookup: () => void
+}
+
+const uncounted: StatementCounter = { insert: () => {}, lookup: () => {} }
+
+/** The insert: one row per input row, saying whether it went in and what its customerId named. */
+const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
+  const payload = JSON.stringify(rows.map((row, ord) => ({
+    ord,
+    organization_id: row.organizationId,
+    id: row.id,
+    message_id: row.messageId,
+    route: row.route,
+    customer_id: row.customerId,
+    external_id: row.externalId,
+    idempotency_key: row.idempotencyKey,
+    agent_key: row.agentKey,
+    run_id: row.runId,
+    composite_ref: row.compositeRef,
+    composite_value: row.compositeValue,
+    member: row.member,
+    body: row.body,
+    occurred_at: row.occurredAt ?? null,
+    late: row.late ?? false,
+    intake_at: row.intakeAt ?? null,
+    response: row.response ?? null
+  })))
+  // The rows go in in the order given (ORDER BY ord), so of two rows with one key the first
+  // written wins and the second conflicts, exactly as two requests one after the other would.
+  // The late-usage window is the organisation's setting read by this same statement (only for
+  // rows with a timestamp): no cache to keep coherent, a settings change applies to the next insert.
+  return Effect.flatMap(
+    sql`WITH input AS (
+          SELECT * FROM json_to_recordset(${payload}::json) AS r(
+            ord int, organization_id text, id text, message_id text, route text, customer_id text,
+            external_id text, idempotency_key text, agent_key text, run_id text, composite_ref text,
+            composite_value text, member text, body jsonb, occurred_at timestamptz, late boolean,
+            intake_at timestamptz, response jsonb)
+        ),
+        checked AS (
+          SELECT input.*, c.id IS NOT NULL AS customer_found, c.archived_at IS NOT NULL AS customer_archived,
+                 coalesce(input.occurred_at < input.intake_at - o.late_usage_days * interval '86400 seconds', false) AS too_old,
+                 o.late_usage_days
+          FROM input
+          LEFT JOIN customers c ON c.organization_id = input.organization_id AND c.id = input.customer_id
+          LEFT JOIN organizations o ON input.occurred_at IS NOT NULL AND o.id = input.organization_id
+        ),
+        inserted AS (
+          INSERT INTO signals (organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
+                               agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late,
+                               response)
+          SELECT organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
+                 agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late, response
+          FROM checked
+          WHERE (customer_id IS NULL OR (customer_found AND NOT customer_archived)) AND NOT too_old
+          ORDER BY ord
+          ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+          RETURNING id
+        )
+        SELECT checked.ord, checked.customer_found, checked.customer_archived, checked.too_old,
+               checked.late_usage_days, inserted.id IS NOT NULL AS inserted
+        FROM checked LEFT JOIN inserted ON inserted.id = checked.id`,
+    decodeRows(Checked)
+  )
+}
+
+/** The rows holding the keys that were taken: the first answer under each key. */
+const holdersOf = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
+  const keys = JSON.stringify(rows.map((row) => ({
+    organization_id: row.organizationId,
+    route: row.route,
+    idempotency_key: row.idempotencyKey
+  })))
+  return Effect.flatMap(
+    sql`SELECT s.organization_id, s.route, s.idempotency_key, s.id, s.message_id
+        FROM (SELECT DISTINCT * FROM json_to_recordset(${keys}::json)
+                AS k(organization_id text, route text, idempotency_key text)) k
+        JOIN signals s ON s.organization_id = k.organization_id AND s.route = k.route
+                      AND s.idempotency_key = k.idempotency_key`,
+    decodeRows(Holder)
+  ).pipe(
+    Effect.map((found) => new Map(found.map((h) => [keyOf(h.organizationId, h.route, h.idempotencyKey), h])))
+  )
+}
+
 /**
- * A submitted row and the callback that answers its request. A callback rather
+ * Each row's answer once the insert has committed, as if the rows had come
+ * one after the other in their order. A row with an idempotency key that
+ * was taken before it (by an earlier request, or an earlier row of this
+ * set) answers the first signal, whatever its own body says, even a
+ * customer that would be refused; a key is not used up by a refused row.
+ */
+const answers = (
+  sql: SqlClient.SqlClient,
+  rows: ReadonlyArray<InboxRow>,
+  checked: ReadonlyArray<typeof Checked.Type>,
+  count: StatementCounter
+) =>
+  Effect.gen(function*() {
+    const byOrd = new Array<typeof Checked.Type>(rows.length)
+    for (const result of checked) byOrd[result.ord] = result
+    const keyOfRow = (row: InboxRow) =>
+      row.idempotencyKey === null ? undefined : keyOf(row.organizationId, row.route, row.idempotencyKey)
+    // The row of this set that went in under each key.
+    const insertedUnder = new Map<string, number>()
+    rows.forEach((row, ord) => {
+      const key = keyOfRow(row)
+      if (key !== undefined && byOrd[ord]!.inserted) insertedUnder.set(key, ord)
+    })
+    // Keys taken before this set: one look-up for all of them, only when there are some.
+    const taken = rows.filter((row, ord) => {
+      const key = keyOfRow(row)
+      return key !== undefined && !byOrd[ord]!.inserted && !insertedUnder.has(key)
+    })
+    if (taken.length > 0) count.lookup()
+    // The inserted rows are committed whatever happens to the look-up: only the others depend on it.
+    const holders = taken.length === 0 ? Exit.succeed(new Map()) : yield* Effect.exit(holdersOf(sql, taken))
+    return rows.map((row, ord): Exit.Exit<Written, Refusal> => {
+      const result = byOrd[ord]!
+      if (result.inserted) return Exit.succeed({ id: row.id, messageId: row.messageId, replayed: false })
+      const key = keyOfRow(row)
+      const earlier = key === undefined ? undefined : insertedUnder.get(key)
+      if (earlier !== undefined && earlier < ord) {
+        return Exit.succeed({ id: rows[earlier]!.id, messageId: rows[earlier]!.messageId, replayed: true })
+      }
+      if (key !== undefined && earlier === undefined) {
+        if (Exit.isFailure(holders)) return Exit.die(Cause.squash(holders.cause))
+        const holder = holders.value.get(key)
+        if (holder !== undefined) return Exit.succeed({ id: holder.id, messageId: holder.messageId, replayed: true })
+      }
+      if (row.customerId !== null && !result.customerFound) {
+        return Exit.fail(new CustomerNotFound({ message: `Customer ${row.customerId} not found` }))
+      }
+      if (row.customerId !== null && result.customerArchived) {
+        return Exit.fail(archivedRefusal(row.customerId, "cannot receive signals"))
+      }
+      if (result.tooOld) return Exit.fail(tooOldRefusal(result.lateUsageDays ?? 0))
+      // A row neither refused nor written would have lost its signal: never answer it 202.
+      return Exit.die(new Error(`signal ${row.id} was neither written nor refused`))
+    })
+  })
+
+/**
+ * Writes `rows` into the inbox in one statement (plus one look-up of taken
+ * keys) and gives each row's answer in order: written, refused, or (a row the
+ * database itself refuses) a defect of that row alone. Inside a transaction
+ * (a completion's, the worker's batch) a failed statement fails the
+ * transaction too: those write one row, whose failure is then a defect.
+ */
+export const insertSignals = (
+  sql: SqlClient.SqlClient,
+  rows: ReadonlyArray<InboxRow>,
+  count: StatementCounter = uncounted
+): Effect.Effect<ReadonlyArray<Exit.Exit<Written, Refusal>>> => {
+  if (rows.length === 0) return Effect.succeed([])
+  count.insert(rows.length)
+  return Effect.matchCauseEffect(insert(sql, rows), {
+    onSuccess: (checked) => answers(sql, rows, checked, count),
+    // A failed statement committed nothing: each row again on its own isolates the one at fault.
+    onFailure: (cause) =>
+      rows.length === 1
+        ? Effect.succeed([Exit.die(Cause.squash(cause))])
+        : Effect.forEach(rows, (row) => Effect.map(insertSignals(sql, [row], count), (exits) => exits[0]!))
+  })
+}
+
+/** A request's answer: each of its rows' outcomes, in order. */
+export type Answer = (exits: ReadonlyArray<Exit.Exit<Written, Refusal>>) => void
+
+/**
+ * A door that answers by callback, as an effect: `start` is given the resume
+ * and returns how to withdraw, which interrupting the effect does.
+ */
+export const awaitAnswer = <A, E>(start: (answer: (exit: Exit.Exit<A, E>) => void) => () => void): Effect.Effect<A, E> =>
+  Effect.async<A, E>((resume) => {
+    const withdraw = start(resume)
+    return Effect.sync(withdraw)
+  })
+
+/**
+ * A single request's row and the callback that answers it. A callback rather
  * than a `Deferred`: one was made per request, and a Deferred copies the whole
  * Effect prototype (15 % of the bytes the intake lane had promoted to the old
  * generation, docs/benchmarks.md). `answer` ignores all calls after the first.
@@ -139,163 +303,26 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
     let inserts = 0
     let offered = 0
     let lingers = 0
-
-    /** The insert: one row per input row, saying whether it went in and what its customerId named. */
-    const insert = (rows: ReadonlyArray<InboxRow>) => {
-      const payload = JSON.stringify(rows.map((row, ord) => ({
-        ord,
-        organization_id: row.organizationId,
-        id: row.id,
-        message_id: row.messageId,
-        route: row.route,
-        customer_id: row.customerId,
-        external_id: row.externalId,
-        idempotency_key: row.idempotencyKey,
-        agent_key: row.agentKey,
-        run_id: row.runId,
-        composite_ref: row.compositeRef,
-        composite_value: row.compositeValue,
-        member: row.member,
-        body: row.body,
-        occurred_at: row.occurredAt ?? null,
-        late: row.late ?? false,
-        intake_at: row.intakeAt ?? null
-      })))
-      statements++
-      inserts++
-      offered += rows.length
-      // The rows go in in the order given (ORDER BY ord), so of two rows with one key the first
-      // written wins and the second conflicts, exactly as two requests one after the other would.
-      // The late-usage window is the organisation's setting read by this same statement (only for
-      // rows with a timestamp): no cache to keep coherent, a settings change applies to the next insert.
-      return Effect.flatMap(
-        sql`WITH input AS (
-              SELECT * FROM json_to_recordset(${payload}::json) AS r(
-                ord int, organization_id text, id text, message_id text, route text, customer_id text,
-                external_id text, idempotency_key text, agent_key text, run_id text, composite_ref text,
-                composite_value text, member text, body jsonb, occurred_at timestamptz, late boolean,
-                intake_at timestamptz)
-            ),
-            checked AS (
-              SELECT input.*, c.id IS NOT NULL AS customer_found, c.archived_at IS NOT NULL AS customer_archived,
-                     coalesce(input.occurred_at < input.intake_at - o.late_usage_days * interval '86400 seconds', false) AS too_old,
-                     o.late_usage_days
-              FROM input
-              LEFT JOIN customers c ON c.organization_id = input.organization_id AND c.id = input.customer_id
-              LEFT JOIN organizations o ON input.occurred_at IS NOT NULL AND o.id = input.organization_id
-            ),
-            inserted AS (
-              INSERT INTO signals (organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
-                                   agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late)
-              SELECT organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
-                     agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late
-              FROM checked
-              WHERE (customer_id IS NULL OR (customer_found AND NOT customer_archived)) AND NOT too_old
-              ORDER BY ord
-              ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-              RETURNING id
-            )
-            SELECT checked.ord, checked.customer_found, checked.customer_archived, checked.too_old,
-                   checked.late_usage_days, inserted.id IS NOT NULL AS inserted
-            FROM checked LEFT JOIN inserted ON inserted.id = checked.id`,
-        decodeRows(Checked)
-      )
+    const count: StatementCounter = {
+      insert: (rows) => {
+        statements++
+        inserts++
+        offered += rows
+      },
+      lookup: () => {
+        statements++
+      }
     }
-
-    /** The rows holding the keys that were taken: the first answer under each key. */
-    const holdersOf = (rows: ReadonlyArray<InboxRow>) => {
-      const keys = JSON.stringify(rows.map((row) => ({
-        organization_id: row.organizationId,
-        route: row.route,
-        idempotency_key: row.idempotencyKey
-      })))
-      statements++
-      return Effect.flatMap(
-        sql`SELECT s.organization_id, s.route, s.idempotency_key, s.id, s.message_id
-            FROM (SELECT DISTINCT * FROM json_to_recordset(${keys}::json)
-                    AS k(organization_id text, route text, idempotency_key text)) k
-            JOIN signals s ON s.organization_id = k.organization_id AND s.route = k.route
-                          AND s.idempotency_key = k.idempotency_key`,
-        decodeRows(Holder)
-      ).pipe(
-        Effect.map((found) => new Map(found.map((h) => [keyOf(h.organizationId, h.route, h.idempotencyKey), h])))
-      )
-    }
-
-    /**
-     * Each row's answer once the insert has committed, as if the rows had come
-     * one after the other in their order. A row with an idempotency key that
-     * was taken before it (by an earlier request, or an earlier row of this
-     * set) answers the first signal, whatever its own body says, even a
-     * customer that would be refused; a key is not used up by a refused row.
-     */
-    const answers = (rows: ReadonlyArray<InboxRow>, checked: ReadonlyArray<typeof Checked.Type>) =>
-      Effect.gen(function*() {
-        const byOrd = new Array<typeof Checked.Type>(rows.length)
-        for (const result of checked) byOrd[result.ord] = result
-        const keyOfRow = (row: InboxRow) =>
-          row.idempotencyKey === null ? undefined : keyOf(row.organizationId, row.route, row.idempotencyKey)
-        // The row of this set that went in under each key.
-        const insertedUnder = new Map<string, number>()
-        rows.forEach((row, ord) => {
-          const key = keyOfRow(row)
-          if (key !== undefined && byOrd[ord]!.inserted) insertedUnder.set(key, ord)
-        })
-        // Keys taken before this set: one look-up for all of them, only when there are some.
-        const taken = rows.filter((row, ord) => {
-          const key = keyOfRow(row)
-          return key !== undefined && !byOrd[ord]!.inserted && !insertedUnder.has(key)
-        })
-        // The inserted rows are committed whatever happens to the look-up: only the others depend on it.
-        const holders = taken.length === 0 ? Exit.succeed(new Map()) : yield* Effect.exit(holdersOf(taken))
-        return rows.map((row, ord): Exit.Exit<Written, Refusal> => {
-          const result = byOrd[ord]!
-          if (result.inserted) return Exit.succeed({ id: row.id, messageId: row.messageId, replayed: false })
-          const key = keyOfRow(row)
-          const earlier = key === undefined ? undefined : insertedUnder.get(key)
-          if (earlier !== undefined && earlier < ord) {
-            return Exit.succeed({ id: rows[earlier]!.id, messageId: rows[earlier]!.messageId, replayed: true })
-          }
-          if (key !== undefined && earlier === undefined) {
-            if (Exit.isFailure(holders)) return Exit.die(Cause.squash(holders.cause))
-            const holder = holders.value.get(key)
-            if (holder !== undefined) return Exit.succeed({ id: holder.id, messageId: holder.messageId, replayed: true })
-          }
-          if (row.customerId !== null && !result.customerFound) {
-            return Exit.fail(new CustomerNotFound({ message: `Customer ${row.customerId} not found` }))
-          }
-          if (row.customerId !== null && result.customerArchived) {
-            return Exit.fail(
-              archivedRefusal(row.customerId, "cannot receive signals")
-            )
-          }
-          if (result.tooOld) return Exit.fail(tooOldRefusal(result.lateUsageDays ?? 0))
-          // A row neither refused nor written would have lost its signal: never answer it 202.
-          return Exit.die(new Error(`signal ${row.id} was neither written nor refused`))
-        })
-      })
-
-    /**
-     * Writes `rows` in one statement (plus one look-up of taken keys) and gives
-     * each row's answer in order: written, refused, or (a row the database
-     * itself refuses) a defect of that row alone.
-     */
-    const write = (rows: ReadonlyArray<InboxRow>): Effect.Effect<ReadonlyArray<Exit.Exit<Written, Refusal>>> => {
-      if (rows.length === 0) return Effect.succeed([])
-      return Effect.matchCauseEffect(insert(rows), {
-        onSuccess: (checked) => answers(rows, checked),
-        // A failed statement committed nothing: each row again on its own isolates the one at fault.
-        onFailure: (cause) =>
-          rows.length === 1
-            ? Effect.succeed([Exit.die(Cause.squash(cause))])
-            : Effect.forEach(rows, (row) => Effect.map(write([row]), (exits) => exits[0]!))
-      })
-    }
+    const write = (rows: ReadonlyArray<InboxRow>) => insertSignals(sql, rows, count)
 
     const queue = yield* Queue.unbounded<Pending>()
-    /** Rows submitted and not answered yet: one arriving while another waits means requests overlap. */
+    /** Single rows submitted and not answered yet: one arriving while another waits means requests overlap. */
     let unanswered = 0
+    /** Batches submitted and not answered yet (they write alone, so they are no company for single rows). */
+    let batchesWaiting = 0
     let contendedAt = Number.NEGATIVE_INFINITY
+    // A batch's statement runs on this runtime: one still writing when the service stops is interrupted (503).
+    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
 
     /** Writes a group and answers each of its requests (run uninterruptibly: see `writeLoop`). */
     const flush = (group: Chunk.Chunk<Pending>) => {
@@ -307,7 +334,6 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
         })
       )
     }
-
     // Runs last when the service stops: requests still waiting are answered (interrupted: 503), none hangs.
     yield* Effect.addFinalizer(() =>
       Effect.flatMap(Queue.takeAll(queue), (left) =>
@@ -356,13 +382,8 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
     )
     for (let i = 0; i < writers; i++) yield* Effect.forkScoped(writeLoop)
 
-    /**
-     * Writes one row together with whatever else is waiting and calls `answer`
-     * once it is committed (or refused), at most once. The returned function
-     * withdraws the request (its client went away): the row, once taken, is
-     * still written, and nobody is answered.
-     */
-    const enqueue = (row: InboxRow, answer: (exit: Exit.Exit<Written, Refusal>) => void): (() => void) => {
+    /** A single row, written together with whatever else is waiting. */
+    const enqueueRow = (row: InboxRow, answer: Answer): (() => void) => {
       if (unanswered > 0) contendedAt = performance.now()
       unanswered++
       let waiting = true
@@ -375,7 +396,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
       const pending: Pending = {
         row,
         answer: (exit) => {
-          if (settle()) answer(exit)
+          if (settle()) answer([exit])
         }
       }
       // A stopped writer takes no more rows: the request is interrupted (503), as an offer to a shut queue would be.
@@ -385,21 +406,48 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
       }
     }
 
-    /** `enqueue` as an effect: interrupting it withdraws the request. */
-    const submit = (row: InboxRow): Effect.Effect<Written, Refusal> =>
-      Effect.async<Written, Refusal>((resume) => {
-        const withdraw = enqueue(row, resume)
-        return Effect.sync(withdraw)
-      })
+    /** A batch's rows: a group already, written at once by a statement of its own. */
+    const enqueueBatch = (rows: ReadonlyArray<InboxRow>, answer: Answer): (() => void) => {
+      batchesWaiting++
+      let waiting = true
+      const settle = () => {
+        const first = waiting
+        if (first) batchesWaiting--
+        waiting = false
+        return first
+      }
+      runFork(Effect.onExit(write(rows), (exit) =>
+        Effect.sync(() => {
+          if (settle()) answer(Exit.isSuccess(exit) ? exit.value : rows.map(() => Exit.failCause(exit.cause)))
+        })))
+      return () => {
+        settle()
+      }
+    }
+
+    /**
+     * The writer's one door: writes one request's rows (one signal, or a
+     * batch's) and calls `answer` with each row's outcome, in order, once
+     * committed (or refused), at most once. The returned function withdraws
+     * the request (its client went away): rows once taken are still written,
+     * and nobody is answered.
+     */
+    const enqueue = (rows: ReadonlyArray<InboxRow>, answer: Answer): (() => void) => {
+      if (rows.length === 0) {
+        answer([])
+        return constVoid
+      }
+      return rows.length === 1 ? enqueueRow(rows[0]!, answer) : enqueueBatch(rows, answer)
+    }
 
     const stats: Effect.Effect<InboxWriterStats> = Effect.sync(() => ({
       statements,
       inserts,
       rows: offered,
       lingers,
-      waiting: unanswered
+      waiting: unanswered + batchesWaiting
     }))
 
-    return { write, enqueue, submit, stats } as const
+    return { enqueue, stats } as const
   })
 }) {}

@@ -160,7 +160,7 @@ const common = {
   }),
   idempotencyKey: Schema.optional(IdempotencyKey).annotations({
     description: "1 to 255 characters. A repeat with the same key on the same route answers the original signal " +
-      "again and records nothing new."
+      "again and records nothing new, whatever its body says (a reused key is never refused)."
   }),
   custom: Schema.optional(Custom),
   timestamp: Schema.optional(SignalTimestamp)
@@ -252,7 +252,7 @@ const batchItem = <T extends BatchType, F extends Schema.Struct.Fields>(
 /**
  * What one item of a batch may be: the body of one of the four queued routes
  * with its `type`. This is the document's view; the route decodes each item on
- * its own (`Signals.acceptBatch`), so a bad item is that item's error only.
+ * its own (`Intake.acceptBatch`), so a bad item is that item's error only.
  */
 export const SignalBatchItem = Schema.Union(
   batchItem("credit", CreditSignal, "SignalBatchCreditItem", "POST /signal/credit"),

@@ -62,7 +62,9 @@ import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { type CycleKey, refreshDrafts } from "../billing/DraftInvoices.ts"
 import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
-import { lateAfterMs } from "./Signal.ts"
+import { inboxRowOf, momentAt } from "./InboxRow.ts"
+import type { SignalInput } from "./Signal.ts"
+import { insertSignals } from "./InboxWriter.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -514,28 +516,16 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           customerId,
           composite: { [tag.composite.refId]: value },
           ...(occurrence.member === null ? {} : { member: occurrence.member }),
-          ...(occurrence.custom === null ? {} : { custom: occurrence.custom })
+          ...(occurrence.custom === null ? {} : { custom: occurrence.custom as SignalInput["custom"] })
         }
-        yield* sql`INSERT INTO signals ${
-          sql.insert({
-            organizationId: org,
-            id: rawId,
-            messageId: makeId("msg"),
-            route: "COMPOSITE_COMPLETE",
-            customerId,
-            compositeRef: tag.composite.refId,
-            compositeValue: value,
-            member: occurrence.member,
-            body: JSON.stringify(body),
-            // The occurrence completes when its last missing signal happened: billed in that cycle.
-            occurredAt: signal.moment,
-            late: signal.moment.getTime() < Date.now() - lateAfterMs
-          })
-        }`
+        // The occurrence completes when its last missing signal happened: billed in that cycle.
+        const row = yield* inboxRowOf(org, "COMPOSITE_COMPLETE", body, body, momentAt(signal.moment, Date.now()), { id: rawId })
+        const [written] = yield* insertSignals(sql, [row])
+        yield* written!
         yield* sql`UPDATE composite_occurrences SET status = 'COMPLETED', signal_id = ${rawId},
                      completed_at = now(), updated_at = now()
                    WHERE organization_id = ${org} AND composite_id = ${tag.composite.id} AND value = ${value}`
-      }).pipe(orDie)
+      }).pipe(Effect.orDie)
 
     /** The end state of each signal of the batch, written in one statement. */
     const finish = (results: ReadonlyArray<readonly [SignalRecord, Ended]>) => {

@@ -1,6 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
+import { Context } from "effect"
 import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/Documented.ts"
 import {
@@ -16,9 +17,16 @@ import {
   UnitSignal,
   WalletSignal
 } from "./Signal.ts"
+import type { QueuedRoute } from "./Intake.ts"
 
-/** The message of the queued routes' 202 (also written by src/http/IntakeLane.ts). */
+/** The message of the queued routes' 202 (also written by src/signals/IntakeLane.ts). */
 export const acceptedMessage = "Signal accepted for processing"
+
+/**
+ * Marks an endpoint as one of the queued routes, with the route it queues to:
+ * the intake lane (IntakeLane.ts) answers exactly the endpoints so marked.
+ */
+export class QueuedEndpoint extends Context.Tag("signals/QueuedEndpoint")<QueuedEndpoint, QueuedRoute>() {}
 
 const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
 
@@ -39,7 +47,8 @@ const intake = "The signal is written to a durable inbox and answered 202 with i
   "priced a moment later from live rates (a client never sends a price). Name the customer by `customerId` or " +
   "`externalId` (`customerId` wins when both are sent). An `externalId` that matches no customer yet is accepted and " +
   "kept Pending until the customer exists. The same `idempotencyKey` on the same route answers the original signal " +
-  "again and records nothing new. " + timestampRule
+  "again (202, the same `messageId` and `rawId`) and records nothing new, whatever the repeat's body says: a reused " +
+  "key is never refused. " + timestampRule
 
 
 const badBody = "The body fails its schema (the message names the field), neither `customerId` nor `externalId` is " +
@@ -64,7 +73,7 @@ const completionErrors = (conflict: string, unprocessable: string) => ({
 
 export class SignalsApi extends HttpApiGroup.make("signals")
   .add(
-    HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "CREDIT").annotateContext(
       documented({
         summary: "Send a credit signal",
         description: "Meters one model call against a credit, named by its `agentKey`, from its token counts. The " +
@@ -74,7 +83,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
     )
   )
   .add(
-    HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "OUTCOME").annotateContext(
       documented({
         summary: "Record an outcome step",
         description: "Records one step of an outcome run (`runId`), named by the step's `agentKey`. Steps never " +
@@ -101,7 +110,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
       }))
   )
   .add(
-    HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "UNIT").annotateContext(
       documented({
         summary: "Send a unit signal",
         description: "Records `quantity` units (1 by default) of the unit named by `agentKey`; no model, no " +
@@ -111,7 +120,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
     )
   )
   .add(
-    HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).addSuccess(Accepted).annotateContext(
+    HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "WALLET").annotateContext(
       documented({
         summary: "Send a wallet signal",
         description: "Debits the customer's USD wallet at the model's provider cost for the tokens of one call. " +

@@ -3,17 +3,23 @@ import { Effect } from "effect"
 import { groupApi } from "../http/GroupApi.ts"
 import { SignalsApi } from "./SignalsApi.ts"
 import { forOrganization } from "../http/Auth.ts"
-import { Signals } from "./Signals.ts"
+import { Completions } from "./Completions.ts"
+import { Intake, type IntakeRefusal, type QueuedRoute, type SignalOf } from "./Intake.ts"
+import { awaitAnswer } from "./InboxWriter.ts"
+import type { Acknowledgement } from "./Signal.ts"
 
 export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signals", (handlers) =>
   Effect.gen(function*() {
-    const signals = yield* Signals
+    const intake = yield* Intake
+    const completions = yield* Completions
+    const queued = <R extends QueuedRoute>(route: R) => ({ payload }: { readonly payload: SignalOf<R> }) =>
+      forOrganization((org) => awaitAnswer<Acknowledgement, IntakeRefusal>((answer) => intake.accept(org, route, payload, answer)))
     return handlers
-      .handle("credit", ({ payload }) => forOrganization((org) => signals.accept(org, "CREDIT", payload)))
-      .handle("outcome", ({ payload }) => forOrganization((org) => signals.accept(org, "OUTCOME", payload)))
-      .handle("outcomeComplete", ({ payload }) => forOrganization((org) => signals.completeOutcome(org, payload)))
-      .handle("unit", ({ payload }) => forOrganization((org) => signals.accept(org, "UNIT", payload)))
-      .handle("wallet", ({ payload }) => forOrganization((org) => signals.accept(org, "WALLET", payload)))
-      .handle("batch", ({ payload }) => forOrganization((org) => signals.acceptBatch(org, payload.signals)))
-      .handle("compositeComplete", ({ payload }) => forOrganization((org) => signals.completeComposite(org, payload)))
+      .handle("credit", queued("CREDIT"))
+      .handle("outcome", queued("OUTCOME"))
+      .handle("outcomeComplete", ({ payload }) => forOrganization((org) => completions.completeOutcome(org, payload)))
+      .handle("unit", queued("UNIT"))
+      .handle("wallet", queued("WALLET"))
+      .handle("batch", ({ payload }) => forOrganization((org) => intake.acceptBatch(org, payload.signals)))
+      .handle("compositeComplete", ({ payload }) => forOrganization((org) => completions.completeComposite(org, payload)))
   }))

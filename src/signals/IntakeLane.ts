@@ -6,13 +6,16 @@
  * to about a quarter of what Node answers on this machine (docs/benchmarks.md,
  * "The intake lane"), and these routes carry nearly all of a customer's traffic.
  *
- * The lane is a door, not a second implementation. It applies the same body
- * rules (BodyGuard's functions), decodes with the route's schema, calls the
- * same services as the HttpApi handler (`ApiKeys`, `Signals`), answers the
- * same `Accepted` envelope, maps failures with the one mapping
- * (`failureAnswer`) and writes the same request-log line. A request whose key
- * is in the key cache (nearly all) runs no fiber at all: the cache answers at
- * once and the inbox writer calls back (`Signals.enqueue`); a fiber per
+ * The lane is a door, not a second implementation. Its routes are the
+ * SignalsApi endpoints annotated `QueuedEndpoint`, found in the API it is
+ * given (`HttpApi.reflect`), paths and prefix as the full server routes them.
+ * It applies the same body rules (BodyGuard's functions), decodes with the
+ * route's schema, calls the same services as the HttpApi handler (`ApiKeys`,
+ * `Intake.accept`), answers the same `Accepted` envelope with the server kit's
+ * request id and answer writing (RequestLog.ts, Envelope.ts), maps failures
+ * with the one mapping (`failureAnswer`) and writes the same request-log line.
+ * A request whose key is in the key cache (nearly all) runs no fiber at all:
+ * the cache answers at once and the inbox writer calls back; a fiber per
  * request was a tenth of the lane's time (docs/benchmarks.md).
  * A request it cannot judge without the full server (no Content-Length, a
  * query string, a body that is not plain valid JSON of the route's schema) is
@@ -22,29 +25,36 @@
  *
  * A body's `timestamp` is judged like the rest: its form by the route's schema
  * (a string without a zone offset goes to the full server, which answers the
- * 400), its lead over the clock by `Signals.enqueue` (400), and the
+ * 400), its lead over the clock by `Intake.accept` (400), and the
  * organisation's late-usage window by the inbox insert itself (422): no look-up
  * of its own, no cached setting to go stale.
  */
-import { Cause, Effect, Either, Exit, FiberSet } from "effect"
-import { randomUUID } from "node:crypto"
+import * as HttpApi from "@effect/platform/HttpApi"
+import { Cause, Context, Effect, Either, Exit, FiberSet, Layer, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Readable } from "node:stream"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import type { ServiceError } from "../errors.ts"
-import type { Acknowledgement } from "../signals/Signal.ts"
-import { decodeQueued, type QueuedRoute, Signals } from "../signals/Signals.ts"
-import { acceptedMessage } from "../signals/SignalsApi.ts"
-import { bearerToken } from "./Auth.ts"
-import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "./BodyGuard.ts"
-import { errorBody, failureAnswer, successBody } from "./Envelope.ts"
-import * as RequestLog from "./RequestLog.ts"
+import { bearerToken } from "../http/Auth.ts"
+import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "../http/BodyGuard.ts"
+import { errorBody, failureAnswer, successBody, writeAnswer } from "../http/Envelope.ts"
+import * as RequestLog from "../http/RequestLog.ts"
+import { awaitAnswer } from "./InboxWriter.ts"
+import { decodeQueued, Intake, type IntakeRefusal, type QueuedRoute } from "./Intake.ts"
+import type { Acknowledgement } from "./Signal.ts"
+import { acceptedMessage, QueuedEndpoint } from "./SignalsApi.ts"
 
-const laneRoutes: Readonly<Record<string, QueuedRoute>> = {
-  "/api/v1/signal/credit": "CREDIT",
-  "/api/v1/signal/outcome": "OUTCOME",
-  "/api/v1/signal/unit": "UNIT",
-  "/api/v1/signal/wallet": "WALLET"
+/** The lane's routes: each POST endpoint of `api` annotated as queued, by its full path. */
+export const laneRoutesOf = (api: HttpApi.HttpApi.Any): ReadonlyMap<string, QueuedRoute> => {
+  const routes = new Map<string, QueuedRoute>()
+  HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      const route = Context.getOption(endpoint.annotations, QueuedEndpoint)
+      if (Option.isSome(route) && endpoint.method === "POST") routes.set(endpoint.path, route.value)
+    }
+  })
+  return routes
 }
 
 /** The largest body the lane reads; a bigger one (a signal is a few hundred bytes) goes to the full server. */
@@ -81,10 +91,11 @@ export interface IntakeLaneStats {
   readonly handedOver: number
 }
 
-export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
-  scoped: Effect.gen(function*() {
+const make = (api: HttpApi.HttpApi.Any) =>
+  Effect.gen(function*() {
+    const laneRoutes = laneRoutesOf(api)
     const keys = yield* ApiKeys
-    const signals = yield* Signals
+    const intake = yield* Intake
     const log = yield* RequestLog.RequestLog
     // For a key not in the cache (its look-up is an effect) and error logs. Released after the server, which
     // finishes its requests in flight first. A request waiting for the inbox writer when that stops is answered 503.
@@ -116,7 +127,7 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
       fallback: (request: IncomingMessage, response: ServerResponse) => void
     ): boolean => {
       if (request.method !== "POST") return false
-      const route = laneRoutes[request.url ?? ""]
+      const route = laneRoutes.get(request.url ?? "")
       if (route === undefined) return false
       const headers = request.headers
       const contentType = headers["content-type"]
@@ -132,10 +143,10 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
       request.on("error", () => response.destroy())
       request.on("end", () => {
         const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
-        const requestId = (headers["x-request-id"] as string | undefined) ?? randomUUID()
+        const requestId = RequestLog.requestIdOf(headers[RequestLog.requestIdHeader])
         const finished = (status: number, json: string) => {
           answered++
-          answer(response, status, json, requestId)
+          writeAnswer(response, status, json, requestId)
           const now = performance.now()
           log.record(requestId, "POST", request.url!, status, now - started, now)
         }
@@ -162,7 +173,8 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
         let withdraw: () => void
         if (cached === undefined) {
           const fiber = runFork(
-            Effect.flatMap(keys.authenticate(secret), (caller) => signals.accept(caller.organizationId, route, signal)).pipe(
+            Effect.flatMap(keys.authenticate(secret), (caller) =>
+              awaitAnswer<Acknowledgement, IntakeRefusal>((answer) => intake.accept(caller.organizationId, route, signal, answer))).pipe(
               Effect.exit,
               Effect.map(settled)
             )
@@ -171,7 +183,7 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
         } else if (Either.isLeft(cached)) {
           return refused(Cause.fail(cached.left))
         } else {
-          withdraw = signals.enqueue(cached.right.organizationId, route, signal, settled)
+          withdraw = intake.accept(cached.right.organizationId, route, signal, settled)
         }
         response.on("close", () => {
           if (!response.writableEnded) withdraw()
@@ -185,13 +197,11 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
       stats: Effect.sync((): IntakeLaneStats => ({ answered, handedOver }))
     } as const
   })
-}) {}
 
-const answer = (response: ServerResponse, status: number, json: string, requestId: string) => {
-  response.writeHead(status, {
-    "content-type": "application/json",
-    "content-length": Buffer.byteLength(json),
-    "x-request-id": requestId
-  })
-  response.end(json)
+export class IntakeLane extends Context.Tag("IntakeLane")<
+  IntakeLane,
+  Effect.Effect.Success<ReturnType<typeof make>>
+>() {
+  /** The lane for `api`'s queued routes. */
+  static readonly layer = (api: HttpApi.HttpApi.Any) => Layer.scoped(IntakeLane, make(api))
 }

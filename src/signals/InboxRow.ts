@@ -1,0 +1,137 @@
+/**
+ * A request as the inbox's row: the one place a signal's columns are made,
+ * whichever door it came in by (a queued route, a batch item, a completion,
+ * or the worker completing a parked composite). Every row then goes in by one
+ * statement (`insertSignals`, InboxWriter.ts).
+ *
+ * The rules a row obeys here, once: the customer is named by `customerId` or
+ * `externalId` (`namedCustomer`: customerId wins, neither is a 400); no text
+ * PostgreSQL cannot store (`unstorableText`: it would fail the statement the
+ * row shares with others); a `timestamp` at most 5 minutes ahead of the clock.
+ */
+import { Either } from "effect"
+import { namedCustomer } from "../customers/Customer.ts"
+import { BadRequest } from "../errors.ts"
+import { makeId } from "../ids.ts"
+import { unstorableText } from "../schema.ts"
+import { instantOf, lateAfterMs, maxTimestampLeadMs, type SignalInput, type SignalRoute, tagOf } from "./Signal.ts"
+
+/** A signal in the inbox's columns, ready to be written. */
+export interface InboxRow {
+  readonly organizationId: string
+  readonly id: string
+  readonly messageId: string
+  readonly route: SignalRoute
+  readonly customerId: string | null
+  readonly externalId: string | null
+  readonly idempotencyKey: string | null
+  readonly agentKey: string | null
+  readonly runId: string | null
+  readonly compositeRef: string | null
+  readonly compositeValue: string | null
+  readonly member: string | null
+  /** The request as accepted (decoded and re-encoded), which the worker prices. */
+  readonly body: unknown
+  /** When the usage happened (the body's `timestamp`, ISO 8601); null: at intake. */
+  readonly occurredAt?: string | null | undefined
+  /** `occurredAt` is more than an hour before `intakeAt`: the backfill lane. */
+  readonly late?: boolean | undefined
+  /** The service's clock when the request came in: the late-usage window counts back from it. */
+  readonly intakeAt?: string | undefined
+  /** A completion's answer, which a repeat of its idempotency key gets back. */
+  readonly response?: unknown
+}
+
+/** When a signal's usage happened, as the inbox stores it (`signals.occurred_at`, `signals.late`). */
+export interface Moment {
+  /** The `timestamp` sent, as an instant (ISO 8601, UTC); null when none was sent (the moment of intake). */
+  readonly occurredAt: string | null
+  /** More than an hour before intake: the backfill lane. */
+  readonly late: boolean
+  /** The service's clock at intake (only with a timestamp: the window counts back from it). */
+  readonly intakeAt: string | undefined
+  /** `occurredAt` in epoch milliseconds. */
+  readonly occurredMs: number | undefined
+}
+
+/** A signal without a timestamp: its moment is its intake (no allocation per request on the intake lane). */
+const atIntake: Either.Either<Moment, BadRequest> = Either.right({
+  occurredAt: null,
+  late: false,
+  intakeAt: undefined,
+  occurredMs: undefined
+})
+
+/**
+ * The moment of a decoded request, at intake `now`: a `timestamp` more than
+ * 5 minutes ahead of the service's clock is a 400 naming the field. (The
+ * late-usage window is the organisation's: the inbox insert checks it.)
+ */
+export const momentOf = (input: SignalInput, now: number): Either.Either<Moment, BadRequest> => {
+  if (input.timestamp === undefined) return atIntake
+  const intakeAt = new Date(now).toISOString()
+  const occurred = instantOf(input.timestamp)
+  // The schema has vouched for the text; an instant Date cannot hold is refused as the schema would.
+  if (occurred === undefined || Number.isNaN(new Date(occurred).getTime())) {
+    return Either.left(new BadRequest({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
+  }
+  if (occurred > now + maxTimestampLeadMs) {
+    return Either.left(new BadRequest({
+      message: `Invalid request: timestamp: must not be more than 5 minutes ahead of the service's clock (${intakeAt})`
+    }))
+  }
+  return Either.right({
+    occurredAt: new Date(occurred).toISOString(),
+    late: occurred < now - lateAfterMs,
+    intakeAt,
+    occurredMs: occurred
+  })
+}
+
+/** The moment of a signal made by the service itself at `occurred` (the worker completing an occurrence). */
+export const momentAt = (occurred: Date, now: number): Moment => ({
+  occurredAt: occurred.toISOString(),
+  late: occurred.getTime() < now - lateAfterMs,
+  intakeAt: undefined,
+  occurredMs: occurred.getTime()
+})
+
+const unstorableWords = {
+  NUL: "text must not contain NUL characters",
+  LONE_SURROGATE: "text must not contain unpaired UTF-16 surrogates"
+} as const
+
+/** The row of a request whose `body` is what the inbox keeps, at `moment`; or why it is refused before any write. */
+export const inboxRowOf = (
+  organizationId: string,
+  route: SignalRoute,
+  input: SignalInput,
+  body: unknown,
+  moment: Moment,
+  made: { readonly id?: string; readonly response?: unknown } = {}
+): Either.Either<InboxRow, BadRequest> => {
+  const named = namedCustomer(input)
+  if (Either.isLeft(named)) return Either.left(named.left)
+  const unstorable = unstorableText(body)
+  if (unstorable !== undefined) return Either.left(new BadRequest({ message: `Invalid request: ${unstorableWords[unstorable.reason]}` }))
+  const tag = input.composite ? tagOf(input.composite) : undefined
+  return Either.right({
+    organizationId,
+    id: made.id ?? makeId("sig"),
+    messageId: makeId("msg"),
+    route,
+    customerId: named.right._tag === "ById" ? named.right.customerId : null,
+    externalId: named.right._tag === "ByExternalId" ? named.right.externalId : null,
+    idempotencyKey: input.idempotencyKey ?? null,
+    agentKey: input.agentKey ?? null,
+    runId: input.runId ?? null,
+    compositeRef: tag?.refId ?? null,
+    compositeValue: tag?.value ?? null,
+    member: input.member ?? null,
+    body,
+    occurredAt: moment.occurredAt,
+    late: moment.late,
+    intakeAt: moment.intakeAt,
+    response: made.response
+  })
+}

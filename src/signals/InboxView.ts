@@ -1,0 +1,70 @@
+/**
+ * The operator's view of the signal inbox: list and read signals, and queue a
+ * PENDING or FAILED one again (`billing signal list|get|replay`).
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+import { Customers } from "../customers/Customers.ts"
+import { findAll, findByIdOr, orDie, pageClause } from "../db/Sql.ts"
+import { Conflict, NotFound } from "../errors.ts"
+import type { Page } from "../Page.ts"
+import { SignalRecord, type SignalStatus } from "./Signal.ts"
+
+export interface SignalListQuery {
+  readonly page: Page
+  readonly customerId?: string | undefined
+  readonly status?: SignalStatus | undefined
+}
+
+export class InboxView extends Effect.Service<InboxView>()("InboxView", {
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const customers = yield* Customers
+
+    const list = (organizationId: string, query: SignalListQuery) =>
+      findAll(
+        SignalRecord,
+        sql`SELECT * FROM signals
+            WHERE organization_id = ${organizationId}
+              AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
+              AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
+              ${pageClause(sql, query.page)}`
+      )
+
+    const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new NotFound({ message: `Signal ${id} not found` }))
+    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+
+    /**
+     * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
+     * was billed, and replaying it would bill it twice.
+     */
+    const replay = (organizationId: string, id: string) =>
+      Effect.gen(function*() {
+        const signal = yield* get(organizationId, id)
+        if (signal.status === "PROCESSED") {
+          return yield* new Conflict({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
+        }
+        const rows = yield* findAll(
+          SignalRecord,
+          sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_message = NULL
+              WHERE organization_id = ${organizationId} AND id = ${id} AND status IN ('PENDING', 'FAILED', 'QUEUED')
+              RETURNING *`
+        )
+        return rows[0] ?? (yield* get(organizationId, id))
+      })
+
+    /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
+    const replayable = (organizationId: string, customerId: string) =>
+      Effect.gen(function*() {
+        const customer = yield* customers.get(organizationId, customerId)
+        return yield* orDie(
+          sql<{ id: string }>`SELECT id FROM signals
+            WHERE organization_id = ${organizationId} AND status IN ('PENDING', 'FAILED')
+              AND (customer_id = ${customer.id} OR (customer_id IS NULL AND external_id = ${customer.externalId}))
+            ORDER BY id`
+        ).pipe(Effect.map((rows) => rows.map((row) => row.id)))
+      })
+
+    return { list, get, replay, replayable } as const
+  })
+}) {}
