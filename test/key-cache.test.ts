@@ -18,7 +18,7 @@ import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, ManagedRuntime, Redacted, TestClock } from "effect"
 import { fromUrl } from "../src/db/Database.ts"
-import { Unauthorized } from "../src/errors.ts"
+import { ApiKeyRefused } from "../src/errors.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { ApiKeys, hashKey } from "../src/organizations/ApiKeys.ts"
 import { defaultKeyCacheOptions, isUsable, KeyCache, type KeyRecord } from "../src/organizations/KeyCache.ts"
@@ -113,7 +113,7 @@ const cachedAnswer = (keys: ApiKeys, secret: string) => {
 const answer = (keys: ApiKeys, secret: string) =>
   keys.authenticate(secret).pipe(
     Effect.as("ok" as const),
-    Effect.catchIf((error) => error instanceof Unauthorized, () => Effect.succeed("refused" as const))
+    Effect.catchIf((error) => error instanceof ApiKeyRefused, () => Effect.succeed("refused" as const))
   )
 
 describe("the TTL, driven by TestClock", () => {

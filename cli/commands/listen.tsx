@@ -7,7 +7,7 @@ import { Cause, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Schedule
 import { Text } from "../ui/ink.ts"
 import { SqlClient } from "@effect/sql"
 import { Customers } from "../../src/customers/Customers.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { Wallets } from "../../src/billing/Wallets.ts"
 import { AppServicesLive } from "../../src/Services.ts"
 import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen } from "../../src/webhooks/Listen.ts"

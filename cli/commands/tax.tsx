@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { BigDecimal, Effect } from "effect"
 import { Tax, TaxCreate, Taxes, TaxUpdate } from "../../src/billing/Taxes.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"

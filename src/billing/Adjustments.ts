@@ -18,7 +18,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Either, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
-import { NoActivePlan, Unprocessable } from "../errors.ts"
+import { NoActivePlan, NotOnPlan, NotPrepaid } from "../errors.ts"
 import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
@@ -167,7 +167,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         const found = matching(endpoint, components, key)
         if (found.length === 0) {
           const ownOutcomeKey = endpoint === "outcomes" && components.some((c) => c.type === "OUTCOME" && c.agentKey === key)
-          return yield* new Unprocessable({
+          return yield* new NotOnPlan({
             message: ownOutcomeKey
               ? `${key} is an outcome's own agentKey; outcome adjustments take one of its steps' agentKey`
               : `Unknown ${keyNoun[endpoint]} ${key} on the customer's plan`
@@ -175,7 +175,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         }
         const advance = found.find((c) => c.billingMode === "ADVANCE")
         if (!advance) {
-          return yield* new Unprocessable({
+          return yield* new NotPrepaid({
             message: `${key} is not a prepaid (ADVANCE) part of the customer's plan; only prepaid balances can be adjusted`
           })
         }

@@ -15,7 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, insertRows, pageClause } from "../db/Sql.ts"
-import { Conflict, NotFound } from "../errors.ts"
+import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
@@ -254,7 +254,7 @@ export const lineRecords = (
 
 const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.multiply(amount, HUNDRED), 0))
 
-const notFound = (id: string) => new NotFound({ message: `Invoice ${id} not found` })
+const notFound = (id: string) => new InvoiceNotFound({ message: `Invoice ${id} not found` })
 
 export class Invoices extends Effect.Service<Invoices>()("Invoices", {
   effect: Effect.gen(function*() {
@@ -368,7 +368,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         invoice.status === "OPEN"
           ? Effect.succeed(invoice)
           : Effect.fail(
-            new Conflict({
+            new InvoiceNotOpen({
               message: invoice.status === "DRAFT"
                 ? `Invoice ${id} is a DRAFT (inside its grace period), not OPEN; it becomes OPEN when the cycle job finalises it`
                 : `Invoice ${id} is ${invoice.status}, not OPEN`
@@ -400,7 +400,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       Effect.gen(function*() {
         const invoice = yield* findRow(organizationId, id)
         if (invoice.status !== "OPEN") {
-          return yield* new Conflict({ message: `Invoice ${id} is ${invoice.status}; a pay link needs an OPEN invoice` })
+          return yield* new InvoiceNotOpen({ message: `Invoice ${id} is ${invoice.status}; a pay link needs an OPEN invoice` })
         }
         const expiresAt = new Date(Date.now() + PAY_LINK_MINUTES * 60_000)
         const path = invoicePath(yield* signingKeys.secretOf(organizationId), {
@@ -431,7 +431,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
               ${pageClause(sql, query.page)}`
       )
 
-    const findPayment = findByIdOr(sql, Payment, "payments", (id) => new NotFound({ message: `Payment ${id} not found` }))
+    const findPayment = findByIdOr(sql, Payment, "payments", (id) => new PaymentNotFound({ message: `Payment ${id} not found` }))
     const getPayment = (organizationId: string, id: string) => findPayment(organizationId, id)
 
     return { writeIssued, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const

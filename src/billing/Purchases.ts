@@ -35,7 +35,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, pageClause, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
@@ -60,7 +60,7 @@ import { loadSnapshot, PlanSnapshot } from "./Snapshot.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
 
-const notFound = (id: string) => new NotFound({ message: `Purchase ${id} not found` })
+const notFound = (id: string) => new PurchaseNotFound({ message: `Purchase ${id} not found` })
 
 const startOfUtcDay = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()))
 
@@ -383,7 +383,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         const now = new Date()
         const requested = input.billingDate
         if (requested !== undefined && requested.getTime() < startOfUtcDay(now).getTime()) {
-          return yield* new BadRequest({ message: "billingDate must not be in the past" })
+          return yield* new BillingDateInPast({ message: "billingDate must not be in the past" })
         }
         const scheduled = requested !== undefined && requested.getTime() > now.getTime()
         const id = makeId("pur")
@@ -401,7 +401,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           })
         }`.pipe(
           uniqueOr(() =>
-            new Conflict({
+            new PurchaseAlreadyHeld({
               message: `Customer ${customer.id} already has a scheduled or active purchase; cancel it first`
             })
           )
@@ -428,7 +428,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       Effect.gen(function*() {
         const purchase = yield* findRow(organizationId, id, true)
         if (purchase.status === "CANCELLED") {
-          return yield* new Conflict({ message: `Purchase ${id} is cancelled` })
+          return yield* new PurchaseCancelled({ message: `Purchase ${id} is cancelled` })
         }
         yield* customers.requireActive(organizationId, purchase.customerId)
         yield* sql`UPDATE purchases SET auto_payment = ${patch.autoPayment}, updated_at = now()
@@ -447,7 +447,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       Effect.gen(function*() {
         const purchase = yield* lockOne(organizationId, id)
         if (purchase.status === "CANCELLED") {
-          return yield* new Conflict({ message: `Purchase ${id} is already cancelled` })
+          return yield* new PurchaseCancelled({ message: `Purchase ${id} is already cancelled` })
         }
         const now = new Date()
         if (purchase.status === "ACTIVE") {

@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { findAll } from "../db/Sql.ts"
-import { BadRequest } from "../errors.ts"
+import { PlanInactive, UnknownPlan } from "../errors.ts"
 import type { UnitPricing } from "../pricing/Pricing.ts"
 import { type Plans, targetIdOf, type TargetPrice } from "../plans/Plans.ts"
 
@@ -142,9 +142,9 @@ export const loadSnapshot = (plans: Plans, organizationId: string, planId: strin
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { components: priced, plan } = yield* plans.getPriced(organizationId, planId).pipe(
-      Effect.catchTag("NotFound", () => Effect.fail(new BadRequest({ message: `Plan ${planId} not found` })))
+      Effect.catchTag("PlanNotFound", () => Effect.fail(new UnknownPlan({ message: `Plan ${planId} not found` })))
     )
-    if (!plan.isActive) return yield* new BadRequest({ message: `Plan ${planId} is archived and cannot be purchased` })
+    if (!plan.isActive) return yield* new PlanInactive({ message: `Plan ${planId} is archived and cannot be purchased` })
     const targetIds = priced.map(({ component }) => targetIdOf(component)).filter((id) => id !== "")
     const outcomeIds = priced.flatMap(({ component }) => (component.outcomeId ? [component.outcomeId] : []))
     const compositeIds = priced.flatMap(({ component }) => (component.compositeId ? [component.compositeId] : []))

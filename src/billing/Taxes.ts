@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { activeClause, dieOnSqlError, findAll, findByIdOr, pageClause } from "../db/Sql.ts"
-import { BadRequest, NotFound } from "../errors.ts"
+import { InvalidTaxRate, TaxNotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, HUNDRED, toSql, ZERO } from "../money.ts"
@@ -42,7 +42,7 @@ export type TaxUpdate = typeof TaxUpdate.Type
 
 const checkRate = (rate: Decimal | undefined) =>
   rate !== undefined && (BigDecimal.lessThan(rate, ZERO) || BigDecimal.greaterThan(rate, HUNDRED))
-    ? Effect.fail(new BadRequest({ message: "ratePercent must be from 0 to 100" }))
+    ? Effect.fail(new InvalidTaxRate({ message: "ratePercent must be from 0 to 100" }))
     : Effect.void
 
 const taxColumns = "id, name, rate_percent, is_active AS active, created_at, updated_at"
@@ -63,7 +63,7 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
               ${activeClause(sql, activeOnly ? true : undefined)} ${pageClause(sql, page)}`
       )
 
-    const findRow = findByIdOr(sql, Tax, "taxes", (id) => new NotFound({ message: `Tax ${id} not found` }), {
+    const findRow = findByIdOr(sql, Tax, "taxes", (id) => new TaxNotFound({ message: `Tax ${id} not found` }), {
       columns: taxColumns
     })
     const get = (organizationId: string, id: string) => findRow(organizationId, id)

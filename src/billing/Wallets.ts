@@ -8,7 +8,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne, pageClause } from "../db/Sql.ts"
-import { Unprocessable } from "../errors.ts"
+import { ReservedWalletDisabled } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -96,7 +96,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
         const [settings] = yield* Effect.orDie(sql<{ reservedWalletEnabled: boolean }>`
           SELECT reserved_wallet_enabled FROM organizations WHERE id = ${organizationId}`)
         if (!settings?.reservedWalletEnabled) {
-          return yield* new Unprocessable({ message: "The Reserved Wallet is not enabled in this workspace" })
+          return yield* new ReservedWalletDisabled({ message: "The Reserved Wallet is not enabled in this workspace" })
         }
         return yield* moneyLedger.moveReservedWallet({ organizationId, customerId }, delta)
       })

@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findCataloguePage, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { CompositeNotFound, EmptyComposite, RefIdTaken } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -43,10 +43,10 @@ const MemberRow = Schema.Struct({
   agentKey: Schema.String
 })
 
-const notFound = (id: string) => new NotFound({ message: `Composite ${id} not found` })
+const notFound = (id: string) => new CompositeNotFound({ message: `Composite ${id} not found` })
 
 const refIdTaken = (refId: string) =>
-  new Conflict({ message: `refId ${refId} is already used by another active composite` })
+  new RefIdTaken({ message: `refId ${refId} is already used by another active composite` })
 
 const unique = (ids: ReadonlyArray<string> | undefined) => [...new Set(ids ?? [])]
 
@@ -63,7 +63,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
           ["UNIT", unique(entitlements.unitIds)]
         ] as const
         if (byKind.every(([, ids]) => ids.length === 0)) {
-          return yield* new BadRequest({
+          return yield* new EmptyComposite({
             message: "entitlements must name at least one id in creditIds, outcomeIds or unitIds"
           })
         }

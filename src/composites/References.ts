@@ -6,7 +6,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { orDie } from "../db/Sql.ts"
-import { BadRequest, Conflict } from "../errors.ts"
+import { CatalogueItemArchived, UnknownCatalogueItem } from "../errors.ts"
 
 export type CatalogueKind = "credit" | "outcome" | "unit" | "composite"
 
@@ -31,10 +31,10 @@ export const checkReferences = (
     const found = new Map(rows.map((row) => [row.id, row.isActive]))
     const missing = ids.filter((id) => !found.has(id))
     if (missing.length > 0) {
-      return yield* new BadRequest({ message: `${kind} ${missing.join(", ")} not found in this organisation` })
+      return yield* new UnknownCatalogueItem({ message: `${kind} ${missing.join(", ")} not found in this organisation` })
     }
     const archived = ids.filter((id) => found.get(id) === false)
     if (archived.length > 0) {
-      return yield* new Conflict({ message: `${kind} ${archived.join(", ")} is archived; unarchive it first` })
+      return yield* new CatalogueItemArchived({ message: `${kind} ${archived.join(", ")} is archived; unarchive it first` })
     }
   })

@@ -14,17 +14,17 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { decodeRows, dieOnSqlError, findByIdOr, findCataloguePage, findOne, uniqueOr } from "../db/Sql.ts"
-import { Conflict, NotFound } from "../errors.ts"
+import { AgentKeyTaken, CreditNotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { bundleToJson, Models } from "../models/Models.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
 import { Credit, type CreditCreate, type CreditUpdate } from "./Credit.ts"
 
-const notFound = (id: string) => new NotFound({ message: `Credit ${id} not found` })
+const notFound = (id: string) => new CreditNotFound({ message: `Credit ${id} not found` })
 
 const agentKeyTaken = (agentKey: string) =>
-  new Conflict({ message: `agentKey ${agentKey} is already used by another active credit` })
+  new AgentKeyTaken({ message: `agentKey ${agentKey} is already used by another active credit` })
 
 export class Credits extends Effect.Service<Credits>()("Credits", {
   effect: Effect.gen(function*() {

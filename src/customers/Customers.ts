@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { CustomerNotFound, CustomerRefMissing, ExternalIdTaken, InvalidExternalId } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId, randomToken } from "../ids.ts"
 import { requeuePendingSignals } from "../signals/Requeue.ts"
@@ -19,10 +19,10 @@ const slugify = (name: string) =>
 
 const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 
-const notFound = (what: string) => new NotFound({ message: `Customer ${what} not found` })
+const notFound = (what: string) => new CustomerNotFound({ message: `Customer ${what} not found` })
 
 const externalIdTaken = (externalId: string) =>
-  new Conflict({ message: `externalId ${externalId} is already held by another active customer` })
+  new ExternalIdTaken({ message: `externalId ${externalId} is already held by another active customer` })
 
 
 export interface CustomerListQuery {
@@ -86,7 +86,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
     const getByExternalId = (organizationId: string, externalId: string) =>
       Effect.gen(function*() {
         if (!externalIdPattern.test(externalId)) {
-          return yield* new BadRequest({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
+          return yield* new InvalidExternalId({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
         }
         return yield* foundOr(() => notFound(`with externalId ${externalId}`))(findOne(
           Customer,
@@ -96,12 +96,15 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
-    const resolve = (organizationId: string, ref: CustomerRef) =>
+    const resolve = (
+      organizationId: string,
+      ref: CustomerRef
+    ): Effect.Effect<Customer, CustomerNotFound | InvalidExternalId | CustomerRefMissing> =>
       ref.customerId !== undefined
         ? get(organizationId, ref.customerId)
         : ref.externalId !== undefined
         ? getByExternalId(organizationId, ref.externalId)
-        : Effect.fail(new BadRequest({ message: "customerId or externalId must be provided" }))
+        : Effect.fail(new CustomerRefMissing({ message: "customerId or externalId must be provided" }))
 
     const update = (organizationId: string, id: string, patch: CustomerUpdate) =>
       Effect.gen(function*() {

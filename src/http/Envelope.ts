@@ -20,7 +20,7 @@ import type * as HttpApp from "@effect/platform/HttpApp"
 import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { SqlError } from "@effect/sql"
 import { sqlState } from "../db/Sql.ts"
-import { errorStatus, isServiceError } from "../errors.ts"
+import { failureStatus } from "./ApiErrors.ts"
 import { describeIssues } from "../schema.ts"
 
 export { describeIssues }
@@ -177,7 +177,8 @@ export const failureAnswer = (cause: Cause.Cause<unknown>): FailureAnswer => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error: unknown = failure.value
-    if (isServiceError(error)) return answerWith(errorStatus[error._tag], error.message)
+    const status = failureStatus(error)
+    if (status !== undefined) return answerWith(status, (error as { readonly message: string }).message)
     if (error instanceof HttpApiError.HttpApiDecodeError) {
       return answerWith(400, `Invalid request: ${describeIssues(error.issues) || error.message}`)
     }

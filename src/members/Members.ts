@@ -8,7 +8,7 @@ import { Effect, Schema } from "effect"
 import { Email } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
-import { Conflict, NotFound } from "../errors.ts"
+import { MemberEmailTaken, MemberNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
 import { strict, Timestamp } from "../schema.ts"
@@ -46,7 +46,7 @@ export const MemberUpdate = Schema.Struct({
 }).annotations(strict)
 export type MemberUpdate = typeof MemberUpdate.Type
 
-const duplicate = (email: string) => new Conflict({ message: `A member with e-mail ${email} already exists for this customer` })
+const duplicate = (email: string) => new MemberEmailTaken({ message: `A member with e-mail ${email} already exists for this customer` })
 
 export class Members extends Effect.Service<Members>()("Members", {
   effect: Effect.gen(function*() {
@@ -54,7 +54,7 @@ export class Members extends Effect.Service<Members>()("Members", {
     const customers = yield* Customers
 
     const get = (organizationId: string, customerId: string, id: string) =>
-      foundOr(() => new NotFound({ message: `Member ${id} not found` }))(findOne(
+      foundOr(() => new MemberNotFound({ message: `Member ${id} not found` }))(findOne(
         Member,
         sql`SELECT * FROM customer_members
             WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`

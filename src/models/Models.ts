@@ -12,7 +12,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findOne, foundOr, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound, Unprocessable } from "../errors.ts"
+import { InvalidModelBundle, ModelCreatedConcurrently, ModelNotEnabled, ModelNotFound, NewModelIncomplete } from "../errors.ts"
 import { toSql } from "../money.ts"
 import { type BundlePrice, bundleWeightProblem, priceBundle } from "../pricing/Pricing.ts"
 import { type BundleItem, type BundleItemInput, BundleJson, Model, type ModelSet } from "./Model.ts"
@@ -21,7 +21,7 @@ const columns = (sql: SqlClient.SqlClient) =>
   sql`id, name, input_rate AS input, output_rate AS output, cache_read_rate AS cache_read,
       cache_write_rate AS cache_write, enabled, built_in, created_at, updated_at`
 
-const notEnabled = (modelId: string) => new Unprocessable({ message: `model ${modelId} is not enabled in this workspace` })
+const notEnabled = (modelId: string) => new ModelNotEnabled({ message: `model ${modelId} is not enabled in this workspace` })
 
 /** A bundle to price, with the request path its errors are reported under (`modelBundle`, `steps.1.modelBundle`). */
 export interface BundleToPrice {
@@ -45,7 +45,7 @@ export class Models extends Effect.Service<Models>()("Models", {
       findOne(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} AND id = ${id}`)
 
     const get = (organizationId: string, id: string) =>
-      foundOr(() => new NotFound({ message: `Model ${id} not found` }))(find(organizationId, id))
+      foundOr(() => new ModelNotFound({ message: `Model ${id} not found` }))(find(organizationId, id))
 
     const list = (organizationId: string) =>
       findAll(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} ORDER BY id`)
@@ -61,7 +61,7 @@ export class Models extends Effect.Service<Models>()("Models", {
         const optionalRate = (rate: typeof input.cacheRead) => rate === undefined || rate === null ? null : toSql(rate)
         if (Option.isNone(current)) {
           if (input.name === undefined || input.input === undefined || input.output === undefined) {
-            return yield* new BadRequest({
+            return yield* new NewModelIncomplete({
               message: `model ${input.id} is new: name, input and output rates are required`
             })
           }
@@ -75,7 +75,7 @@ export class Models extends Effect.Service<Models>()("Models", {
               cacheReadRate: optionalRate(input.cacheRead),
               cacheWriteRate: optionalRate(input.cacheWrite)
             })
-          }`.pipe(uniqueOr(() => new Conflict({ message: `model ${input.id} was just created by someone else; try again` })))
+          }`.pipe(uniqueOr(() => new ModelCreatedConcurrently({ message: `model ${input.id} was just created by someone else; try again` })))
         } else {
           const changes: Record<string, string | null> = {}
           if (input.name !== undefined) changes.name = input.name.trim()
@@ -100,7 +100,7 @@ export class Models extends Effect.Service<Models>()("Models", {
               RETURNING ${columns(sql)}`
         )
         const model = rows[0]
-        if (model === undefined) return yield* new NotFound({ message: `Model ${id} not found` })
+        if (model === undefined) return yield* new ModelNotFound({ message: `Model ${id} not found` })
         return model
       })
 
@@ -130,7 +130,7 @@ export class Models extends Effect.Service<Models>()("Models", {
         for (const bundle of bundles) {
           for (const [index, item] of bundle.items.entries()) {
             const problem = bundleWeightProblem(item, modelOf(item.modelId))
-            if (problem !== undefined) return yield* new BadRequest({ message: `${bundle.path}.${index}: ${problem}` })
+            if (problem !== undefined) return yield* new InvalidModelBundle({ message: `${bundle.path}.${index}: ${problem}` })
           }
         }
         return bundles.map((bundle): PricedBundle => ({

@@ -13,7 +13,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Deferred, Effect, Either, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
-import { NotFound, Unauthorized } from "../errors.ts"
+import { ApiKeyNotFound, ApiKeyRefused } from "../errors.ts"
 import { makeId, randomToken } from "../ids.ts"
 import {
   defaultKeyCacheOptions,
@@ -52,7 +52,7 @@ const KeyRow = Schema.Struct({
   revokedAt: Schema.NullOr(Schema.DateFromSelf)
 })
 
-const refused = () => new Unauthorized({ message: "The API key is missing, unknown, revoked or expired" })
+const refused = () => new ApiKeyRefused({ message: "The API key is missing, unknown, revoked or expired" })
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
   scoped: Effect.gen(function*() {
@@ -106,7 +106,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
           sql`UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`
         )
-        if (Option.isNone(revoked)) return yield* new NotFound({ message: `API key ${id} not found` })
+        if (Option.isNone(revoked)) return yield* new ApiKeyNotFound({ message: `API key ${id} not found` })
         yield* orDie(sql`SELECT pg_notify(${keyChangesChannel}, ${keyChangedPayload(id)})`)
         return revoked.value
       }).pipe(
@@ -144,7 +144,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         }).pipe(Effect.uninterruptible)
       })
 
-    const decide = (key: KeyRecord | undefined): Either.Either<Caller, Unauthorized> =>
+    const decide = (key: KeyRecord | undefined): Either.Either<Caller, ApiKeyRefused> =>
       key !== undefined && isUsable(key, cache.now())
         ? Either.right({ organizationId: key.organizationId, apiKeyId: key.apiKeyId })
         : Either.left(refused())
@@ -162,11 +162,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
      * The cache's answer for a presented key, without an effect: the caller,
      * or 401; undefined when the key must be looked up (`authenticate`).
      */
-    const authenticateCached = (secret: string): Either.Either<Caller, Unauthorized> | undefined =>
+    const authenticateCached = (secret: string): Either.Either<Caller, ApiKeyRefused> | undefined =>
       cachedDecision(hashKey(secret))
 
     /** The organisation a presented key belongs to, or 401. */
-    const authenticate = (secret: string): Effect.Effect<Caller, Unauthorized> =>
+    const authenticate = (secret: string): Effect.Effect<Caller, ApiKeyRefused> =>
       Effect.suspend(() => {
         const hash = hashKey(secret)
         return cachedDecision(hash) ?? Effect.flatMap(load(hash), (row) => decide(Option.getOrUndefined(row)))

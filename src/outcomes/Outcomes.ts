@@ -22,20 +22,20 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findCataloguePage, findOne, orDie, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { AgentKeyTaken, InvalidOutcomeSteps, OutcomeNotFound, StepAgentKeyRepeated, StepAgentKeyTaken } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { bundleToJson, Models, type PricedBundle } from "../models/Models.ts"
 import { type Decimal, sum, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
 import { Outcome, type OutcomeCreate, OutcomeStep, type OutcomeUpdate, OutcomeWithSteps } from "./Outcome.ts"
 
-const notFound = (id: string) => new NotFound({ message: `Outcome ${id} not found` })
+const notFound = (id: string) => new OutcomeNotFound({ message: `Outcome ${id} not found` })
 
 const outcomeKeyTaken = (agentKey: string) =>
-  new Conflict({ message: `agentKey ${agentKey} is already used by another active outcome` })
+  new AgentKeyTaken({ message: `agentKey ${agentKey} is already used by another active outcome` })
 
 const stepKeyTaken = (agentKey?: string) =>
-  new Conflict({
+  new StepAgentKeyTaken({
     message: agentKey === undefined
       ? "a step agentKey is already used by a step of another active outcome"
       : `step agentKey ${agentKey} is already used by a step of another active outcome`
@@ -45,7 +45,7 @@ const stepKeyTaken = (agentKey?: string) =>
 const repeatedStepKey = (keys: ReadonlyArray<string>) => {
   const seen = new Set<string>()
   for (const key of keys) {
-    if (seen.has(key)) return new Conflict({ message: `step agentKey ${key} is used by more than one step of this outcome` })
+    if (seen.has(key)) return new StepAgentKeyRepeated({ message: `step agentKey ${key} is used by more than one step of this outcome` })
     seen.add(key)
   }
   return undefined
@@ -182,16 +182,16 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
         for (const [index, step] of sent.entries()) {
           if (step.id === undefined) {
             if (step.name === undefined || step.agentKey === undefined || step.modelBundle === undefined) {
-              return yield* new BadRequest({
+              return yield* new InvalidOutcomeSteps({
                 message: `steps.${index}: a new step (sent without id) needs name, agentKey and modelBundle`
               })
             }
           } else {
             if (!byId.has(step.id)) {
-              return yield* new BadRequest({ message: `steps.${index}.id: ${step.id} is not a step of this outcome` })
+              return yield* new InvalidOutcomeSteps({ message: `steps.${index}.id: ${step.id} is not a step of this outcome` })
             }
             if (keptIds.has(step.id)) {
-              return yield* new BadRequest({ message: `steps.${index}.id: step ${step.id} is sent more than once` })
+              return yield* new InvalidOutcomeSteps({ message: `steps.${index}.id: step ${step.id} is sent more than once` })
             }
             keptIds.add(step.id)
           }

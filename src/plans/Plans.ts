@@ -25,7 +25,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findCataloguePage } from "../db/Sql.ts"
-import { BadRequest, NotFound } from "../errors.ts"
+import { InvalidPlanComponent, InvalidWalletFunding, NegativePlanCost, PlanNotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, sum, toSql, ZERO } from "../money.ts"
 import { type CreditTerms, unitTotal, type UnitPricing } from "../pricing/Pricing.ts"
@@ -252,7 +252,7 @@ const walletFundingProblem = (components: ReadonlyArray<{ readonly type: Compone
     ? "walletFundedArrear needs at least one ARREAR component"
     : undefined
 
-const notFound = (id: string) => new NotFound({ message: `Plan ${id} not found` })
+const notFound = (id: string) => new PlanNotFound({ message: `Plan ${id} not found` })
 
 export class Plans extends Effect.Service<Plans>()("Plans", {
   effect: Effect.gen(function*() {
@@ -265,13 +265,13 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         const seen = new Set<string>()
         for (const [index, input] of inputs.entries()) {
           const checked = componentSpecOf(input, index)
-          if ("error" in checked) return yield* new BadRequest({ message: checked.error })
+          if ("error" in checked) return yield* new InvalidPlanComponent({ message: checked.error })
           const spec = checked.value
           if (spec.type === "WALLET" && specs.some((other) => other.type === "WALLET")) {
-            return yield* new BadRequest({ message: `entitlements[${index}]: a plan has at most one WALLET component` })
+            return yield* new InvalidPlanComponent({ message: `entitlements[${index}]: a plan has at most one WALLET component` })
           }
           const key = `${spec.type} ${spec.targetId} ${spec.billingMode}`
-          if (seen.has(key)) return yield* new BadRequest({ message: `entitlements[${index}]: ${key} is listed twice` })
+          if (seen.has(key)) return yield* new InvalidPlanComponent({ message: `entitlements[${index}]: ${key} is listed twice` })
           seen.add(key)
           specs.push(spec)
         }
@@ -359,10 +359,10 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         const plan = yield* get(organizationId, id)
         if (plan.walletFundedArrear) {
           const problem = walletFundingProblem(plan.entitlements)
-          if (problem !== undefined) return yield* new BadRequest({ message: problem })
+          if (problem !== undefined) return yield* new InvalidWalletFunding({ message: problem })
         }
         if (BigDecimal.lessThan(plan.cost, ZERO)) {
-          return yield* new BadRequest({
+          return yield* new NegativePlanCost({
             message: `priceAdjustment would make the plan cost negative (${BigDecimal.format(plan.cost)})`
           })
         }

@@ -5,7 +5,7 @@
  */
 import { Effect, Either, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { Forbidden } from "../errors.ts"
+import { OrganizationMismatch } from "../errors.ts"
 import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "./SignedToken.ts"
 import { SigningKeys } from "./SigningKeys.ts"
 
@@ -31,7 +31,7 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
     ) =>
       Effect.gen(function*() {
         if (input.organizationId !== undefined && input.organizationId !== organizationId) {
-          return yield* new Forbidden({ message: "organizationId does not match the API key's organisation" })
+          return yield* new OrganizationMismatch({ message: "organizationId does not match the API key's organisation" })
         }
         yield* customers.get(organizationId, input.customerId)
         const expiresAt = new Date(Date.now() + PORTAL_TOKEN_MINUTES * 60_000)

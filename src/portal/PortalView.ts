@@ -70,6 +70,9 @@ export const utcDays = (from: Date, to: Date): Array<string> => {
   return days
 }
 
+/** A page whose organisation, customer, purchase or invoice is gone answers as if the address named nothing. */
+const notFoundPage = () => Effect.succeed(Either.left<PageRefusal>("NotFound"))
+
 export class PortalView extends Effect.Service<PortalView>()("PortalView", {
   effect: Effect.gen(function*() {
     const portal = yield* Portal
@@ -132,7 +135,13 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           })),
           expiresAt: new Date(exp)
         })
-      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))))
+      }).pipe(
+        Effect.catchTags({
+          OrganizationNotFound: notFoundPage,
+          CustomerNotFound: notFoundPage,
+          PurchaseNotFound: notFoundPage
+        })
+      )
 
     const invoicePage = (invoiceId: string, token: string, now = new Date()) =>
       Effect.gen(function*() {
@@ -149,7 +158,13 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         if (invoice.customerId !== claims.customerId) return Either.left<PageRefusal>("NotFound")
         const { header: names, organization } = yield* header(claims.org, claims.customerId)
         return Either.right<InvoicePageView>({ ...names, invoice, paymentInstructions: organization.paymentInstructions })
-      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))))
+      }).pipe(
+        Effect.catchTags({
+          OrganizationNotFound: notFoundPage,
+          CustomerNotFound: notFoundPage,
+          InvoiceNotFound: notFoundPage
+        })
+      )
 
     return { portalPage, invoicePage } as const
   })

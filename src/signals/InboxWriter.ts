@@ -25,7 +25,7 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Chunk, Effect, Exit, FiberId, Queue, Schema } from "effect"
 import { decodeRows } from "../db/Sql.ts"
-import { CustomerArchived, CustomerNotFound, Unprocessable } from "../errors.ts"
+import { CustomerArchived, CustomerNotFound, TimestampTooOld } from "../errors.ts"
 import type { SignalRoute } from "./Signal.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
 
@@ -65,11 +65,11 @@ export interface Written {
  * or an archived one; or its timestamp is older than the workspace's
  * late-usage window (422).
  */
-export type Refusal = CustomerNotFound | CustomerArchived | Unprocessable
+export type Refusal = CustomerNotFound | CustomerArchived | TimestampTooOld
 
 /** The 422 of a timestamp older than the workspace's late-usage window. */
 export const tooOldRefusal = (lateUsageDays: number) =>
-  new Unprocessable({
+  new TimestampTooOld({
     message: `timestamp is older than this workspace's late-usage window of ${lateUsageDays} ` +
       `${lateUsageDays === 1 ? "day" : "days"}`
   })

@@ -16,14 +16,18 @@ import { Customers } from "../customers/Customers.ts"
 import { Members } from "../members/Members.ts"
 import { dieOnSqlError, findAll, findByIdOr, findOne, orDie, pageClause } from "../db/Sql.ts"
 import {
-  BadRequest,
-  Conflict,
+  CompositeIncomplete,
+  CompositeNotFound,
+  CustomerRefMissing,
   errorStatus,
+  InvalidSignal,
   NoActivePlan,
-  NotFound,
   NotOnPlan,
+  OutcomeRunCompleted,
+  OutcomeRunNotFound,
   type ServiceError,
-  Unprocessable,
+  SignalAlreadyProcessed,
+  SignalNotFound,
   UnknownMember
 } from "../errors.ts"
 import type { Page } from "../Page.ts"
@@ -104,9 +108,12 @@ const decodedIsEncoded = perQueuedRoute((schema) => decodesToItself(schema.ast))
 export const storedBody = (route: QueuedRoute, input: unknown) =>
   decodedIsEncoded[route] ? input : Either.getOrThrow(encoderOf[route](input))
 
+/** Why a signal's body is refused before anything is written. */
+type InvalidBody = InvalidSignal | CustomerRefMissing
+
 /** A body its route's schema refuses, in the words the HttpApi routes use. */
 const invalidBody = (error: ParseResult.ParseError) =>
-  new BadRequest({ message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
+  new InvalidSignal({ message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
 
 const nul = /\u0000/
 const unpairedSurrogate = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
@@ -161,7 +168,7 @@ interface Moment {
 }
 
 /** A signal without a timestamp: its moment is its intake (no allocation per request on the intake lane). */
-const atIntake: Either.Either<Moment, BadRequest> = Either.right({
+const atIntake: Either.Either<Moment, InvalidSignal> = Either.right({
   occurredAt: null,
   late: false,
   intakeAt: undefined,
@@ -173,16 +180,16 @@ const atIntake: Either.Either<Moment, BadRequest> = Either.right({
  * 5 minutes ahead of the service's clock is a 400 naming the field. (The
  * late-usage window is the organisation's: the inbox insert checks it.)
  */
-const momentOf = (input: SignalInput, now: number): Either.Either<Moment, BadRequest> => {
+const momentOf = (input: SignalInput, now: number): Either.Either<Moment, InvalidSignal> => {
   if (input.timestamp === undefined) return atIntake
   const intakeAt = new Date(now).toISOString()
   const occurred = instantOf(input.timestamp)
   // The schema has vouched for the text; an instant Date cannot hold is refused as the schema would.
   if (occurred === undefined || Number.isNaN(new Date(occurred).getTime())) {
-    return Either.left(new BadRequest({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
+    return Either.left(new InvalidSignal({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
   }
   if (occurred > now + maxTimestampLeadMs) {
-    return Either.left(new BadRequest({
+    return Either.left(new InvalidSignal({
       message: `Invalid request: timestamp: must not be more than 5 minutes ahead of the service's clock (${intakeAt})`
     }))
   }
@@ -216,15 +223,15 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * refused before anything is written (no customer named; text PostgreSQL
      * cannot store, which would otherwise fail the statement it shares).
      */
-    const rowOf = (organizationId: string, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, BadRequest> => {
+    const rowOf = (organizationId: string, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, InvalidBody> => {
       if (input.customerId === undefined && input.externalId === undefined) {
-        return Either.left(new BadRequest({ message: "customerId or externalId must be provided" }))
+        return Either.left(new CustomerRefMissing({ message: "customerId or externalId must be provided" }))
       }
       const moment = momentOf(input, Date.now())
       if (Either.isLeft(moment)) return Either.left(moment.left)
       const body = storedBody(route, input)
       const why = unstorable(body)
-      if (why !== undefined) return Either.left(new BadRequest({ message: `Invalid request: ${why}` }))
+      if (why !== undefined) return Either.left(new InvalidSignal({ message: `Invalid request: ${why}` }))
       const { intakeAt, late, occurredAt } = moment.right
       return Either.right({
         organizationId,
@@ -250,7 +257,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       organizationId: string,
       route: R,
       input: SignalOf<R>,
-      answer: (exit: Exit.Exit<Acknowledgement, BadRequest | Refusal>) => void
+      answer: (exit: Exit.Exit<Acknowledgement, InvalidBody | Refusal>) => void
     ): (() => void) => {
       const row = rowOf(organizationId, route, input as SignalInput)
       if (Either.isLeft(row)) {
@@ -268,15 +275,15 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       )
 
     /** One batch item: its inbox row, or the error its single route would have answered. */
-    const batchRowOf = (organizationId: string, item: unknown): Either.Either<InboxRow, BadRequest> => {
+    const batchRowOf = (organizationId: string, item: unknown): Either.Either<InboxRow, InvalidBody> => {
       if (typeof item !== "object" || item === null || Array.isArray(item)) {
-        return Either.left(new BadRequest({ message: "Invalid request: a signal must be a JSON object with a type" }))
+        return Either.left(new InvalidSignal({ message: "Invalid request: a signal must be a JSON object with a type" }))
       }
       const { type, ...fields } = item as Record<string, unknown>
-      if (type === undefined) return Either.left(new BadRequest({ message: "Invalid request: type: is missing" }))
+      if (type === undefined) return Either.left(new InvalidSignal({ message: "Invalid request: type: is missing" }))
       if (typeof type !== "string" || !Object.hasOwn(batchRoutes, type)) {
         const completion = typeof type === "string" ? /^(outcome|composite)[_ ]?complete$/i.exec(type) : null
-        return Either.left(new BadRequest({
+        return Either.left(new InvalidSignal({
           message: completion
             ? `Invalid request: type: ${type} is not accepted in a batch; send it to ` +
               `POST /signal/${completion[1]!.toLowerCase()}/complete`
@@ -300,7 +307,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     const acceptBatch = (organizationId: string, items: ReadonlyArray<unknown>) =>
       Effect.gen(function*() {
         if (items.length < 1 || items.length > maxBatchSize) {
-          return yield* new BadRequest({
+          return yield* new InvalidSignal({
             message: `Invalid request: signals: must hold 1 to ${maxBatchSize.toLocaleString("en")} signals`
           })
         }
@@ -408,7 +415,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           WHERE organization_id = ${organizationId} AND run_id = ${input.runId} AND route = 'OUTCOME'
             AND (customer_id = ${customer.id} OR (customer_id IS NULL AND external_id = ${customer.externalId}))
           LIMIT 1`
-        if (steps.length === 0) return yield* new NotFound({ message: `Outcome run ${input.runId} not found` })
+        if (steps.length === 0) return yield* new OutcomeRunNotFound({ message: `Outcome run ${input.runId} not found` })
         const rawId = makeId("sig")
         const closed = yield* sql`INSERT INTO outcome_runs (organization_id, run_id, customer_id, signal_id)
           VALUES (${organizationId}, ${input.runId}, ${customer.id}, ${rawId})
@@ -417,7 +424,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           // A twin with the same key may have closed it a moment ago: that is a replay, not a clash.
           const twin = yield* replayed<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
           if (Option.isSome(twin)) return twin.value
-          return yield* new Conflict({ message: `Outcome run ${input.runId} has already been completed` })
+          return yield* new OutcomeRunCompleted({ message: `Outcome run ${input.runId} has already been completed` })
         }
         return yield* recordCompletion<OutcomeCompleted>(
           organizationId,
@@ -447,7 +454,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           const moment = yield* completionMoment(organizationId, input)
           const { refId, value } = tagOf(input.composite)
           const found = yield* liveComposite(sql, organizationId, refId)
-          if (Option.isNone(found)) return yield* new NotFound({ message: `No live composite has refId ${refId}` })
+          if (Option.isNone(found)) return yield* new CompositeNotFound({ message: `No live composite has refId ${refId}` })
           const composite = found.value
           const purchase = yield* metering.currentPurchase(organizationId, customer.id)
           if (Option.isNone(purchase)) return yield* new NoActivePlan({ message: "Customer has no active plan" })
@@ -488,7 +495,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           return { _tag: "Completed", answer: completed } as CompositeAttempt
         }).pipe(sql.withTransaction, dieOnSqlError)
         if (attempt._tag === "Parked") {
-          return yield* new Unprocessable({
+          return yield* new CompositeIncomplete({
             message: `Composite occurrence is not ready to complete: waiting for ${attempt.missing.join(", ")}; ` +
               "it completes itself once they arrive"
           })
@@ -506,7 +513,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
               ${pageClause(sql, query.page)}`
       )
 
-    const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new NotFound({ message: `Signal ${id} not found` }))
+    const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new SignalNotFound({ message: `Signal ${id} not found` }))
     const get = (organizationId: string, id: string) => findRow(organizationId, id)
 
     /**
@@ -517,7 +524,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       Effect.gen(function*() {
         const signal = yield* get(organizationId, id)
         if (signal.status === "PROCESSED") {
-          return yield* new Conflict({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
+          return yield* new SignalAlreadyProcessed({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
         }
         const rows = yield* findAll(
           SignalRecord,

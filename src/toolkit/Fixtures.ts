@@ -17,7 +17,7 @@ import { Customers } from "../customers/Customers.ts"
 import { CustomerCreate } from "../customers/Customer.ts"
 import { Credits } from "../credits/Credits.ts"
 import { CreditCreate } from "../credits/Credit.ts"
-import { BadRequest } from "../errors.ts"
+import { FixtureTargetNotFound } from "../errors.ts"
 import { MAX_LIMIT } from "../Page.ts"
 import { Models } from "../models/Models.ts"
 import { ModelSet } from "../models/Model.ts"
@@ -213,7 +213,7 @@ export const loadFixtures = (
           : Option.fromNullable(
             (yield* allPages((cursor) => composites.list(organizationId, listQuery(cursor)))).find((c) => c.refId === key)
           )
-        if (Option.isNone(found)) return yield* new BadRequest({ message: `fixtures: no active ${kind} with key ${key}` })
+        if (Option.isNone(found)) return yield* new FixtureTargetNotFound({ message: `fixtures: no active ${kind} with key ${key}` })
         known.set(key, found.value.id)
         return found.value.id
       })
@@ -284,7 +284,7 @@ export const loadFixtures = (
           (active) => active.find((p) => p.name === purchase.plan)?.id
         ))
       if (planId === undefined) {
-        return yield* new BadRequest({ message: `fixtures: no active plan named ${purchase.plan}` })
+        return yield* new FixtureTargetNotFound({ message: `fixtures: no active plan named ${purchase.plan}` })
       }
       const current = yield* allPages((cursor) =>
         purchases.list(organizationId, { customerId, page: { limit: MAX_LIMIT, cursor } })

@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect } from "effect"
 import { decodeRows, dieOnSqlError, findByIdOr, findCataloguePage, orDie, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { AgentKeyTaken, InvalidUnitPricing, UnitNotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { tierProblem } from "../pricing/Pricing.ts"
@@ -30,10 +30,10 @@ interface ResolvedPricing {
   readonly tiers: ReadonlyArray<StoredTier>
 }
 
-const notFound = (id: string) => new NotFound({ message: `Unit ${id} not found` })
+const notFound = (id: string) => new UnitNotFound({ message: `Unit ${id} not found` })
 
 const agentKeyTaken = (agentKey: string) =>
-  new Conflict({ message: `agentKey ${agentKey} is already used by another active unit` })
+  new AgentKeyTaken({ message: `agentKey ${agentKey} is already used by another active unit` })
 
 const storedTiers = (tiers: ReadonlyArray<{ readonly upTo: Decimal | null; readonly price: Decimal }>) =>
   tiers.map((tier, index): StoredTier => ({
@@ -59,8 +59,8 @@ const keptTiers = (tiers: ReadonlyArray<UnitTier>) =>
 const resolvePricing = (
   input: Pick<UnitUpdate, "pricingType" | "flatPrice" | "tiers">,
   current: Unit | undefined
-): Effect.Effect<ResolvedPricing, BadRequest> => {
-  const fail = (message: string) => Effect.fail(new BadRequest({ message }))
+): Effect.Effect<ResolvedPricing, InvalidUnitPricing> => {
+  const fail = (message: string) => Effect.fail(new InvalidUnitPricing({ message }))
   const pricingType = input.pricingType ?? current?.pricingType
   if (pricingType === undefined) return fail("pricingType is required")
   if (pricingType === "FLAT") {

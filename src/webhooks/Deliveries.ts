@@ -8,7 +8,13 @@
 import { SqlClient } from "@effect/sql"
 import { Array as Arr, Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findOne, foundOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import {
+  InvalidTimeRange,
+  WebhookDeliveryNotFound,
+  WebhookEndpointDisabled,
+  WebhookEndpointRemoved,
+  WebhookEventNotFound
+} from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { Attempt, Delivery, type DeliveryStatus, WebhookEvent } from "./Webhook.ts"
 
@@ -85,7 +91,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       )
 
     const get = (organizationId: string, id: string) =>
-      foundOr(() => new NotFound({ message: `Webhook delivery ${id} not found` }))(
+      foundOr(() => new WebhookDeliveryNotFound({ message: `Webhook delivery ${id} not found` }))(
         Effect.map(selectDeliveries(organizationId, sql.and([sql`d.id = ${id}`]), 1), Arr.head)
       )
 
@@ -101,10 +107,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
               WHERE organization_id = ${organizationId} AND id = ${delivery.endpointId}`
         )
         if (Option.isNone(endpoint) || endpoint.value.removed) {
-          return yield* new Conflict({ message: `Webhook endpoint ${delivery.endpointId} has been removed` })
+          return yield* new WebhookEndpointRemoved({ message: `Webhook endpoint ${delivery.endpointId} has been removed` })
         }
         if (!endpoint.value.enabled) {
-          return yield* new Conflict({ message: `Webhook endpoint ${delivery.endpointId} is disabled; enable it first` })
+          return yield* new WebhookEndpointDisabled({ message: `Webhook endpoint ${delivery.endpointId} is disabled; enable it first` })
         }
         yield* sql`UPDATE webhook_deliveries SET status = 'PENDING', next_attempt_at = now(), updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`
@@ -115,13 +121,13 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       sql,
       WebhookEvent,
       "webhook_events",
-      (id) => new NotFound({ message: `Webhook event ${id} not found` }),
+      (id) => new WebhookEventNotFound({ message: `Webhook event ${id} not found` }),
       { columns: "id, event_type, customer_id, triggered_at, body" }
     )
     const getEvent = (organizationId: string, id: string) => findEvent(organizationId, id)
 
     /** A new delivery of the event to each live, enabled endpoint that was sent it before. */
-    const replay = (organizationId: string, eventId: string): Effect.Effect<Replayed, NotFound> =>
+    const replay = (organizationId: string, eventId: string): Effect.Effect<Replayed, WebhookEventNotFound> =>
       Effect.gen(function*() {
         const event = yield* getEvent(organizationId, eventId)
         const previous = yield* findAll(
@@ -147,14 +153,15 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
             })))
           }`
         }
-        const deliveries = yield* Effect.forEach(ids, (id) => get(organizationId, id))
+        // Inserted just above in this transaction: one missing would be our bug, not the caller's.
+        const deliveries = yield* Effect.forEach(ids, (id) => Effect.orDie(get(organizationId, id)))
         return { event, deliveries }
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Event ids triggered in [since, until), oldest first: what a range replay walks through. */
     const eventsBetween = (organizationId: string, since: Date, until: Date) =>
       since.getTime() >= until.getTime()
-        ? Effect.fail(new BadRequest({ message: "--since must be before --until" }))
+        ? Effect.fail(new InvalidTimeRange({ message: "--since must be before --until" }))
         : Effect.map(
           findAll(
             Schema.Struct({ id: Schema.String }),

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
-import { NotFound } from "../errors.ts"
+import { WebhookEndpointNotFound } from "../errors.ts"
 import { makeId, randomToken } from "../ids.ts"
 import { toSql } from "../money.ts"
 import { EVENT_TYPES, Endpoint, type EndpointCreate } from "./Webhook.ts"
@@ -46,7 +46,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
 
     /** A live endpoint; a removed one is as gone as a missing one. */
     const findLive = findByIdOr(sql, Endpoint, "webhook_endpoints", (id) =>
-      new NotFound({ message: `Webhook endpoint ${id} not found` }), { where: "removed_at IS NULL AND listen_until IS NULL" })
+      new WebhookEndpointNotFound({ message: `Webhook endpoint ${id} not found` }), { where: "removed_at IS NULL AND listen_until IS NULL" })
     const get = (organizationId: string, id: string) => findLive(organizationId, id)
 
     const change = (organizationId: string, id: string, changes: Record<string, unknown>) =>
