@@ -111,8 +111,8 @@ export const organizationOf = (options: CommonOptions) =>
   Effect.gen(function*() {
     const id = options.org ?? envVar("BILLING_ORG")
     if (!id) return yield* new BadRequest({ message: "no organisation: pass --org ID or set BILLING_ORG" })
-    yield* Effect.flatMap(Organizations, (organizations) => organizations.get(id))
-    return id
+    const organization = yield* Effect.flatMap(Organizations, (organizations) => organizations.get(id))
+    return organization.id
   })
 
 /** Encodes a domain value for `--json` with the same schema the API uses. */

@@ -26,6 +26,7 @@ import { eventually } from "./support/Eventually.ts"
 import { expectError } from "./support/Http.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import { OrganizationId } from "../src/ids.ts"
 
 const ttlMs = defaultKeyCacheOptions.ttlMs
 /** Only a stuck test waits this long for what it observes. */
@@ -280,7 +281,7 @@ describe("creation and unknown keys", () => {
 })
 
 describe("the cache's own rules (its clock injected)", () => {
-  const key: KeyRecord = { organizationId: "org_x", apiKeyId: "key_x", expiresAt: null, revokedAt: null }
+  const key: KeyRecord = { organizationId: OrganizationId.make("org_x"), apiKeyId: "key_x", expiresAt: null, revokedAt: null }
   /** A cache on a clock the test sets. */
   const cacheAt = (start: number, options: { readonly ttlMs: number; readonly maxEntries: number }) => {
     const clock = { now: start }

@@ -16,6 +16,7 @@ import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
 import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { decodeInput, organizationOf, run, withOrg } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 interface ListenFlags {
   readonly json?: boolean
@@ -110,7 +111,7 @@ interface TriggerFlags {
 }
 
 /** The customer a test event is about: the one named, else the organisation's newest active one. */
-const customerFor = (organizationId: string, options: TriggerFlags) =>
+const customerFor = (organizationId: OrganizationId, options: TriggerFlags) =>
   Effect.gen(function*() {
     if (options.customer !== undefined || options.externalId !== undefined) {
       return yield* customerIdOf(organizationId, options.customer, options.externalId)

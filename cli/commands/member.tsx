@@ -5,6 +5,7 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { Member, MemberCreate, Members, MemberUpdate } from "../../src/members/Members.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 const memberJson = encode(Member)
 
@@ -18,7 +19,7 @@ const presentOne = (title: string) => ({
   )
 })
 
-const withMembers = <A, E>(options: { readonly org?: string }, f: (members: Members, organizationId: string) => Effect.Effect<A, E>) =>
+const withMembers = <A, E>(options: { readonly org?: string }, f: (members: Members, organizationId: OrganizationId) => Effect.Effect<A, E>) =>
   Effect.flatMap(organizationOf(options), (organizationId) => Effect.flatMap(Members, (members) => f(members, organizationId)))
 
 interface MemberOptions {

@@ -11,6 +11,7 @@ import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 const signalJson = encode(SignalRecord)
 
@@ -89,7 +90,7 @@ const countSignals = (file: string) =>
  */
 const sendFile = (
   signals: Signals,
-  organizationId: string,
+  organizationId: OrganizationId,
   file: string,
   onBatch: (done: number) => void
 ) =>

@@ -38,7 +38,7 @@ import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, page
 import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
-import { makeId } from "../ids.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { balanceColumns, customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -177,7 +177,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       )
 
     /** One purchase, locked for a step (create, cancel). */
-    const lockOne = (organizationId: string, id: string) =>
+    const lockOne = (organizationId: OrganizationId, id: string) =>
       Effect.flatMap(
         Effect.flatMap(
           orDie(sql`SELECT ${sql.literal(lockedColumns)} FROM purchases p
@@ -376,7 +376,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         Effect.map((claimed) => claimed.length)
       )
 
-    const create = (organizationId: string, input: PurchaseCreate) =>
+    const create = (organizationId: OrganizationId, input: PurchaseCreate) =>
       Effect.gen(function*() {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
@@ -414,7 +414,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         return yield* findRow(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const list = (organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       findAll(
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId}
@@ -422,9 +422,9 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               ${pageClause(sql, query.page)}`
       )
 
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
 
-    const update = (organizationId: string, id: string, patch: PurchaseUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: PurchaseUpdate) =>
       Effect.gen(function*() {
         const purchase = yield* findRow(organizationId, id, true)
         if (purchase.status === "CANCELLED") {
@@ -443,7 +443,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * allowance granted in advance), and voiding one is the operator's explicit
      * act (`billing invoice void`). Cancelling twice is 409.
      */
-    const cancel = (organizationId: string, id: string) =>
+    const cancel = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const purchase = yield* lockOne(organizationId, id)
         if (purchase.status === "CANCELLED") {

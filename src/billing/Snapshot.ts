@@ -10,6 +10,7 @@ import { findAll } from "../db/Sql.ts"
 import { PlanInactive, UnknownPlan } from "../errors.ts"
 import type { UnitPricing } from "../pricing/Pricing.ts"
 import { type Plans, targetIdOf, type TargetPrice } from "../plans/Plans.ts"
+import type { OrganizationId } from "../ids.ts"
 
 /** A decimal kept as a string in jsonb. */
 const JsonDecimal = Schema.BigDecimal
@@ -138,7 +139,7 @@ const pricesOf = (price: TargetPrice) => ({
  * what a purchase charges are computed in one place; the snapshot adds what
  * metering needs: agent keys, outcome steps and what each composite covers.
  */
-export const loadSnapshot = (plans: Plans, organizationId: string, planId: string) =>
+export const loadSnapshot = (plans: Plans, organizationId: OrganizationId, planId: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { components: priced, plan } = yield* plans.getPriced(organizationId, planId).pipe(

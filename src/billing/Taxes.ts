@@ -7,7 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { activeClause, dieOnSqlError, findAll, findByIdOr, pageClause } from "../db/Sql.ts"
 import { InvalidTaxRate, TaxNotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, HUNDRED, toSql, ZERO } from "../money.ts"
 import { Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
@@ -56,7 +56,7 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
      * Oldest first, archived included unless `activeOnly`, a page at a time
      * like every list (cursor: the previous page's last id).
      */
-    const list = (organizationId: string, activeOnly: boolean, page: Page) =>
+    const list = (organizationId: OrganizationId, activeOnly: boolean, page: Page) =>
       findAll(
         Tax,
         sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId}
@@ -66,9 +66,9 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
     const findRow = findByIdOr(sql, Tax, "taxes", (id) => new TaxNotFound({ message: `Tax ${id} not found` }), {
       columns: taxColumns
     })
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
 
-    const create = (organizationId: string, input: TaxCreate) =>
+    const create = (organizationId: OrganizationId, input: TaxCreate) =>
       Effect.gen(function*() {
         yield* checkRate(input.ratePercent)
         const id = makeId("tax")
@@ -78,7 +78,7 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
         return yield* get(organizationId, id)
       }).pipe(dieOnSqlError)
 
-    const update = (organizationId: string, id: string, patch: TaxUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: TaxUpdate) =>
       Effect.gen(function*() {
         yield* checkRate(patch.ratePercent)
         yield* get(organizationId, id)

@@ -14,6 +14,7 @@ import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { type CustomerKey, customerKey, Ledger, type WalletPosted, type WalletPosting } from "../ledger/Ledger.ts"
 import { LedgerType } from "../ledger/LedgerType.ts"
+import type { OrganizationId } from "../ids.ts"
 
 export { LedgerType }
 
@@ -54,14 +55,14 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       })
 
     /** The wallet as it stands (a customer who never had one has an empty one). */
-    const get = (organizationId: string, customerId: string) =>
+    const get = (organizationId: OrganizationId, customerId: string) =>
       Effect.map(
         findOne(WalletRow, sql`SELECT * FROM wallets WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`),
         Option.getOrElse(() => emptyWallet(customerId))
       )
 
     /** Locks the wallet row for the rest of the caller's transaction, creating it on first use. */
-    const lock = (organizationId: string, customerId: string) =>
+    const lock = (organizationId: OrganizationId, customerId: string) =>
       Effect.map(moneyLedger.lockWallets([{ organizationId, customerId }]), (locked) => {
         const row = locked.get(customerKey({ organizationId, customerId }))!
         return new WalletRow({
@@ -79,7 +80,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
      * the caller's transaction.
      */
     const move = (
-      organizationId: string,
+      organizationId: OrganizationId,
       customerId: string,
       delta: Decimal,
       entry: Omit<WalletPosting, keyof CustomerKey | "delta">
@@ -91,7 +92,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
      * webhook event (the spec: Reserved Wallet changes trigger neither event).
      * 422 where the workspace has not enabled it. Runs in the caller's transaction.
      */
-    const moveReserved = (organizationId: string, customerId: string, delta: Decimal) =>
+    const moveReserved = (organizationId: OrganizationId, customerId: string, delta: Decimal) =>
       Effect.gen(function*() {
         const [settings] = yield* Effect.orDie(sql<{ reservedWalletEnabled: boolean }>`
           SELECT reserved_wallet_enabled FROM organizations WHERE id = ${organizationId}`)
@@ -104,7 +105,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
     const activeCustomer = customers.requireActive
 
     /** The low-balance alert level in USD; null falls back to each webhook endpoint's threshold. */
-    const setAlert = (organizationId: string, customerId: string, threshold: Decimal | null) =>
+    const setAlert = (organizationId: OrganizationId, customerId: string, threshold: Decimal | null) =>
       Effect.gen(function*() {
         yield* activeCustomer(organizationId, customerId)
         yield* lock(organizationId, customerId)
@@ -117,7 +118,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** USD credited to the wallet at every cycle start; null stops it. */
-    const setRecurringGrant = (organizationId: string, customerId: string, quantity: Decimal | null) =>
+    const setRecurringGrant = (organizationId: OrganizationId, customerId: string, quantity: Decimal | null) =>
       Effect.gen(function*() {
         yield* activeCustomer(organizationId, customerId)
         yield* lock(organizationId, customerId)
@@ -130,7 +131,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** The ledger, oldest first, one page at a time. */
-    const ledger = (organizationId: string, customerId: string, page: Page) =>
+    const ledger = (organizationId: OrganizationId, customerId: string, page: Page) =>
       Effect.gen(function*() {
         yield* customers.get(organizationId, customerId)
         const wallet = yield* get(organizationId, customerId)

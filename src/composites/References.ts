@@ -7,6 +7,7 @@ import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { orDie } from "../db/Sql.ts"
 import { CatalogueItemArchived, UnknownCatalogueItem } from "../errors.ts"
+import type { OrganizationId } from "../ids.ts"
 
 export type CatalogueKind = "credit" | "outcome" | "unit" | "composite"
 
@@ -19,7 +20,7 @@ const tableOf: Record<CatalogueKind, string> = {
 
 export const checkReferences = (
   sql: SqlClient.SqlClient,
-  organizationId: string,
+  organizationId: OrganizationId,
   kind: CatalogueKind,
   ids: ReadonlyArray<string>
 ) =>

@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
 import { CustomerNotFound, CustomerRefMissing, ExternalIdTaken, InvalidExternalId } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId, randomToken } from "../ids.ts"
+import { makeId, randomToken, type OrganizationId } from "../ids.ts"
 import { requeuePendingSignals } from "../signals/Requeue.ts"
 import { Customer, type CustomerCreate, ensureActive, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
 
@@ -35,7 +35,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const create = (organizationId: string, input: CustomerCreate) =>
+    const create = (organizationId: OrganizationId, input: CustomerCreate) =>
       Effect.gen(function*() {
         const id = makeId("cus")
         const [currency] = yield* sql<{ currencyCode: string }>`
@@ -66,7 +66,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         return rows[0]!
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: CustomerListQuery) => {
+    const list = (organizationId: OrganizationId, query: CustomerListQuery) => {
       const pattern = query.q ? `%${escapeLike(query.q)}%` : null
       return findAll(
         Customer,
@@ -80,10 +80,10 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     /** A customer by the service's id, archived or not. */
     const findRow = findByIdOr(sql, Customer, "customers", notFound)
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
 
     /** An active customer by the caller's externalId; a malformed value is 400. */
-    const getByExternalId = (organizationId: string, externalId: string) =>
+    const getByExternalId = (organizationId: OrganizationId, externalId: string) =>
       Effect.gen(function*() {
         if (!externalIdPattern.test(externalId)) {
           return yield* new InvalidExternalId({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
@@ -97,7 +97,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
     const resolve = (
-      organizationId: string,
+      organizationId: OrganizationId,
       ref: CustomerRef
     ): Effect.Effect<Customer, CustomerNotFound | InvalidExternalId | CustomerRefMissing> =>
       ref.customerId !== undefined
@@ -106,7 +106,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         ? getByExternalId(organizationId, ref.externalId)
         : Effect.fail(new CustomerRefMissing({ message: "customerId or externalId must be provided" }))
 
-    const update = (organizationId: string, id: string, patch: CustomerUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: CustomerUpdate) =>
       Effect.gen(function*() {
         const current = yield* findRow(organizationId, id, true)
         yield* ensureActive(current)
@@ -126,7 +126,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Archives (the spec's DELETE); archiving twice answers the same customer. */
-    const archive = (organizationId: string, id: string) =>
+    const archive = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         yield* get(organizationId, id)
         const rows = yield* findAll(
@@ -138,11 +138,11 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** Customers are addressed by id or externalId alike by the `/customers/ext/...` twins. */
-    const idOfExternal = (organizationId: string, externalId: string) =>
+    const idOfExternal = (organizationId: OrganizationId, externalId: string) =>
       Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id)
 
     /** The customer a write acts on: unknown is 404, archived 409 (`ensureActive`). */
-    const requireActive = (organizationId: string, id: string) => Effect.flatMap(get(organizationId, id), ensureActive)
+    const requireActive = (organizationId: OrganizationId, id: string) => Effect.flatMap(get(organizationId, id), ensureActive)
 
     return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal, requireActive } as const
   })

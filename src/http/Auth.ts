@@ -13,6 +13,7 @@ import { isServiceError, type ServiceError } from "../errors.ts"
 import { type ApiError, toApiError, Unauthorized } from "./ApiErrors.ts"
 import { declaredError } from "./Envelope.ts"
 import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
+import type { OrganizationId } from "../ids.ts"
 
 /** The organisation (and key) the current request acts for. */
 export class CurrentOrganization extends Context.Tag("CurrentOrganization")<CurrentOrganization, Caller>() {}
@@ -60,5 +61,5 @@ export const forCaller = <A, E, R>(f: (caller: Caller) => Effect.Effect<A, E, R>
   )
 
 /** Runs `f` for the organisation of the current request; its errors as `forCaller` answers them. */
-export const forOrganization = <A, E, R>(f: (organizationId: string) => Effect.Effect<A, E, R>) =>
+export const forOrganization = <A, E, R>(f: (organizationId: OrganizationId) => Effect.Effect<A, E, R>) =>
   forCaller((caller) => f(caller.organizationId))

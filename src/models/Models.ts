@@ -16,6 +16,7 @@ import { InvalidModelBundle, ModelCreatedConcurrently, ModelNotEnabled, ModelNot
 import { toSql } from "../money.ts"
 import { type BundlePrice, bundleWeightProblem, priceBundle } from "../pricing/Pricing.ts"
 import { type BundleItem, type BundleItemInput, BundleJson, Model, type ModelSet } from "./Model.ts"
+import type { OrganizationId } from "../ids.ts"
 
 const columns = (sql: SqlClient.SqlClient) =>
   sql`id, name, input_rate AS input, output_rate AS output, cache_read_rate AS cache_read,
@@ -41,17 +42,17 @@ export class Models extends Effect.Service<Models>()("Models", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const find = (organizationId: string, id: string) =>
+    const find = (organizationId: OrganizationId, id: string) =>
       findOne(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} AND id = ${id}`)
 
-    const get = (organizationId: string, id: string) =>
+    const get = (organizationId: OrganizationId, id: string) =>
       foundOr(() => new ModelNotFound({ message: `Model ${id} not found` }))(find(organizationId, id))
 
-    const list = (organizationId: string) =>
+    const list = (organizationId: OrganizationId) =>
       findAll(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} ORDER BY id`)
 
     /** Creates the model or changes the fields given; a new model needs name, input and output. */
-    const set = (organizationId: string, input: ModelSet) =>
+    const set = (organizationId: OrganizationId, input: ModelSet) =>
       Effect.gen(function*() {
         const current = yield* findOne(
           Model,
@@ -91,7 +92,7 @@ export class Models extends Effect.Service<Models>()("Models", {
         return yield* get(organizationId, input.id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const setEnabled = (enabled: boolean) => (organizationId: string, id: string) =>
+    const setEnabled = (enabled: boolean) => (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const rows = yield* findAll(
           Model,
@@ -105,7 +106,7 @@ export class Models extends Effect.Service<Models>()("Models", {
       })
 
     /** The enabled models by id; any id that is unknown or disabled fails 422. */
-    const ratesFor = (organizationId: string, modelIds: ReadonlyArray<string>) =>
+    const ratesFor = (organizationId: OrganizationId, modelIds: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const wanted = [...new Set(modelIds)]
         const found = wanted.length === 0 ? [] : yield* findAll(
@@ -123,7 +124,7 @@ export class Models extends Effect.Service<Models>()("Models", {
      * Prices each bundle at the workspace's current rates. Every model of every
      * bundle must be enabled (422) and every item's weights valid (400).
      */
-    const priceBundles = (organizationId: string, bundles: ReadonlyArray<BundleToPrice>) =>
+    const priceBundles = (organizationId: OrganizationId, bundles: ReadonlyArray<BundleToPrice>) =>
       Effect.gen(function*() {
         const models = yield* ratesFor(organizationId, bundles.flatMap((bundle) => bundle.items.map((i) => i.modelId)))
         const modelOf = (id: string) => models.get(id)!

@@ -14,7 +14,7 @@ import { Deferred, Effect, Either, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
 import { ApiKeyNotFound, ApiKeyRefused } from "../errors.ts"
-import { makeId, randomToken } from "../ids.ts"
+import { makeId, OrganizationId, randomToken } from "../ids.ts"
 import {
   defaultKeyCacheOptions,
   isUsable,
@@ -30,7 +30,7 @@ export const hashKey = (key: string) => createHash("sha256").update(key).digest(
 
 export class ApiKey extends Schema.Class<ApiKey>("ApiKey")({
   id: Schema.String,
-  organizationId: Schema.String,
+  organizationId: OrganizationId,
   name: Schema.String,
   keyPrefix: Schema.String,
   createdAt: Schema.DateFromSelf,
@@ -40,14 +40,14 @@ export class ApiKey extends Schema.Class<ApiKey>("ApiKey")({
 }) {}
 
 export interface Caller {
-  readonly organizationId: string
+  readonly organizationId: OrganizationId
   readonly apiKeyId: string
 }
 
 /** What authentication reads of a key: the cache's record. */
 const KeyRow = Schema.Struct({
   apiKeyId: Schema.String,
-  organizationId: Schema.String,
+  organizationId: OrganizationId,
   expiresAt: Schema.NullOr(Schema.DateFromSelf),
   revokedAt: Schema.NullOr(Schema.DateFromSelf)
 })
@@ -77,7 +77,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
       )
     }
 
-    const create = (organizationId: string, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) =>
+    const create = (organizationId: OrganizationId, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) =>
       Effect.gen(function*() {
         const secret = `sk_${randomToken(24)}`
         const id = makeId("key")
@@ -91,7 +91,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         return { apiKey: rows[0]!, secret }
       })
 
-    const list = (organizationId: string) =>
+    const list = (organizationId: OrganizationId) =>
       findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ORDER BY id`)
 
     /**
@@ -99,7 +99,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
      * PostgreSQL delivers it exactly when the revocation commits (and not if
      * it rolls back); this process's own cache drops the key at once.
      */
-    const revoke = (organizationId: string, id: string) =>
+    const revoke = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const revoked = yield* findOne(
           ApiKey,

@@ -7,12 +7,12 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findOne, foundOr, orDie } from "../db/Sql.ts"
 import { InvalidOrganizationSettings, OrganizationNotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { makeId, OrganizationId } from "../ids.ts"
 import { builtinModels } from "../models/BuiltinModels.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 
 export class Organization extends Schema.Class<Organization>("Organization")({
-  id: Schema.String,
+  id: OrganizationId,
   name: Schema.String,
   currencyCode: Schema.String,
   reservedWalletEnabled: Schema.Boolean,
@@ -65,7 +65,7 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
         if (!/^[A-Z]{3}$/.test(currencyCode)) {
           return yield* new InvalidOrganizationSettings({ message: "currencyCode must be a 3-letter ISO 4217 code" })
         }
-        const id = makeId("org")
+        const id = OrganizationId.make(makeId("org"))
         const organization = (yield* findAll(
           Organization,
           sql`INSERT INTO organizations (id, name, currency_code) VALUES (${id}, ${name}, ${currencyCode}) RETURNING *`

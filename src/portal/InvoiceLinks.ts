@@ -6,13 +6,14 @@
  * the access its token grants).
  */
 import { Schema } from "effect"
+import { OrganizationId } from "../ids.ts"
 import { signToken } from "./SignedToken.ts"
 
 /** Minutes a pay link stays valid. */
 export const PAY_LINK_MINUTES = 60 * 24
 
 export const InvoiceLinkClaims = Schema.Struct({
-  org: Schema.String,
+  org: OrganizationId,
   customerId: Schema.String,
   invoiceId: Schema.String,
   exp: Schema.Number

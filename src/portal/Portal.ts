@@ -8,11 +8,12 @@ import { Customers } from "../customers/Customers.ts"
 import { OrganizationMismatch } from "../errors.ts"
 import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "./SignedToken.ts"
 import { SigningKeys } from "./SigningKeys.ts"
+import { OrganizationId } from "../ids.ts"
 
 /** How long a portal token is valid. */
 export const PORTAL_TOKEN_MINUTES = 15
 
-export const PortalClaims = Schema.Struct({ org: Schema.String, customerId: Schema.String, exp: Schema.Number })
+export const PortalClaims = Schema.Struct({ org: OrganizationId, customerId: Schema.String, exp: Schema.Number })
 export type PortalClaims = typeof PortalClaims.Type
 
 /** The portal page's address at `origin` for `token`. */
@@ -25,7 +26,7 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
 
     /** A token for the customer, and the portal's URL at `origin`. */
     const mint = (
-      organizationId: string,
+      organizationId: OrganizationId,
       input: { readonly customerId: string; readonly organizationId?: string | undefined },
       origin: string
     ) =>
@@ -41,7 +42,7 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
       })
 
     /** The claims of a genuine, unexpired token of `organizationId`; None otherwise. */
-    const verify = (organizationId: string, token: string, now = new Date()) =>
+    const verify = (organizationId: OrganizationId, token: string, now = new Date()) =>
       Effect.map(keys.secretOf(organizationId), (secret) => {
         const checked = checkToken(secret, "pt", token, PortalClaims, now)
         return Either.isRight(checked) && checked.right.org === organizationId

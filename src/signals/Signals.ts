@@ -31,7 +31,7 @@ import {
   UnknownMember
 } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId } from "../ids.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
 import { type InboxRow, InboxWriter, type Refusal, tooOldRefusal, type Written } from "./InboxWriter.ts"
@@ -209,7 +209,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     const metering = yield* Metering
     const writer = yield* InboxWriter
 
-    const sentWithKey = (organizationId: string, route: SignalRoute, key: string | undefined) =>
+    const sentWithKey = (organizationId: OrganizationId, route: SignalRoute, key: string | undefined) =>
       key === undefined
         ? Effect.succeed(Option.none<typeof Sent.Type>())
         : findOne(
@@ -223,7 +223,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * refused before anything is written (no customer named; text PostgreSQL
      * cannot store, which would otherwise fail the statement it shares).
      */
-    const rowOf = (organizationId: string, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, InvalidBody> => {
+    const rowOf = (organizationId: OrganizationId, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, InvalidBody> => {
       if (input.customerId === undefined && input.externalId === undefined) {
         return Either.left(new CustomerRefMissing({ message: "customerId or externalId must be provided" }))
       }
@@ -254,7 +254,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * returned function withdraws the request (its client went away).
      */
     const enqueue = <R extends QueuedRoute>(
-      organizationId: string,
+      organizationId: OrganizationId,
       route: R,
       input: SignalOf<R>,
       answer: (exit: Exit.Exit<Acknowledgement, InvalidBody | Refusal>) => void
@@ -268,14 +268,14 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     }
 
     /** `enqueue` as an effect (202 once committed); interrupting it withdraws the request. */
-    const accept = <R extends QueuedRoute>(organizationId: string, route: R, input: SignalOf<R>) =>
+    const accept = <R extends QueuedRoute>(organizationId: OrganizationId, route: R, input: SignalOf<R>) =>
       Effect.suspend(() => rowOf(organizationId, route, input as SignalInput)).pipe(
         Effect.flatMap(writer.submit),
         Effect.map(acknowledgement)
       )
 
     /** One batch item: its inbox row, or the error its single route would have answered. */
-    const batchRowOf = (organizationId: string, item: unknown): Either.Either<InboxRow, InvalidBody> => {
+    const batchRowOf = (organizationId: OrganizationId, item: unknown): Either.Either<InboxRow, InvalidBody> => {
       if (typeof item !== "object" || item === null || Array.isArray(item)) {
         return Either.left(new InvalidSignal({ message: "Invalid request: a signal must be a JSON object with a type" }))
       }
@@ -304,7 +304,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * order. Every accepted item is written by one statement (plus one look-up
      * when keys were taken), whatever the count.
      */
-    const acceptBatch = (organizationId: string, items: ReadonlyArray<unknown>) =>
+    const acceptBatch = (organizationId: OrganizationId, items: ReadonlyArray<unknown>) =>
       Effect.gen(function*() {
         if (items.length < 1 || items.length > maxBatchSize) {
           return yield* new InvalidSignal({
@@ -338,7 +338,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       })
 
     /** The customer of a synchronous completion: unknown is 404, archived 409. */
-    const activeCustomer = (organizationId: string, input: SignalInput) =>
+    const activeCustomer = (organizationId: OrganizationId, input: SignalInput) =>
       Effect.gen(function*() {
         const customer = yield* customers.resolve(organizationId, input)
         yield* ensureActive(customer, "cannot receive signals")
@@ -352,7 +352,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       })
 
     /** The original answer of a completion sent again with the same key. */
-    const replayed = <A>(organizationId: string, route: SignalRoute, key: string | undefined) =>
+    const replayed = <A>(organizationId: OrganizationId, route: SignalRoute, key: string | undefined) =>
       Effect.map(sentWithKey(organizationId, route, key), Option.map((row) => row.response as A))
 
     /**
@@ -361,7 +361,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * here, in the completion's transaction: completions are answered
      * synchronously and read the database anyway).
      */
-    const completionMoment = (organizationId: string, input: SignalInput) =>
+    const completionMoment = (organizationId: OrganizationId, input: SignalInput) =>
       Effect.gen(function*() {
         const now = Date.now()
         const moment = momentOf(input, now)
@@ -379,7 +379,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
 
     /** Records a completion in the inbox (the worker bills it) with the answer a repeated key gets back. */
     const recordCompletion = <A>(
-      organizationId: string,
+      organizationId: OrganizationId,
       route: "OUTCOME_COMPLETE" | "COMPOSITE_COMPLETE",
       rawId: string,
       input: SignalInput,
@@ -405,7 +405,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       })
 
     /** Closes an outcome run: 200 once; 404 for a run with no step of this customer; 409 when already closed. */
-    const completeOutcome = (organizationId: string, input: typeof OutcomeCompleteSignal.Type) =>
+    const completeOutcome = (organizationId: OrganizationId, input: typeof OutcomeCompleteSignal.Type) =>
       Effect.gen(function*() {
         const earlier = yield* replayed<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
         if (Option.isSome(earlier)) return earlier.value
@@ -445,7 +445,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * the tag (200, billed once however often it is completed); otherwise parks
      * it (422) until the worker sees the last missing signal.
      */
-    const completeComposite = (organizationId: string, input: typeof CompositeCompleteSignal.Type) =>
+    const completeComposite = (organizationId: OrganizationId, input: typeof CompositeCompleteSignal.Type) =>
       Effect.gen(function*() {
         const attempt = yield* Effect.gen(function*() {
           const earlier = yield* replayed<CompositeCompleted>(organizationId, "COMPOSITE_COMPLETE", input.idempotencyKey)
@@ -503,7 +503,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
         return attempt.answer
       })
 
-    const list = (organizationId: string, query: SignalListQuery) =>
+    const list = (organizationId: OrganizationId, query: SignalListQuery) =>
       findAll(
         SignalRecord,
         sql`SELECT * FROM signals
@@ -514,13 +514,13 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       )
 
     const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new SignalNotFound({ message: `Signal ${id} not found` }))
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
 
     /**
      * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
      * was billed, and replaying it would bill it twice.
      */
-    const replay = (organizationId: string, id: string) =>
+    const replay = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const signal = yield* get(organizationId, id)
         if (signal.status === "PROCESSED") {
@@ -536,7 +536,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       })
 
     /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
-    const replayable = (organizationId: string, customerId: string) =>
+    const replayable = (organizationId: OrganizationId, customerId: string) =>
       Effect.gen(function*() {
         const customer = yield* customers.get(organizationId, customerId)
         return yield* orDie(

@@ -31,6 +31,7 @@ import { Units } from "../units/Units.ts"
 import { UnitCreate } from "../units/Unit.ts"
 import { WebhookEndpoints } from "../webhooks/Endpoints.ts"
 import { EndpointCreate } from "../webhooks/Webhook.ts"
+import type { OrganizationId } from "../ids.ts"
 
 /** A catalogue record named by its agentKey (credits, outcomes, units) or refId (composites). */
 const Key = RefId
@@ -118,7 +119,7 @@ const listQuery = (cursor: string | undefined) => ({ page: { limit: MAX_LIMIT, c
  * reports every record with whether it was made now or found.
  */
 export const loadFixtures = (
-  organizationId: string,
+  organizationId: OrganizationId,
   document: FixtureDocument,
   onRecord: (record: LoadedRecord) => void = () => {}
 ) =>

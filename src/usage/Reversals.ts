@@ -53,7 +53,7 @@ import {
   UsageRowIsReversal,
   UsageRowNotFound
 } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { type BalanceMove, Ledger } from "../ledger/Ledger.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, strict, Timestamp } from "../schema.ts"
@@ -134,7 +134,7 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
     const notFound = (id: string) => new UsageRowNotFound({ message: `Usage-log row ${id} not found` })
 
     /** A row of the usage log as the log reads it (inside the caller's transaction). */
-    const record = (organizationId: string, id: string) =>
+    const record = (organizationId: OrganizationId, id: string) =>
       Effect.map(usageLog.lookup(organizationId, [id]), ({ rows }) => rows[0]!)
 
     const splitOf = (row: Original): Effect.Effect<Split, UsageNotReversible> => {
@@ -162,7 +162,7 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
       }
     }
 
-    const reverse = (organizationId: string, id: string, input: ReverseInput) =>
+    const reverse = (organizationId: OrganizationId, id: string, input: ReverseInput) =>
       Effect.gen(function*() {
         const reversalId = makeId("usg")
         if (input.idempotencyKey !== undefined) {

@@ -15,7 +15,7 @@ import {
   WebhookEndpointRemoved,
   WebhookEventNotFound
 } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { Attempt, Delivery, type DeliveryStatus, WebhookEvent } from "./Webhook.ts"
 
 export interface DeliveryQuery {
@@ -43,7 +43,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
     const sql = yield* SqlClient.SqlClient
 
     const selectDeliveries = (
-      organizationId: string,
+      organizationId: OrganizationId,
       where: ReturnType<typeof sql.and>,
       limit: number,
       oldestFirst = false
@@ -77,7 +77,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         )
       })
 
-    const list = (organizationId: string, query: DeliveryQuery) =>
+    const list = (organizationId: OrganizationId, query: DeliveryQuery) =>
       selectDeliveries(
         organizationId,
         sql.and([
@@ -90,7 +90,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         query.oldestFirst
       )
 
-    const get = (organizationId: string, id: string) =>
+    const get = (organizationId: OrganizationId, id: string) =>
       foundOr(() => new WebhookDeliveryNotFound({ message: `Webhook delivery ${id} not found` }))(
         Effect.map(selectDeliveries(organizationId, sql.and([sql`d.id = ${id}`]), 1), Arr.head)
       )
@@ -98,7 +98,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
     const EndpointState = Schema.Struct({ enabled: Schema.Boolean, removed: Schema.Boolean })
 
     /** Makes a delivery due now for one more attempt; if that fails too, automatic retries resume while any are left. */
-    const retry = (organizationId: string, id: string) =>
+    const retry = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const delivery = yield* get(organizationId, id)
         const endpoint = yield* findOne(
@@ -124,10 +124,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       (id) => new WebhookEventNotFound({ message: `Webhook event ${id} not found` }),
       { columns: "id, event_type, customer_id, triggered_at, body" }
     )
-    const getEvent = (organizationId: string, id: string) => findEvent(organizationId, id)
+    const getEvent = (organizationId: OrganizationId, id: string) => findEvent(organizationId, id)
 
     /** A new delivery of the event to each live, enabled endpoint that was sent it before. */
-    const replay = (organizationId: string, eventId: string): Effect.Effect<Replayed, WebhookEventNotFound> =>
+    const replay = (organizationId: OrganizationId, eventId: string): Effect.Effect<Replayed, WebhookEventNotFound> =>
       Effect.gen(function*() {
         const event = yield* getEvent(organizationId, eventId)
         const previous = yield* findAll(
@@ -159,7 +159,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Event ids triggered in [since, until), oldest first: what a range replay walks through. */
-    const eventsBetween = (organizationId: string, since: Date, until: Date) =>
+    const eventsBetween = (organizationId: OrganizationId, since: Date, until: Date) =>
       since.getTime() >= until.getTime()
         ? Effect.fail(new InvalidTimeRange({ message: "--since must be before --until" }))
         : Effect.map(
