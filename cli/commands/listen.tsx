@@ -16,7 +16,7 @@ import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
 import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { decodeInput, organizationOf, run, withOrg } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
-import type { OrganizationId } from "../../src/ids.ts"
+import { CustomerId, type OrganizationId } from "../../src/ids.ts"
 
 interface ListenFlags {
   readonly json?: boolean
@@ -122,7 +122,7 @@ const customerFor = (organizationId: OrganizationId, options: TriggerFlags) =>
     if (rows.length === 0) {
       return yield* new BadRequest({ message: "a test event is about a customer: create one first, or pass --customer ID or --external-id ID" })
     }
-    return rows[0]!.id
+    return CustomerId.make(rows[0]!.id)
   })
 
 export const registerListen = (program: Command) => {

@@ -11,7 +11,7 @@ import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
-import type { OrganizationId } from "../../src/ids.ts"
+import { CustomerId, type OrganizationId } from "../../src/ids.ts"
 
 const signalJson = encode(SignalRecord)
 
@@ -259,7 +259,7 @@ export const registerSignal = (program: Command) => {
           if ((id === undefined) === (options.customer === undefined)) {
             return yield* new BadRequest({ message: "give either a signal id or --customer ID" })
           }
-          const ids = id !== undefined ? [id] : yield* signals.replayable(organizationId, options.customer!)
+          const ids = id !== undefined ? [id] : yield* signals.replayable(organizationId, CustomerId.make(options.customer!))
           const progress = progressReporter(options, "replayed")
           return yield* Effect.forEach(ids, (signalId, index) =>
             Effect.tap(signals.replay(organizationId, signalId), () => progress.update(index + 1, ids.length))).pipe(

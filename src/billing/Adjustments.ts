@@ -20,7 +20,7 @@ import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
 import { NoActivePlan, NotOnPlan, NotPrepaid } from "../errors.ts"
 import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
-import { makeId, type OrganizationId } from "../ids.ts"
+import { type CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
 import { BalanceRow, PurchaseRow } from "./Purchase.ts"
@@ -153,7 +153,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
       )
 
     /** The ADVANCE component the request adjusts, or the 422 that says why there is none. */
-    const targetOf = (organizationId: OrganizationId, customerId: string, endpoint: Exclude<AdjustEndpoint, "wallet">, key: string) =>
+    const targetOf = (organizationId: OrganizationId, customerId: CustomerId, endpoint: Exclude<AdjustEndpoint, "wallet">, key: string) =>
       Effect.gen(function*() {
         const purchase = yield* findOne(
           PurchaseRow,
@@ -198,7 +198,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
      */
     const currentRemaining = (
       organizationId: OrganizationId,
-      customerId: string,
+      customerId: CustomerId,
       target: typeof KeyedRow.Type,
       wallet: WalletKind
     ) =>
@@ -213,7 +213,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         )
         : Effect.map(wallets.get(organizationId, customerId), (row) => wallet === "RESERVED" ? row.reservedBalance : row.balance)
 
-    const adjust = (organizationId: OrganizationId, customerId: string, endpoint: AdjustEndpoint, input: AdjustInput) =>
+    const adjust = (organizationId: OrganizationId, customerId: CustomerId, endpoint: AdjustEndpoint, input: AdjustInput) =>
       Effect.gen(function*() {
         const customer = yield* customers.get(organizationId, customerId)
         const customerArchived = customer.archivedAt !== null

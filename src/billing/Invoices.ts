@@ -17,7 +17,7 @@ import { BigDecimal, Effect, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, insertRows, pageClause } from "../db/Sql.ts"
 import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId, type OrganizationId } from "../ids.ts"
+import { CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../portal/InvoiceLinks.ts"
@@ -32,7 +32,7 @@ export const InvoiceStatus = Schema.Literal("DRAFT", "OPEN", "PAID", "VOID")
 
 class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   id: Schema.String,
-  customerId: Schema.String,
+  customerId: CustomerId,
   purchaseId: Schema.NullOr(Schema.String),
   kind: Schema.Literal("PLAN", "USAGE"),
   status: InvoiceStatus,

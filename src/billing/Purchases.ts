@@ -38,7 +38,7 @@ import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, page
 import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
-import { makeId, type OrganizationId } from "../ids.ts"
+import { type CustomerId, makeId, type OrganizationId, PurchaseId } from "../ids.ts"
 import { balanceColumns, customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -177,7 +177,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       )
 
     /** One purchase, locked for a step (create, cancel). */
-    const lockOne = (organizationId: OrganizationId, id: string) =>
+    const lockOne = (organizationId: OrganizationId, id: PurchaseId) =>
       Effect.flatMap(
         Effect.flatMap(
           orDie(sql`SELECT ${sql.literal(lockedColumns)} FROM purchases p
@@ -386,7 +386,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           return yield* new BillingDateInPast({ message: "billingDate must not be in the past" })
         }
         const scheduled = requested !== undefined && requested.getTime() > now.getTime()
-        const id = makeId("pur")
+        const id = PurchaseId.make(makeId("pur"))
         yield* sql`INSERT INTO purchases ${
           sql.insert({
             organizationId,
@@ -414,7 +414,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         return yield* findRow(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const list = (organizationId: OrganizationId, query: { readonly customerId?: CustomerId | undefined; readonly page: Page }) =>
       findAll(
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId}
@@ -422,9 +422,9 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               ${pageClause(sql, query.page)}`
       )
 
-    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: PurchaseId) => findRow(organizationId, id)
 
-    const update = (organizationId: OrganizationId, id: string, patch: PurchaseUpdate) =>
+    const update = (organizationId: OrganizationId, id: PurchaseId, patch: PurchaseUpdate) =>
       Effect.gen(function*() {
         const purchase = yield* findRow(organizationId, id, true)
         if (purchase.status === "CANCELLED") {
@@ -443,7 +443,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * allowance granted in advance), and voiding one is the operator's explicit
      * act (`billing invoice void`). Cancelling twice is 409.
      */
-    const cancel = (organizationId: OrganizationId, id: string) =>
+    const cancel = (organizationId: OrganizationId, id: PurchaseId) =>
       Effect.gen(function*() {
         const purchase = yield* lockOne(organizationId, id)
         if (purchase.status === "CANCELLED") {

@@ -1,6 +1,7 @@
 /** The customer: the billing identity of the organisation's own customer. */
 import { Either, Schema } from "effect"
 import { CustomerArchived } from "../errors.ts"
+import { CustomerId } from "../ids.ts"
 import { CurrencyCode, ExternalId, strict, Timestamp } from "../schema.ts"
 
 /**
@@ -64,7 +65,7 @@ const nullableProfile = {
 }
 
 export class Customer extends Schema.Class<Customer>("Customer")({
-  id: Schema.String,
+  id: CustomerId,
   externalId: Schema.NullOr(Schema.String),
   slug: Schema.String,
   name: Schema.String,

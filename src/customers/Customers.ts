@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
 import { CustomerNotFound, CustomerRefMissing, ExternalIdTaken, InvalidExternalId } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId, randomToken, type OrganizationId } from "../ids.ts"
+import { CustomerId, makeId, type OrganizationId, randomToken } from "../ids.ts"
 import { requeuePendingSignals } from "../signals/Requeue.ts"
 import { Customer, type CustomerCreate, ensureActive, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
 
@@ -37,7 +37,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     const create = (organizationId: OrganizationId, input: CustomerCreate) =>
       Effect.gen(function*() {
-        const id = makeId("cus")
+        const id = CustomerId.make(makeId("cus"))
         const [currency] = yield* sql<{ currencyCode: string }>`
           SELECT currency_code FROM organizations WHERE id = ${organizationId}`
         // The externalId index answers races that a read-then-write check would miss.
@@ -80,7 +80,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     /** A customer by the service's id, archived or not. */
     const findRow = findByIdOr(sql, Customer, "customers", notFound)
-    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: CustomerId) => findRow(organizationId, id)
 
     /** An active customer by the caller's externalId; a malformed value is 400. */
     const getByExternalId = (organizationId: OrganizationId, externalId: string) =>
@@ -101,12 +101,13 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       ref: CustomerRef
     ): Effect.Effect<Customer, CustomerNotFound | InvalidExternalId | CustomerRefMissing> =>
       ref.customerId !== undefined
-        ? get(organizationId, ref.customerId)
+        // The client's id, looked up as sent: one that names nothing is a not-found.
+        ? get(organizationId, CustomerId.make(ref.customerId))
         : ref.externalId !== undefined
         ? getByExternalId(organizationId, ref.externalId)
         : Effect.fail(new CustomerRefMissing({ message: "customerId or externalId must be provided" }))
 
-    const update = (organizationId: OrganizationId, id: string, patch: CustomerUpdate) =>
+    const update = (organizationId: OrganizationId, id: CustomerId, patch: CustomerUpdate) =>
       Effect.gen(function*() {
         const current = yield* findRow(organizationId, id, true)
         yield* ensureActive(current)
@@ -126,7 +127,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Archives (the spec's DELETE); archiving twice answers the same customer. */
-    const archive = (organizationId: OrganizationId, id: string) =>
+    const archive = (organizationId: OrganizationId, id: CustomerId) =>
       Effect.gen(function*() {
         yield* get(organizationId, id)
         const rows = yield* findAll(
@@ -142,7 +143,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id)
 
     /** The customer a write acts on: unknown is 404, archived 409 (`ensureActive`). */
-    const requireActive = (organizationId: OrganizationId, id: string) => Effect.flatMap(get(organizationId, id), ensureActive)
+    const requireActive = (organizationId: OrganizationId, id: CustomerId) => Effect.flatMap(get(organizationId, id), ensureActive)
 
     return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal, requireActive } as const
   })

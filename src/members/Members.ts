@@ -10,7 +10,7 @@ import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
 import { MemberEmailTaken, MemberNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId, type OrganizationId } from "../ids.ts"
+import { type CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { strict, Timestamp } from "../schema.ts"
 
 export const MemberRole = Schema.Literal("OWNER", "ADMIN", "MEMBER").annotations({
@@ -53,14 +53,14 @@ export class Members extends Effect.Service<Members>()("Members", {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
 
-    const get = (organizationId: OrganizationId, customerId: string, id: string) =>
+    const get = (organizationId: OrganizationId, customerId: CustomerId, id: string) =>
       foundOr(() => new MemberNotFound({ message: `Member ${id} not found` }))(findOne(
         Member,
         sql`SELECT * FROM customer_members
             WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
       ))
 
-    const list = (organizationId: OrganizationId, customerId: string, page: Page) =>
+    const list = (organizationId: OrganizationId, customerId: CustomerId, page: Page) =>
       Effect.zipRight(
         customers.get(organizationId, customerId),
         findAll(
@@ -71,7 +71,7 @@ export class Members extends Effect.Service<Members>()("Members", {
         )
       )
 
-    const create = (organizationId: OrganizationId, customerId: string, input: MemberCreate) =>
+    const create = (organizationId: OrganizationId, customerId: CustomerId, input: MemberCreate) =>
       Effect.gen(function*() {
         yield* customers.requireActive(organizationId, customerId)
         const rows = yield* sql`INSERT INTO customer_members ${
@@ -87,7 +87,7 @@ export class Members extends Effect.Service<Members>()("Members", {
         return rows[0]!
       }).pipe(dieOnSqlError)
 
-    const update = (organizationId: OrganizationId, customerId: string, id: string, patch: MemberUpdate) =>
+    const update = (organizationId: OrganizationId, customerId: CustomerId, id: string, patch: MemberUpdate) =>
       Effect.gen(function*() {
         yield* customers.requireActive(organizationId, customerId)
         yield* get(organizationId, customerId, id)
@@ -102,7 +102,7 @@ export class Members extends Effect.Service<Members>()("Members", {
         return yield* get(organizationId, customerId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const remove = (organizationId: OrganizationId, customerId: string, id: string) =>
+    const remove = (organizationId: OrganizationId, customerId: CustomerId, id: string) =>
       Effect.gen(function*() {
         yield* customers.requireActive(organizationId, customerId)
         const member = yield* get(organizationId, customerId, id)
@@ -112,7 +112,7 @@ export class Members extends Effect.Service<Members>()("Members", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** The member a signal names by e-mail, matched case-insensitively. */
-    const findByEmail = (organizationId: OrganizationId, customerId: string, email: string) =>
+    const findByEmail = (organizationId: OrganizationId, customerId: CustomerId, email: string) =>
       findOne(
         Member,
         sql`SELECT * FROM customer_members WHERE organization_id = ${organizationId}

@@ -6,7 +6,7 @@
  * the access its token grants).
  */
 import { Schema } from "effect"
-import { OrganizationId } from "../ids.ts"
+import { CustomerId, OrganizationId } from "../ids.ts"
 import { signToken } from "./SignedToken.ts"
 
 /** Minutes a pay link stays valid. */
@@ -14,7 +14,7 @@ export const PAY_LINK_MINUTES = 60 * 24
 
 export const InvoiceLinkClaims = Schema.Struct({
   org: OrganizationId,
-  customerId: Schema.String,
+  customerId: CustomerId,
   invoiceId: Schema.String,
   exp: Schema.Number
 })

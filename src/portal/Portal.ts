@@ -8,12 +8,12 @@ import { Customers } from "../customers/Customers.ts"
 import { OrganizationMismatch } from "../errors.ts"
 import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "./SignedToken.ts"
 import { SigningKeys } from "./SigningKeys.ts"
-import { OrganizationId } from "../ids.ts"
+import { CustomerId, OrganizationId } from "../ids.ts"
 
 /** How long a portal token is valid. */
 export const PORTAL_TOKEN_MINUTES = 15
 
-export const PortalClaims = Schema.Struct({ org: OrganizationId, customerId: Schema.String, exp: Schema.Number })
+export const PortalClaims = Schema.Struct({ org: OrganizationId, customerId: CustomerId, exp: Schema.Number })
 export type PortalClaims = typeof PortalClaims.Type
 
 /** The portal page's address at `origin` for `token`. */
@@ -27,7 +27,7 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
     /** A token for the customer, and the portal's URL at `origin`. */
     const mint = (
       organizationId: OrganizationId,
-      input: { readonly customerId: string; readonly organizationId?: string | undefined },
+      input: { readonly customerId: CustomerId; readonly organizationId?: string | undefined },
       origin: string
     ) =>
       Effect.gen(function*() {

@@ -17,7 +17,7 @@ import { invoicePath, InvoiceLinkClaims } from "./InvoiceLinks.ts"
 import { Portal } from "./Portal.ts"
 import { checkToken, claimedOrganization, type TokenRefusal } from "./SignedToken.ts"
 import { SigningKeys } from "./SigningKeys.ts"
-import type { OrganizationId } from "../ids.ts"
+import { type CustomerId, type OrganizationId } from "../ids.ts"
 
 /** How many usage rows and invoices the portal lists. */
 export const PORTAL_LATEST_USAGE = 10
@@ -85,7 +85,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
     const usage = yield* UsageLog
     const invoices = yield* Invoices
 
-    const header = (organizationId: OrganizationId, customerId: string) =>
+    const header = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         const organization = yield* organizations.get(organizationId)
         const customer = yield* customers.get(organizationId, customerId)

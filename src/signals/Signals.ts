@@ -31,7 +31,7 @@ import {
   UnknownMember
 } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId, type OrganizationId } from "../ids.ts"
+import { type CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
 import { type InboxRow, InboxWriter, type Refusal, tooOldRefusal, type Written } from "./InboxWriter.ts"
@@ -536,7 +536,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       })
 
     /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
-    const replayable = (organizationId: OrganizationId, customerId: string) =>
+    const replayable = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         const customer = yield* customers.get(organizationId, customerId)
         return yield* orDie(

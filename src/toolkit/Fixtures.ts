@@ -31,7 +31,7 @@ import { Units } from "../units/Units.ts"
 import { UnitCreate } from "../units/Unit.ts"
 import { WebhookEndpoints } from "../webhooks/Endpoints.ts"
 import { EndpointCreate } from "../webhooks/Webhook.ts"
-import type { OrganizationId } from "../ids.ts"
+import type { CustomerId, OrganizationId } from "../ids.ts"
 
 /** A catalogue record named by its agentKey (credits, outcomes, units) or refId (composites). */
 const Key = RefId
@@ -135,18 +135,18 @@ export const loadFixtures = (
     const endpoints = yield* WebhookEndpoints
 
     const loaded: Array<LoadedRecord> = []
-    const note = (kind: FixtureKind, key: string, id: string, created: boolean, secret?: string) => {
+    const note = <Id extends string>(kind: FixtureKind, key: string, id: Id, created: boolean, secret?: string) => {
       const record: LoadedRecord = { kind, key, id, status: created ? "created" : "existing", ...(secret ? { secret } : {}) }
       loaded.push(record)
       onRecord(record)
       return id
     }
     /** The id of an existing record, or of the one `create` makes. */
-    const ensure = <E, R>(
+    const ensure = <Id extends string, E, R>(
       kind: FixtureKind,
       key: string,
-      existing: Option.Option<{ readonly id: string }>,
-      create: () => Effect.Effect<{ readonly id: string }, E, R>
+      existing: Option.Option<{ readonly id: Id }>,
+      create: () => Effect.Effect<{ readonly id: Id }, E, R>
     ) =>
       Option.match(existing, {
         onSome: (found) => Effect.succeed(note(kind, key, found.id, false)),
@@ -267,7 +267,7 @@ export const loadFixtures = (
       }
     }
 
-    const customerIds = new Map<string, string>()
+    const customerIds = new Map<string, CustomerId>()
     for (const customer of document.customers ?? []) {
       const found = yield* Effect.option(customers.getByExternalId(organizationId, customer.externalId))
       customerIds.set(
