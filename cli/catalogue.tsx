@@ -10,15 +10,16 @@ import { type CatalogueListQuery, toPage } from "../src/http/Pagination.ts"
 import { type Column, Table } from "./ui/Table.tsx"
 import { listFooter, nextCursorOf } from "./lists.ts"
 import { type AppServices, bodyOf, decodeInput, numberFlag, organizationOf, run, withOrg } from "./run.ts"
+import type { OrganizationId } from "../src/ids.ts"
 
 /** `A` is a record as one command shows it; `L` as a list row (an outcome lists without its steps). */
 export interface CatalogueOperations<A, C, U, L = A> {
-  readonly create: (organizationId: string, input: C) => Effect.Effect<A, unknown>
-  readonly list: (organizationId: string, query: CatalogueListQuery) => Effect.Effect<ReadonlyArray<L>, unknown>
-  readonly get: (organizationId: string, id: string) => Effect.Effect<A, unknown>
-  readonly update: (organizationId: string, id: string, patch: U) => Effect.Effect<A, unknown>
-  readonly archive: (organizationId: string, id: string) => Effect.Effect<A, unknown>
-  readonly unarchive: (organizationId: string, id: string) => Effect.Effect<A, unknown>
+  readonly create: (organizationId: OrganizationId, input: C) => Effect.Effect<A, unknown>
+  readonly list: (organizationId: OrganizationId, query: CatalogueListQuery) => Effect.Effect<ReadonlyArray<L>, unknown>
+  readonly get: (organizationId: OrganizationId, id: string) => Effect.Effect<A, unknown>
+  readonly update: (organizationId: OrganizationId, id: string, patch: U) => Effect.Effect<A, unknown>
+  readonly archive: (organizationId: OrganizationId, id: string) => Effect.Effect<A, unknown>
+  readonly unarchive: (organizationId: OrganizationId, id: string) => Effect.Effect<A, unknown>
 }
 
 export interface CatalogueCommands<A, C, CI, U, UI, L = A> {
@@ -82,13 +83,13 @@ export const registerCatalogue = <A, C, CI, U, UI, L extends { readonly id: stri
         `request body as JSON or YAML${spec.fileHelp ? `, ${spec.fileHelp}` : ""} (flags override it)`
       )
     )
-  const inOrganization = <B,>(options: { readonly org?: string }, f: (operations: CatalogueOperations<A, C, U, L>, org: string) => Effect.Effect<B, unknown>) =>
+  const inOrganization = <B,>(options: { readonly org?: string }, f: (operations: CatalogueOperations<A, C, U, L>, org: OrganizationId) => Effect.Effect<B, unknown>) =>
     Effect.flatMap(organizationOf(options), (organizationId) =>
       Effect.flatMap(spec.operations, (operations) => f(operations, organizationId)))
   const byId = (
     heading: string,
     wrap: Record<string, true>,
-    act: (operations: CatalogueOperations<A, C, U, L>, org: string, id: string) => Effect.Effect<A, unknown>
+    act: (operations: CatalogueOperations<A, C, U, L>, org: OrganizationId, id: string) => Effect.Effect<A, unknown>
   ) =>
   (id: string, options: Flags) => run(options, inOrganization(options, (operations, org) => act(operations, org, id)), present(heading, wrap))
 

@@ -6,11 +6,12 @@ import type { Command } from "commander"
 import { Effect } from "effect"
 import { Customers } from "../src/customers/Customers.ts"
 import { withOrg } from "./run.ts"
+import { CustomerId, type OrganizationId } from "../src/ids.ts"
 
 /** The customer's id: `id` when given, else the active customer with `externalId`. */
-export const customerIdOf = (organizationId: string, id: string | undefined, externalId: string | undefined) =>
+export const customerIdOf = (organizationId: OrganizationId, id: string | undefined, externalId: string | undefined) =>
   Effect.flatMap(Customers, (customers) =>
-    id !== undefined ? Effect.succeed(id) : customers.idOfExternal(organizationId, externalId ?? ""))
+    id !== undefined ? Effect.succeed(CustomerId.make(id)) : customers.idOfExternal(organizationId, externalId ?? ""))
 
 /** `[customerId]`, `--external-id` and `--org` on a command about one customer. */
 export const withCustomer = (command: Command) =>

@@ -8,7 +8,7 @@ import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, ManagedRu
 import { type Command, InvalidArgumentError } from "commander"
 import * as fs from "node:fs"
 import type { ReactElement } from "react"
-import { BadRequest, errorStatus, isServiceError } from "../src/errors.ts"
+import { BadRequest, failureStatus } from "../src/http/ApiErrors.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
 import { AppServicesLive } from "../src/app/Services.ts"
@@ -48,7 +48,7 @@ const describeFailure = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error = failure.value
-    if (isServiceError(error)) return error.message
+    if (failureStatus(error) !== undefined) return (error as { readonly message: string }).message
     if (ParseResult.isParseError(error)) {
       return describeInputIssues(ParseResult.ArrayFormatter.formatErrorSync(error), activeCommand()).join("\n  ")
     }
@@ -63,7 +63,8 @@ const describeFailure = (cause: Cause.Cause<unknown>): string => {
 const exitCodeOfCause = (cause: Cause.Cause<unknown>): number => {
   const failure = Cause.failureOption(cause)
   if (Option.isNone(failure)) return ExitCode.internal
-  if (isServiceError(failure.value)) return exitCodeOfStatus(errorStatus[failure.value._tag])
+  const status = failureStatus(failure.value)
+  if (status !== undefined) return exitCodeOfStatus(status)
   if (ParseResult.isParseError(failure.value)) return ExitCode.usage
   return ExitCode.internal
 }
@@ -110,8 +111,8 @@ export const organizationOf = (options: CommonOptions) =>
   Effect.gen(function*() {
     const id = options.org ?? envVar("BILLING_ORG")
     if (!id) return yield* new BadRequest({ message: "no organisation: pass --org ID or set BILLING_ORG" })
-    yield* Effect.flatMap(Organizations, (organizations) => organizations.get(id))
-    return id
+    const organization = yield* Effect.flatMap(Organizations, (organizations) => organizations.get(id))
+    return organization.id
   })
 
 /** Encodes a domain value for `--json` with the same schema the API uses. */

@@ -1,72 +1,335 @@
 /**
- * The service's typed failures, and the one table of the status each is
- * reported with. Services fail with these; they know nothing of HTTP. The API
- * edge (src/http/Auth.ts `forOrganization`, src/http/Envelope.ts) and the
- * worker (a refused signal's `error_status`) both read `errorStatus`, so a
- * refusal has the same status whichever door reports it.
+ * The service's typed failures, each named for what happened, and the one
+ * table of the status each is reported with. Services fail with these and know
+ * nothing of HTTP. The API edge (src/http/ApiErrors.ts `toApiError`, read by
+ * `forOrganization` and `failureAnswer`), the CLI's exit codes and the worker
+ * (a refused signal's `error_status`) all read `errorStatus`, so a refusal has
+ * the same status whichever door reports it.
  *
- * Two kinds:
- * - generic failures about the request or a record (BadRequest, NotFound,
- *   Conflict, ...), which the API declares as its error responses;
- * - domain errors named for what happened (CustomerArchived, NoActivePlan,
- *   OutOfAllowance, IdempotencyKeyReused, ...), which the edge turns into the
- *   generic failure of the same status.
+ * A name is a stable, PascalCase tag: the machine-readable code a client may
+ * one day be given is derived from it (`ExternalIdTaken` -> `external_id_taken`),
+ * so a name says what happened, never which status answers it, and is not
+ * renamed lightly. `message` is the text a person reads, as the wire carries it.
  */
-import { Data, Schema } from "effect"
+import { Data } from "effect"
 
-/** Malformed request, or a rejected rule about the request itself. */
-export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", { message: Schema.String }) {}
+interface Message {
+  readonly message: string
+}
 
-/** Key missing, unknown, revoked or expired. */
-export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", { message: Schema.String }) {}
+// Organisations and API keys
 
-/** An explicit organisation that is not the key's. */
-export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", { message: Schema.String }) {}
+/** No organisation with that id. */
+export class OrganizationNotFound extends Data.TaggedError("OrganizationNotFound")<Message> {}
 
-/** Missing, or belonging to another organisation (indistinguishable on purpose). */
-export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}
+/** A name, currency or setting of an organisation outside its allowed form or range. */
+export class InvalidOrganizationSettings extends Data.TaggedError("InvalidOrganizationSettings")<Message> {}
 
-/** Clashes with the current state (duplicate key, archived record, completed run). */
-export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", { message: Schema.String }) {}
+/** An explicit organisation that is not the API key's. */
+export class OrganizationMismatch extends Data.TaggedError("OrganizationMismatch")<Message> {}
 
-/** Well-formed but not applicable to the current state. */
-export class Unprocessable extends Schema.TaggedError<Unprocessable>()("Unprocessable", { message: Schema.String }) {}
+/** The API key is missing, unknown, revoked or expired. */
+export class ApiKeyRefused extends Data.TaggedError("ApiKeyRefused")<Message> {}
 
-export type ApiError = BadRequest | Unauthorized | Forbidden | NotFound | Conflict | Unprocessable
+/** No API key with that id in the organisation. */
+export class ApiKeyNotFound extends Data.TaggedError("ApiKeyNotFound")<Message> {}
 
-// Domain errors: what happened, in the money core's words.
+// Customers and members
 
-/** The request names a customer id that does not exist in the workspace. */
-export class CustomerNotFound extends Data.TaggedError("CustomerNotFound")<{ readonly message: string }> {}
+/** No customer with that id (or active one with that externalId) in the workspace. */
+export class CustomerNotFound extends Data.TaggedError("CustomerNotFound")<Message> {}
 
 /** The customer is archived: read-only, and it receives no more usage. */
-export class CustomerArchived extends Data.TaggedError("CustomerArchived")<{ readonly message: string }> {}
+export class CustomerArchived extends Data.TaggedError("CustomerArchived")<Message> {}
 
-/** The member named is not a member of the customer. */
-export class UnknownMember extends Data.TaggedError("UnknownMember")<{ readonly message: string }> {}
+/** A request that must name a customer gave neither customerId nor externalId. */
+export class CustomerRefMissing extends Data.TaggedError("CustomerRefMissing")<Message> {}
+
+/** An externalId not of the allowed form. */
+export class InvalidExternalId extends Data.TaggedError("InvalidExternalId")<Message> {}
+
+/** Another active customer holds the externalId. */
+export class ExternalIdTaken extends Data.TaggedError("ExternalIdTaken")<Message> {}
+
+/** No member with that id on the customer. */
+export class MemberNotFound extends Data.TaggedError("MemberNotFound")<Message> {}
+
+/** The member named by a signal is not a member of the customer. */
+export class UnknownMember extends Data.TaggedError("UnknownMember")<Message> {}
+
+/** The customer already has a member with that e-mail. */
+export class MemberEmailTaken extends Data.TaggedError("MemberEmailTaken")<Message> {}
+
+// The catalogue: models, credits, outcomes, units, composites
+
+/** No model with that id in the workspace. */
+export class ModelNotFound extends Data.TaggedError("ModelNotFound")<Message> {}
+
+/** The model is not enabled in the workspace. */
+export class ModelNotEnabled extends Data.TaggedError("ModelNotEnabled")<Message> {}
+
+/** A model sent for the first time without name, input and output rates. */
+export class NewModelIncomplete extends Data.TaggedError("NewModelIncomplete")<Message> {}
+
+/** Another request created the same model at the same moment. */
+export class ModelCreatedConcurrently extends Data.TaggedError("ModelCreatedConcurrently")<Message> {}
+
+/** A model bundle whose weights the models cannot price. */
+export class InvalidModelBundle extends Data.TaggedError("InvalidModelBundle")<Message> {}
+
+/** No credit with that id in the workspace. */
+export class CreditNotFound extends Data.TaggedError("CreditNotFound")<Message> {}
+
+/** No outcome with that id in the workspace. */
+export class OutcomeNotFound extends Data.TaggedError("OutcomeNotFound")<Message> {}
+
+/** No unit with that id in the workspace. */
+export class UnitNotFound extends Data.TaggedError("UnitNotFound")<Message> {}
+
+/** No composite with that id (or live composite with that refId) in the workspace. */
+export class CompositeNotFound extends Data.TaggedError("CompositeNotFound")<Message> {}
+
+/** Another active credit, outcome or unit holds the agentKey. */
+export class AgentKeyTaken extends Data.TaggedError("AgentKeyTaken")<Message> {}
+
+/** A step agentKey another active outcome's step holds. */
+export class StepAgentKeyTaken extends Data.TaggedError("StepAgentKeyTaken")<Message> {}
+
+/** Two steps of one outcome with the same agentKey: a signal could not tell them apart. */
+export class StepAgentKeyRepeated extends Data.TaggedError("StepAgentKeyRepeated")<Message> {}
+
+/** A change of an outcome's steps that does not say which steps it keeps, adds or how. */
+export class InvalidOutcomeSteps extends Data.TaggedError("InvalidOutcomeSteps")<Message> {}
+
+/** Another active composite holds the refId. */
+export class RefIdTaken extends Data.TaggedError("RefIdTaken")<Message> {}
+
+/** A composite naming no credit, outcome or unit. */
+export class EmptyComposite extends Data.TaggedError("EmptyComposite")<Message> {}
+
+/** A unit's pricing type, flat price and tiers that do not fit together. */
+export class InvalidUnitPricing extends Data.TaggedError("InvalidUnitPricing")<Message> {}
+
+/** A composite or plan names catalogue ids that are not the organisation's. */
+export class UnknownCatalogueItem extends Data.TaggedError("UnknownCatalogueItem")<Message> {}
+
+/** A composite or plan names an archived catalogue record, which cannot be sold anew. */
+export class CatalogueItemArchived extends Data.TaggedError("CatalogueItemArchived")<Message> {}
+
+// Plans and purchases
+
+/** No plan with that id in the workspace. */
+export class PlanNotFound extends Data.TaggedError("PlanNotFound")<Message> {}
+
+/** A component of a plan's entitlements that cannot be sold as given. */
+export class InvalidPlanComponent extends Data.TaggedError("InvalidPlanComponent")<Message> {}
+
+/** A plan funding its arrears from the wallet without the components that needs. */
+export class InvalidWalletFunding extends Data.TaggedError("InvalidWalletFunding")<Message> {}
+
+/** A price adjustment that would make the plan cost less than nothing. */
+export class NegativePlanCost extends Data.TaggedError("NegativePlanCost")<Message> {}
+
+/** A purchase names a plan the workspace does not have. */
+export class UnknownPlan extends Data.TaggedError("UnknownPlan")<Message> {}
+
+/** A purchase names an archived plan, which cannot be bought. */
+export class PlanInactive extends Data.TaggedError("PlanInactive")<Message> {}
+
+/** No purchase with that id in the workspace. */
+export class PurchaseNotFound extends Data.TaggedError("PurchaseNotFound")<Message> {}
+
+/** A purchase's billing date before today. */
+export class BillingDateInPast extends Data.TaggedError("BillingDateInPast")<Message> {}
+
+/** The customer already has a scheduled or active purchase. */
+export class PurchaseAlreadyHeld extends Data.TaggedError("PurchaseAlreadyHeld")<Message> {}
+
+/** The purchase is cancelled: it cannot be changed or cancelled again. */
+export class PurchaseCancelled extends Data.TaggedError("PurchaseCancelled")<Message> {}
 
 /** The customer has no ACTIVE purchase to meter or adjust against. */
-export class NoActivePlan extends Data.TaggedError("NoActivePlan")<{ readonly message: string }> {}
-
-/** The agentKey (or composite refId, or run) names nothing live in the workspace. */
-export class UnknownTarget extends Data.TaggedError("UnknownTarget")<{ readonly message: string }> {}
-
-/** The usage's model is not enabled in the workspace. */
-export class ModelNotEnabled extends Data.TaggedError("ModelNotEnabled")<{ readonly message: string }> {}
+export class NoActivePlan extends Data.TaggedError("NoActivePlan")<Message> {}
 
 /** The target exists but the customer's plan neither sells it nor covers it by a composite it sells. */
-export class NotOnPlan extends Data.TaggedError("NotOnPlan")<{ readonly message: string }> {}
+export class NotOnPlan extends Data.TaggedError("NotOnPlan")<Message> {}
 
-/** The ADVANCE allowance cannot cover the usage and the plan has no ARREAR component to overflow to. */
-export class OutOfAllowance extends Data.TaggedError("OutOfAllowance")<{ readonly message: string }> {}
+/** An adjustment of a part of the plan that is not prepaid (ADVANCE): only prepaid balances move. */
+export class NotPrepaid extends Data.TaggedError("NotPrepaid")<Message> {}
 
-/** The usage itself cannot be metered (a quantity not above zero). */
-export class InvalidUsage extends Data.TaggedError("InvalidUsage")<{ readonly message: string }> {}
+/** The Reserved Wallet is switched off in the workspace. */
+export class ReservedWalletDisabled extends Data.TaggedError("ReservedWalletDisabled")<Message> {}
+
+// Invoices, payments and taxes
+
+/** No invoice with that id in the workspace. */
+export class InvoiceNotFound extends Data.TaggedError("InvoiceNotFound")<Message> {}
+
+/** The invoice is not OPEN (a DRAFT, PAID or VOID one), so it cannot be paid, voided or linked to. */
+export class InvoiceNotOpen extends Data.TaggedError("InvoiceNotOpen")<Message> {}
+
+/** No payment with that id in the workspace. */
+export class PaymentNotFound extends Data.TaggedError("PaymentNotFound")<Message> {}
+
+/** No tax with that id in the workspace. */
+export class TaxNotFound extends Data.TaggedError("TaxNotFound")<Message> {}
+
+/** A tax rate outside 0 to 100 percent. */
+export class InvalidTaxRate extends Data.TaggedError("InvalidTaxRate")<Message> {}
+
+// Signals and usage
+
+/** A signal body its route refuses (its schema, its timestamp, its text, the size of its batch). */
+export class InvalidSignal extends Data.TaggedError("InvalidSignal")<Message> {}
+
+/** A signal's timestamp older than the workspace's late-usage window. */
+export class TimestampTooOld extends Data.TaggedError("TimestampTooOld")<Message> {}
 
 /** An idempotency key sent again with a different request. */
-export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<{ readonly message: string }> {}
+export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<Message> {}
 
-export type DomainError =
+/** The agentKey (or composite refId, or run) names nothing live in the workspace. */
+export class UnknownTarget extends Data.TaggedError("UnknownTarget")<Message> {}
+
+/** The ADVANCE allowance cannot cover the usage and the plan has no ARREAR component to overflow to. */
+export class OutOfAllowance extends Data.TaggedError("OutOfAllowance")<Message> {}
+
+/** The usage itself cannot be metered (a quantity not above zero). */
+export class InvalidUsage extends Data.TaggedError("InvalidUsage")<Message> {}
+
+/** No outcome run with that id has a step of the customer. */
+export class OutcomeRunNotFound extends Data.TaggedError("OutcomeRunNotFound")<Message> {}
+
+/** The outcome run has been completed already. */
+export class OutcomeRunCompleted extends Data.TaggedError("OutcomeRunCompleted")<Message> {}
+
+/** A composite occurrence that still waits for members: it completes itself once they arrive. */
+export class CompositeIncomplete extends Data.TaggedError("CompositeIncomplete")<Message> {}
+
+/** No signal with that id in the workspace. */
+export class SignalNotFound extends Data.TaggedError("SignalNotFound")<Message> {}
+
+/** A signal that was billed already: replaying it would bill it twice. */
+export class SignalAlreadyProcessed extends Data.TaggedError("SignalAlreadyProcessed")<Message> {}
+
+/** No usage-log row with that id in the workspace. */
+export class UsageRowNotFound extends Data.TaggedError("UsageRowNotFound")<Message> {}
+
+/** The usage-log row is itself a reversal. */
+export class UsageRowIsReversal extends Data.TaggedError("UsageRowIsReversal")<Message> {}
+
+/** The usage-log row has been reversed already. */
+export class UsageAlreadyReversed extends Data.TaggedError("UsageAlreadyReversed")<Message> {}
+
+/** The usage-log row's split, or its ended cycle's record, is not known, so it cannot be reversed exactly. */
+export class UsageNotReversible extends Data.TaggedError("UsageNotReversible")<Message> {}
+
+// Webhooks
+
+/** No live webhook endpoint with that id in the workspace. */
+export class WebhookEndpointNotFound extends Data.TaggedError("WebhookEndpointNotFound")<Message> {}
+
+/** The delivery's endpoint has been removed. */
+export class WebhookEndpointRemoved extends Data.TaggedError("WebhookEndpointRemoved")<Message> {}
+
+/** The delivery's endpoint is disabled. */
+export class WebhookEndpointDisabled extends Data.TaggedError("WebhookEndpointDisabled")<Message> {}
+
+/** No webhook delivery with that id in the workspace. */
+export class WebhookDeliveryNotFound extends Data.TaggedError("WebhookDeliveryNotFound")<Message> {}
+
+/** No webhook event with that id in the workspace. */
+export class WebhookEventNotFound extends Data.TaggedError("WebhookEventNotFound")<Message> {}
+
+/** A time range whose start is not before its end. */
+export class InvalidTimeRange extends Data.TaggedError("InvalidTimeRange")<Message> {}
+
+/** A webhook URL not of the accepted form. */
+export class InvalidWebhookUrl extends Data.TaggedError("InvalidWebhookUrl")<Message> {}
+
+// Fixtures
+
+/** A fixture document names a catalogue record or plan the workspace has no active one of. */
+export class FixtureTargetNotFound extends Data.TaggedError("FixtureTargetNotFound")<Message> {}
+
+/** Every failure a service reports. */
+export type ServiceError =
+  | OrganizationNotFound
+  | InvalidOrganizationSettings
+  | OrganizationMismatch
+  | ApiKeyRefused
+  | ApiKeyNotFound
+  | CustomerNotFound
+  | CustomerArchived
+  | CustomerRefMissing
+  | InvalidExternalId
+  | ExternalIdTaken
+  | MemberNotFound
+  | UnknownMember
+  | MemberEmailTaken
+  | ModelNotFound
+  | ModelNotEnabled
+  | NewModelIncomplete
+  | ModelCreatedConcurrently
+  | InvalidModelBundle
+  | CreditNotFound
+  | OutcomeNotFound
+  | UnitNotFound
+  | CompositeNotFound
+  | AgentKeyTaken
+  | StepAgentKeyTaken
+  | StepAgentKeyRepeated
+  | InvalidOutcomeSteps
+  | RefIdTaken
+  | EmptyComposite
+  | InvalidUnitPricing
+  | UnknownCatalogueItem
+  | CatalogueItemArchived
+  | PlanNotFound
+  | InvalidPlanComponent
+  | InvalidWalletFunding
+  | NegativePlanCost
+  | UnknownPlan
+  | PlanInactive
+  | PurchaseNotFound
+  | BillingDateInPast
+  | PurchaseAlreadyHeld
+  | PurchaseCancelled
+  | NoActivePlan
+  | NotOnPlan
+  | NotPrepaid
+  | ReservedWalletDisabled
+  | InvoiceNotFound
+  | InvoiceNotOpen
+  | PaymentNotFound
+  | TaxNotFound
+  | InvalidTaxRate
+  | InvalidSignal
+  | TimestampTooOld
+  | IdempotencyKeyReused
+  | UnknownTarget
+  | OutOfAllowance
+  | InvalidUsage
+  | OutcomeRunNotFound
+  | OutcomeRunCompleted
+  | CompositeIncomplete
+  | SignalNotFound
+  | SignalAlreadyProcessed
+  | UsageRowNotFound
+  | UsageRowIsReversal
+  | UsageAlreadyReversed
+  | UsageNotReversible
+  | WebhookEndpointNotFound
+  | WebhookEndpointRemoved
+  | WebhookEndpointDisabled
+  | WebhookDeliveryNotFound
+  | WebhookEventNotFound
+  | InvalidTimeRange
+  | InvalidWebhookUrl
+  | FixtureTargetNotFound
+
+/** Why a signal was not billed: what the meters and the worker refuse a signal with. */
+export type Refusal =
   | CustomerNotFound
   | CustomerArchived
   | UnknownMember
@@ -76,52 +339,91 @@ export type DomainError =
   | NotOnPlan
   | OutOfAllowance
   | InvalidUsage
-  | IdempotencyKeyReused
 
-export type ServiceError = ApiError | DomainError
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 422
 
-/** Why a signal was not billed: every domain error but a key reuse, which intake answers before a signal exists. */
-export type Refusal = Exclude<DomainError, IdempotencyKeyReused>
-
-/** The status of every failure a client can cause. */
-export const errorStatus: Record<ServiceError["_tag"], 400 | 401 | 403 | 404 | 409 | 422> = {
-  BadRequest: 400,
-  Unauthorized: 401,
-  Forbidden: 403,
-  NotFound: 404,
-  Conflict: 409,
-  Unprocessable: 422,
-  InvalidUsage: 400,
+/**
+ * The status of every failure a client can cause: the one place a status is
+ * chosen. 400 the request itself is wrong; 401/403 the key; 404 the record is
+ * missing (or another organisation's, on purpose indistinguishable); 409 it
+ * clashes with the current state; 422 well-formed but not applicable now.
+ */
+export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
+  OrganizationNotFound: 404,
+  InvalidOrganizationSettings: 400,
+  OrganizationMismatch: 403,
+  ApiKeyRefused: 401,
+  ApiKeyNotFound: 404,
   CustomerNotFound: 404,
   CustomerArchived: 409,
+  CustomerRefMissing: 400,
+  InvalidExternalId: 400,
+  ExternalIdTaken: 409,
+  MemberNotFound: 404,
   UnknownMember: 422,
-  NoActivePlan: 422,
-  UnknownTarget: 422,
+  MemberEmailTaken: 409,
+  ModelNotFound: 404,
   ModelNotEnabled: 422,
+  NewModelIncomplete: 400,
+  ModelCreatedConcurrently: 409,
+  InvalidModelBundle: 400,
+  CreditNotFound: 404,
+  OutcomeNotFound: 404,
+  UnitNotFound: 404,
+  CompositeNotFound: 404,
+  AgentKeyTaken: 409,
+  StepAgentKeyTaken: 409,
+  StepAgentKeyRepeated: 409,
+  InvalidOutcomeSteps: 400,
+  RefIdTaken: 409,
+  EmptyComposite: 400,
+  InvalidUnitPricing: 400,
+  UnknownCatalogueItem: 400,
+  CatalogueItemArchived: 409,
+  PlanNotFound: 404,
+  InvalidPlanComponent: 400,
+  InvalidWalletFunding: 400,
+  NegativePlanCost: 400,
+  UnknownPlan: 400,
+  PlanInactive: 400,
+  PurchaseNotFound: 404,
+  BillingDateInPast: 400,
+  PurchaseAlreadyHeld: 409,
+  PurchaseCancelled: 409,
+  NoActivePlan: 422,
   NotOnPlan: 422,
+  NotPrepaid: 422,
+  ReservedWalletDisabled: 422,
+  InvoiceNotFound: 404,
+  InvoiceNotOpen: 409,
+  PaymentNotFound: 404,
+  TaxNotFound: 404,
+  InvalidTaxRate: 400,
+  InvalidSignal: 400,
+  TimestampTooOld: 422,
+  IdempotencyKeyReused: 422,
+  UnknownTarget: 422,
   OutOfAllowance: 422,
-  IdempotencyKeyReused: 422
+  InvalidUsage: 400,
+  OutcomeRunNotFound: 404,
+  OutcomeRunCompleted: 409,
+  CompositeIncomplete: 422,
+  SignalNotFound: 404,
+  SignalAlreadyProcessed: 409,
+  UsageRowNotFound: 404,
+  UsageRowIsReversal: 409,
+  UsageAlreadyReversed: 409,
+  UsageNotReversible: 409,
+  WebhookEndpointNotFound: 404,
+  WebhookEndpointRemoved: 409,
+  WebhookEndpointDisabled: 409,
+  WebhookDeliveryNotFound: 404,
+  WebhookEventNotFound: 404,
+  InvalidTimeRange: 400,
+  InvalidWebhookUrl: 400,
+  FixtureTargetNotFound: 400
 }
 
-const hasTag = (u: unknown, tags: Record<string, unknown>): boolean =>
-  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in tags && "message" in u
-
-const apiTags = { BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Unprocessable }
-
-export const isApiError = (u: unknown): u is ApiError => hasTag(u, apiTags)
-
-export const isServiceError = (u: unknown): u is ServiceError => hasTag(u, errorStatus)
-
-export const isDomainError = (u: unknown): u is DomainError => isServiceError(u) && !isApiError(u)
-
-const apiErrorOfStatus = {
-  400: BadRequest,
-  401: Unauthorized,
-  403: Forbidden,
-  404: NotFound,
-  409: Conflict,
-  422: Unprocessable
-} as const
-
-/** The generic failure a domain error is answered with. */
-export const toApiError = (error: DomainError): ApiError => new apiErrorOfStatus[errorStatus[error._tag]]({ message: error.message })
+export const isServiceError = (u: unknown): u is ServiceError =>
+  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && Object.hasOwn(errorStatus, u._tag) &&
+  "message" in u

@@ -4,6 +4,23 @@
  * ids sort in creation order and cursor pagination by id is creation order.
  */
 import { randomBytes } from "node:crypto"
+import { Schema } from "effect"
+
+/**
+ * The ids that cross most services, branded so one cannot be passed where
+ * another is meant (a customer id as a purchase id). The brand checks no
+ * form: an id a client sends that names nothing is a not-found, as before.
+ * The doors decode them (the API's path and body schemas, the CLI's `--org`,
+ * the key cache's rows); services take them typed.
+ */
+export const OrganizationId = Schema.String.pipe(Schema.brand("OrganizationId"))
+export type OrganizationId = typeof OrganizationId.Type
+
+export const CustomerId = Schema.String.pipe(Schema.brand("CustomerId"))
+export type CustomerId = typeof CustomerId.Type
+
+export const PurchaseId = Schema.String.pipe(Schema.brand("PurchaseId"))
+export type PurchaseId = typeof PurchaseId.Type
 
 const alphabet = "0123456789abcdefghjkmnpqrstvwxyz"
 

@@ -2,7 +2,7 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { Conflict, Unprocessable } from "../src/errors.ts"
+import { Conflict, Unprocessable } from "../src/http/ApiErrors.ts"
 import { renderFailures } from "../src/http/Envelope.ts"
 
 const noRoutes = { hasPath: () => false }

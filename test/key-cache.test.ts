@@ -18,7 +18,7 @@ import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, ManagedRuntime, Redacted, TestClock } from "effect"
 import { fromUrl } from "../src/db/Database.ts"
-import { Unauthorized } from "../src/errors.ts"
+import { ApiKeyRefused } from "../src/errors.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { ApiKeys, hashKey } from "../src/organizations/ApiKeys.ts"
 import { defaultKeyCacheOptions, isUsable, KeyCache, type KeyRecord } from "../src/organizations/KeyCache.ts"
@@ -26,6 +26,7 @@ import { eventually } from "./support/Eventually.ts"
 import { expectError } from "./support/Http.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import { OrganizationId } from "../src/ids.ts"
 
 const ttlMs = defaultKeyCacheOptions.ttlMs
 /** Only a stuck test waits this long for what it observes. */
@@ -113,7 +114,7 @@ const cachedAnswer = (keys: ApiKeys, secret: string) => {
 const answer = (keys: ApiKeys, secret: string) =>
   keys.authenticate(secret).pipe(
     Effect.as("ok" as const),
-    Effect.catchIf((error) => error instanceof Unauthorized, () => Effect.succeed("refused" as const))
+    Effect.catchIf((error) => error instanceof ApiKeyRefused, () => Effect.succeed("refused" as const))
   )
 
 describe("the TTL, driven by TestClock", () => {
@@ -280,7 +281,7 @@ describe("creation and unknown keys", () => {
 })
 
 describe("the cache's own rules (its clock injected)", () => {
-  const key: KeyRecord = { organizationId: "org_x", apiKeyId: "key_x", expiresAt: null, revokedAt: null }
+  const key: KeyRecord = { organizationId: OrganizationId.make("org_x"), apiKeyId: "key_x", expiresAt: null, revokedAt: null }
   /** A cache on a clock the test sets. */
   const cacheAt = (start: number, options: { readonly ttlMs: number; readonly maxEntries: number }) => {
     const clock = { now: start }

@@ -134,11 +134,11 @@ describe("billing model", { timeout: 240_000 }, () => {
     const disabled = await cliAs(tenant)("model", "disable", "o3")
     expect(disabled.json.model).toMatchObject({ id: "o3", enabled: false })
     expect(await ratesFor(tenant, ["gpt-4o", "o3"])).toEqual({
-      error: "Unprocessable",
+      error: "ModelNotEnabled",
       message: "model o3 is not enabled in this workspace"
     })
     expect(await ratesFor(neighbour, ["gpt-4o", "o3"])).toEqual({ ids: ["gpt-4o", "o3"] })
-    expect(await ratesFor(tenant, ["gpt-4o", "unknown-model"])).toMatchObject({ error: "Unprocessable" })
+    expect(await ratesFor(tenant, ["gpt-4o", "unknown-model"])).toMatchObject({ error: "ModelNotEnabled" })
 
     const enabled = await cliAs(tenant)("model", "enable", "o3")
     expect(enabled.json.model).toMatchObject({ id: "o3", enabled: true })

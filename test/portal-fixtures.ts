@@ -12,6 +12,7 @@ import { SigningKeys } from "../src/links/SigningKeys.ts"
 import { buy, type Client, clientOf, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
 import { drain } from "./signals-fixtures.ts"
 import type { Tenant, TestApp } from "./support/TestApp.ts"
+import type { OrganizationId } from "../src/ids.ts"
 
 export const PAYMENT_INSTRUCTIONS = "Bank transfer to IBAN GB33 BUKB 2020 1555 5555 55\nReference: your invoice number"
 
@@ -92,7 +93,7 @@ export const makePortalWorld = async (app: TestApp, customerName = "Jo's Robots"
 }
 
 /** A token signed with `organizationId`'s real secret, with whatever claims a test needs (an expired one). */
-export const signedWith = (app: TestApp, organizationId: string, kind: TokenKind, claims: { org: string; exp: number; [key: string]: unknown }) =>
+export const signedWith = (app: TestApp, organizationId: OrganizationId, kind: TokenKind, claims: { org: string; exp: number; [key: string]: unknown }) =>
   app.run(Effect.map(Effect.flatMap(SigningKeys, (keys) => keys.secretOf(organizationId)), (secret) => signToken(secret, kind, claims)))
 
 /** The last character of a token's signature changed. */

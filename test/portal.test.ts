@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Portal } from "../src/portal/Portal.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { type Client, clientOf, expectError, makeCustomer, ok } from "./billing-support.ts"
+import type { OrganizationId } from "../src/ids.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -19,7 +20,7 @@ beforeAll(async () => {
 })
 afterAll(() => app.close())
 
-const verify = (organizationId: string, token: string, now?: Date) =>
+const verify = (organizationId: OrganizationId, token: string, now?: Date) =>
   app.run(Effect.flatMap(Portal, (portal) => portal.verify(organizationId, token, now)))
 
 describe("POST /portal/token", () => {

@@ -17,6 +17,7 @@ import type { Endpoint, EventType } from "../src/webhooks/Webhook.ts"
 import { eventually } from "./support/Eventually.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { changeWallet, drainSender, type Receiver, runSender, startReceiver } from "./webhooks-helpers.ts"
+import type { OrganizationId } from "../src/ids.ts"
 
 /** A full garbage collection on demand (what `node --expose-gc` gives as `gc`). */
 setFlagsFromString("--expose-gc")
@@ -61,7 +62,7 @@ const receiver = async (...args: Parameters<typeof startReceiver>) => {
 
 const addEndpoint = async (
   url: string,
-  options: { events?: ReadonlyArray<EventType>; threshold?: string; organizationId?: string } = {}
+  options: { events?: ReadonlyArray<EventType>; threshold?: string; organizationId?: OrganizationId } = {}
 ) => {
   const endpoint = await app.run(Effect.flatMap(WebhookEndpoints, (endpoints) =>
     endpoints.add(options.organizationId ?? acme.organizationId, {

@@ -7,6 +7,7 @@ import { customerIdOf } from "../customerRef.ts"
 import { listFooter, nextCursorOf } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { bodyOf, decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { CustomerId } from "../../src/ids.ts"
 
 const customerJson = encode(Customer)
 
@@ -132,7 +133,7 @@ export const registerCustomer = (program: Command) => {
           const organizationId = yield* organizationOf(options)
           const flags = { ...flagsOf(options), ...(options.clearExternalId ? { externalId: null } : {}) }
           const patch = yield* Effect.flatMap(bodyOf(options, flags), (body) => decodeInput(CustomerUpdate, body))
-          return yield* Effect.flatMap(Customers, (customers) => customers.update(organizationId, id, patch))
+          return yield* Effect.flatMap(Customers, (customers) => customers.update(organizationId, CustomerId.make(id), patch))
         }),
         presentOne("Customer updated")
       )

@@ -9,6 +9,7 @@ import { encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
+import type { OrganizationId } from "../../src/ids.ts"
 
 const invoiceJson = encode(Invoice)
 const paymentJson = encode(Payment)
@@ -59,7 +60,7 @@ const withListOptions = (command: Command) =>
     .option("--limit <n>", "page size (max 200)", numberFlag)
     .option("--cursor <id>", "id of the last row of the previous page")
 
-const withInvoices = <A, E>(options: { readonly org?: string }, f: (invoices: Invoices, organizationId: string) => Effect.Effect<A, E>) =>
+const withInvoices = <A, E>(options: { readonly org?: string }, f: (invoices: Invoices, organizationId: OrganizationId) => Effect.Effect<A, E>) =>
   Effect.flatMap(organizationOf(options), (organizationId) => Effect.flatMap(Invoices, (invoices) => f(invoices, organizationId)))
 
 export const registerInvoice = (program: Command) => {

@@ -7,7 +7,7 @@ import { Cause, Effect, Fiber, Layer, Logger, LogLevel, ManagedRuntime, Schedule
 import { Text } from "../ui/ink.ts"
 import { SqlClient } from "@effect/sql"
 import { Customers } from "../../src/customers/Customers.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { Wallets } from "../../src/billing/Wallets.ts"
 import { AppServicesLive } from "../../src/app/Services.ts"
 import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen } from "../../src/webhooks/Listen.ts"
@@ -16,6 +16,7 @@ import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
 import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { decodeInput, organizationOf, run, withOrg } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
+import { CustomerId, type OrganizationId } from "../../src/ids.ts"
 
 interface ListenFlags {
   readonly json?: boolean
@@ -110,7 +111,7 @@ interface TriggerFlags {
 }
 
 /** The customer a test event is about: the one named, else the organisation's newest active one. */
-const customerFor = (organizationId: string, options: TriggerFlags) =>
+const customerFor = (organizationId: OrganizationId, options: TriggerFlags) =>
   Effect.gen(function*() {
     if (options.customer !== undefined || options.externalId !== undefined) {
       return yield* customerIdOf(organizationId, options.customer, options.externalId)
@@ -121,7 +122,7 @@ const customerFor = (organizationId: string, options: TriggerFlags) =>
     if (rows.length === 0) {
       return yield* new BadRequest({ message: "a test event is about a customer: create one first, or pass --customer ID or --external-id ID" })
     }
-    return rows[0]!.id
+    return CustomerId.make(rows[0]!.id)
   })
 
 export const registerListen = (program: Command) => {

@@ -5,6 +5,7 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { Member, MemberCreate, Members, MemberUpdate } from "../../src/members/Members.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { CustomerId, type OrganizationId } from "../../src/ids.ts"
 
 const memberJson = encode(Member)
 
@@ -18,7 +19,7 @@ const presentOne = (title: string) => ({
   )
 })
 
-const withMembers = <A, E>(options: { readonly org?: string }, f: (members: Members, organizationId: string) => Effect.Effect<A, E>) =>
+const withMembers = <A, E>(options: { readonly org?: string }, f: (members: Members, organizationId: OrganizationId) => Effect.Effect<A, E>) =>
   Effect.flatMap(organizationOf(options), (organizationId) => Effect.flatMap(Members, (members) => f(members, organizationId)))
 
 interface MemberOptions {
@@ -42,7 +43,7 @@ export const registerMember = (program: Command) => {
     .option("--limit <n>", "page size (max 200)", numberFlag)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((customerId: string, options: { json?: boolean; org?: string; limit?: number; cursor?: string }) =>
-      run(options, withMembers(options, (members, org) => members.list(org, customerId, toPage(options))), {
+      run(options, withMembers(options, (members, org) => members.list(org, CustomerId.make(customerId), toPage(options))), {
         json: (list) => ({ members: list.map(memberJson), nextCursor: nextCursorOf(list, options) }),
         view: (list) => (
           <Table
@@ -66,7 +67,7 @@ export const registerMember = (program: Command) => {
       run(
         options,
         withMembers(options, (members, org) =>
-          Effect.flatMap(decodeInput(MemberCreate, fieldsOf(options)), (input) => members.create(org, customerId, input))),
+          Effect.flatMap(decodeInput(MemberCreate, fieldsOf(options)), (input) => members.create(org, CustomerId.make(customerId), input))),
         presentOne("Member added")
       ))
 
@@ -79,11 +80,11 @@ export const registerMember = (program: Command) => {
         options,
         withMembers(options, (members, org) =>
           Effect.flatMap(decodeInput(MemberUpdate, fieldsOf(options)), (patch) =>
-            members.update(org, customerId, memberId, patch))),
+            members.update(org, CustomerId.make(customerId), memberId, patch))),
         presentOne("Member updated")
       ))
 
   withOrg(member.command("remove").description("remove a member").argument("<customerId>").argument("<memberId>"))
     .action((customerId: string, memberId: string, options: { json?: boolean; org?: string }) =>
-      run(options, withMembers(options, (members, org) => members.remove(org, customerId, memberId)), presentOne("Member removed")))
+      run(options, withMembers(options, (members, org) => members.remove(org, CustomerId.make(customerId), memberId)), presentOne("Member removed")))
 }

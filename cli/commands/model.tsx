@@ -5,6 +5,7 @@ import { Models } from "../../src/models/Models.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 const modelJson = encode(Model)
 
@@ -51,7 +52,7 @@ interface ModelFlags {
   readonly cacheWrite?: string | "none"
 }
 
-const toggle = (title: string, act: (models: Models, org: string, id: string) => Effect.Effect<Model, unknown>) =>
+const toggle = (title: string, act: (models: Models, org: OrganizationId, id: string) => Effect.Effect<Model, unknown>) =>
   (id: string, options: ModelFlags) =>
     run(
       options,

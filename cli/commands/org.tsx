@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { Duration, Effect } from "effect"
 import { Text } from "../ui/ink.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { ApiKeys, type ApiKey } from "../../src/organizations/ApiKeys.ts"
 import { defaultKeyCacheOptions } from "../../src/organizations/KeyCache.ts"
 import {

@@ -6,6 +6,7 @@ import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
 import { encode, organizationOf, run, withOrg } from "../run.ts"
+import { CustomerId } from "../../src/ids.ts"
 
 export const registerPortal = (program: Command) => {
   const portal = program.command("portal").description("customer portal access")
@@ -16,7 +17,7 @@ export const registerPortal = (program: Command) => {
         options,
         Effect.flatMap(organizationOf(options), (organizationId) =>
           Effect.flatMap(Portal, (portal) =>
-            Effect.flatMap(configuredOrigin, (origin) => portal.mint(organizationId, { customerId }, origin)))),
+            Effect.flatMap(configuredOrigin, (origin) => portal.mint(organizationId, { customerId: CustomerId.make(customerId) }, origin)))),
         {
           json: encode(PortalToken),
           view: (token) => (

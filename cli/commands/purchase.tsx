@@ -3,10 +3,11 @@ import { listFooter, nextCursorOf } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { PurchaseCreate, PurchaseJson, type PurchaseRow, PurchaseUpdate, toPurchaseJson } from "../../src/billing/Purchase.ts"
 import { Purchases } from "../../src/billing/Purchases.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { CustomerId, PurchaseId } from "../../src/ids.ts"
 
 const purchaseJson = (row: PurchaseRow) => encode(PurchaseJson)(toPurchaseJson(row))
 
@@ -74,7 +75,7 @@ export const registerPurchase = (program: Command) => {
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
           return yield* Effect.flatMap(Purchases, (purchases) =>
-            purchases.list(organizationId, { customerId: options.customer, page: toPage(options) }))
+            purchases.list(organizationId, { customerId: options.customer === undefined ? undefined : CustomerId.make(options.customer), page: toPage(options) }))
         }),
         {
           json: (list) => ({ purchases: list.map(purchaseJson), nextCursor: nextCursorOf(list, options) }),
@@ -100,7 +101,7 @@ export const registerPurchase = (program: Command) => {
       run(
         options,
         Effect.flatMap(organizationOf(options), (organizationId) =>
-          Effect.flatMap(Purchases, (purchases) => purchases.get(organizationId, id))),
+          Effect.flatMap(Purchases, (purchases) => purchases.get(organizationId, PurchaseId.make(id)))),
         presentOne("Purchase")
       )
     )
@@ -114,7 +115,7 @@ export const registerPurchase = (program: Command) => {
           const organizationId = yield* organizationOf(options)
           const patch = yield* Effect.flatMap(onOff(options.autoPayment), (autoPayment) =>
             decodeInput(PurchaseUpdate, { autoPayment }))
-          return yield* Effect.flatMap(Purchases, (purchases) => purchases.update(organizationId, id, patch))
+          return yield* Effect.flatMap(Purchases, (purchases) => purchases.update(organizationId, PurchaseId.make(id), patch))
         }),
         presentOne("Purchase updated")
       )
@@ -125,7 +126,7 @@ export const registerPurchase = (program: Command) => {
       run(
         options,
         Effect.flatMap(organizationOf(options), (organizationId) =>
-          Effect.flatMap(Purchases, (purchases) => purchases.cancel(organizationId, id))),
+          Effect.flatMap(Purchases, (purchases) => purchases.cancel(organizationId, PurchaseId.make(id)))),
         presentOne("Purchase cancelled")
       )
     )

@@ -6,12 +6,13 @@ import * as readline from "node:readline"
 import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Signal.ts"
 import { InboxView } from "../../src/signals/InboxView.ts"
 import { Intake } from "../../src/signals/Intake.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
 import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { CustomerId, type OrganizationId } from "../../src/ids.ts"
 
 const signalJson = encode(SignalRecord)
 
@@ -90,7 +91,7 @@ const countSignals = (file: string) =>
  */
 const sendFile = (
   intake: Intake,
-  organizationId: string,
+  organizationId: OrganizationId,
   file: string,
   onBatch: (done: number) => void
 ) =>
@@ -259,7 +260,7 @@ export const registerSignal = (program: Command) => {
           if ((id === undefined) === (options.customer === undefined)) {
             return yield* new BadRequest({ message: "give either a signal id or --customer ID" })
           }
-          const ids = id !== undefined ? [id] : yield* inbox.replayable(organizationId, options.customer!)
+          const ids = id !== undefined ? [id] : yield* inbox.replayable(organizationId, CustomerId.make(options.customer!))
           const progress = progressReporter(options, "replayed")
           return yield* Effect.forEach(ids, (signalId, index) =>
             Effect.tap(inbox.replay(organizationId, signalId), () => progress.update(index + 1, ids.length))).pipe(

@@ -1,12 +1,13 @@
 import type { Command } from "commander"
 import { BigDecimal, Effect } from "effect"
 import { Tax, TaxCreate, Taxes, TaxUpdate } from "../../src/billing/Taxes.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { listFooter, nextCursorOf } from "../lists.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 const taxJson = encode(Tax)
 
@@ -27,7 +28,7 @@ const onOff = (value: string | undefined) =>
     ? Effect.succeed(value === "on")
     : Effect.fail(new BadRequest({ message: `--active must be on or off, not ${value}` }))
 
-const withTaxes = <A, E>(options: { readonly org?: string }, f: (taxes: Taxes, organizationId: string) => Effect.Effect<A, E>) =>
+const withTaxes = <A, E>(options: { readonly org?: string }, f: (taxes: Taxes, organizationId: OrganizationId) => Effect.Effect<A, E>) =>
   Effect.flatMap(organizationOf(options), (organizationId) => Effect.flatMap(Taxes, (taxes) => f(taxes, organizationId)))
 
 export const registerTax = (program: Command) => {

@@ -6,6 +6,7 @@ import { registerCatalogue, statusOf } from "../catalogue.tsx"
 import { encode } from "../run.ts"
 import { Effect } from "effect"
 import { decimalFlag } from "../DecimalFlag.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 const unitJson = encode(Unit)
 
@@ -35,7 +36,7 @@ export const registerUnit = (program: Command) =>
     plural: "units",
     description: "units: counted events priced FLAT, SLAB or VOLUME",
     // A unit made from the CLI records "cli" as its creator.
-    operations: Effect.map(Units, (units) => ({ ...units, create: (org: string, input: UnitCreate) => units.create(org, input, { name: "cli" }) })),
+    operations: Effect.map(Units, (units) => ({ ...units, create: (org: OrganizationId, input: UnitCreate) => units.create(org, input, { name: "cli" }) })),
     createSchema: UnitCreate,
     updateSchema: UnitUpdate,
     fileHelp: "tiers included",

@@ -8,6 +8,7 @@ import { toEntry, UsageLogEntry } from "../../src/usage/UsageLogEntry.ts"
 import { Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { registerUsageReverse } from "./usageReverse.tsx"
+import { CustomerId } from "../../src/ids.ts"
 
 const entryJson = encode(UsageLogEntry)
 const totalJson = encode(UsageTotal)
@@ -43,8 +44,8 @@ export const registerUsage = (program: Command) => {
             { from: options.from, to: options.to, meter: options.meter?.toUpperCase() }
           )
           const usage = yield* UsageLog
-          const rows = yield* usage.forCustomer(organizationId, options.customer, { ...query, page: newestFirstPage(options) })
-          const totals = yield* usage.totals(organizationId, options.customer, query)
+          const rows = yield* usage.forCustomer(organizationId, CustomerId.make(options.customer), { ...query, page: newestFirstPage(options) })
+          const totals = yield* usage.totals(organizationId, CustomerId.make(options.customer), query)
           return { rows: rows.map(toEntry), totals }
         }),
         {

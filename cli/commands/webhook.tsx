@@ -2,7 +2,7 @@ import type { Command } from "commander"
 import { nextCursorOf, withOldest } from "../lists.ts"
 import { Effect } from "effect"
 import { Text } from "../ui/ink.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { MAX_LIMIT } from "../../src/http/Pagination.ts"
 import { toNumber } from "../../src/money.ts"
 import { WebhookDeliveries, type Replayed } from "../../src/webhooks/Deliveries.ts"
@@ -13,6 +13,7 @@ import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, numberFlag, organizationOf, run, withOrg } from "../run.ts"
 import { parseInstant } from "./worker.tsx"
 import { decimalFlag } from "../DecimalFlag.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 interface Flags {
   readonly json?: boolean
@@ -181,7 +182,7 @@ export const registerWebhook = (program: Command) => {
     name: string,
     description: string,
     title: string,
-    action: (endpoints: WebhookEndpoints, organizationId: string, id: string) => Effect.Effect<Endpoint, unknown>,
+    action: (endpoints: WebhookEndpoints, organizationId: OrganizationId, id: string) => Effect.Effect<Endpoint, unknown>,
     showSecret = false
   ) =>
     withOrg(webhook.command(name).description(description).argument("<endpointId>"))

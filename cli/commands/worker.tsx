@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { markLongLived } from "../../src/db/Embedded.ts"
-import { BadRequest } from "../../src/errors.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { AppServicesLive } from "../../src/app/Services.ts"
 import { workerJobNames, workerJobs } from "../../src/app/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"

@@ -18,9 +18,9 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Either, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
-import { NoActivePlan, Unprocessable } from "../errors.ts"
+import { NoActivePlan, NotOnPlan, NotPrepaid } from "../errors.ts"
 import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
-import { makeId } from "../ids.ts"
+import { type CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
 import { BalanceRow, PurchaseRow } from "./Purchase.ts"
@@ -153,7 +153,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
       )
 
     /** The ADVANCE component the request adjusts, or the 422 that says why there is none. */
-    const targetOf = (organizationId: string, customerId: string, endpoint: Exclude<AdjustEndpoint, "wallet">, key: string) =>
+    const targetOf = (organizationId: OrganizationId, customerId: CustomerId, endpoint: Exclude<AdjustEndpoint, "wallet">, key: string) =>
       Effect.gen(function*() {
         const purchase = yield* findOne(
           PurchaseRow,
@@ -167,7 +167,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         const found = matching(endpoint, components, key)
         if (found.length === 0) {
           const ownOutcomeKey = endpoint === "outcomes" && components.some((c) => c.type === "OUTCOME" && c.agentKey === key)
-          return yield* new Unprocessable({
+          return yield* new NotOnPlan({
             message: ownOutcomeKey
               ? `${key} is an outcome's own agentKey; outcome adjustments take one of its steps' agentKey`
               : `Unknown ${keyNoun[endpoint]} ${key} on the customer's plan`
@@ -175,14 +175,14 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         }
         const advance = found.find((c) => c.billingMode === "ADVANCE")
         if (!advance) {
-          return yield* new Unprocessable({
+          return yield* new NotPrepaid({
             message: `${key} is not a prepaid (ADVANCE) part of the customer's plan; only prepaid balances can be adjusted`
           })
         }
         return { purchaseId: purchase.value.id, componentId: advance.id }
       })
 
-    const lockBalance = (organizationId: string, purchaseId: string, componentId: string) =>
+    const lockBalance = (organizationId: OrganizationId, purchaseId: string, componentId: string) =>
       Effect.map(
         findAll(
           BalanceRow,
@@ -197,8 +197,8 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
      * request, so its `wallet` names the wallet the original moved.
      */
     const currentRemaining = (
-      organizationId: string,
-      customerId: string,
+      organizationId: OrganizationId,
+      customerId: CustomerId,
       target: typeof KeyedRow.Type,
       wallet: WalletKind
     ) =>
@@ -213,7 +213,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         )
         : Effect.map(wallets.get(organizationId, customerId), (row) => wallet === "RESERVED" ? row.reservedBalance : row.balance)
 
-    const adjust = (organizationId: string, customerId: string, endpoint: AdjustEndpoint, input: AdjustInput) =>
+    const adjust = (organizationId: OrganizationId, customerId: CustomerId, endpoint: AdjustEndpoint, input: AdjustInput) =>
       Effect.gen(function*() {
         const customer = yield* customers.get(organizationId, customerId)
         const customerArchived = customer.archivedAt !== null

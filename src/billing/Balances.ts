@@ -12,6 +12,7 @@ import { Money, Timestamp } from "../schema.ts"
 import { BalanceRow, PurchaseRow } from "./Purchase.ts"
 import type { ComponentType, SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import { Wallets } from "./Wallets.ts"
+import { type CustomerId, type OrganizationId } from "../ids.ts"
 
 const Currency = Schema.Struct({ code: Schema.String, rateUsd: Money })
 
@@ -122,14 +123,14 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
     const customers = yield* Customers
     const wallets = yield* Wallets
 
-    const livePurchase = (organizationId: string, customerId: string, statuses: ReadonlyArray<string>) =>
+    const livePurchase = (organizationId: OrganizationId, customerId: CustomerId, statuses: ReadonlyArray<string>) =>
       findOne(
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
               AND ${sql.in("status", statuses)} ORDER BY id DESC LIMIT 1`
       )
 
-    const balances = (organizationId: string, customerId: string) =>
+    const balances = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         const customer = yield* customers.get(organizationId, customerId)
         const wallet = yield* wallets.get(organizationId, customerId)
@@ -186,7 +187,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         } satisfies CustomerBalances
       })
 
-    const currentPlan = (organizationId: string, customerId: string) =>
+    const currentPlan = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         const customer = yield* customers.get(organizationId, customerId)
         const found = yield* livePurchase(organizationId, customerId, ["SCHEDULED", "ACTIVE"])
@@ -226,7 +227,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
      * Every allowance of the customer's ACTIVE purchase with `used` for each
      * kind (the spec's balances shape leaves it out for outcomes and units).
      */
-    const allowances = (organizationId: string, customerId: string) =>
+    const allowances = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         yield* customers.get(organizationId, customerId)
         const purchase = yield* livePurchase(organizationId, customerId, ["ACTIVE"])

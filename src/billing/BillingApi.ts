@@ -13,12 +13,15 @@ import { Invoice, Payment } from "./Invoices.ts"
 import { PurchaseCreate, PurchaseJson, PurchaseUpdate } from "./Purchase.ts"
 import { Tax, TaxCreate, TaxUpdate } from "./Taxes.ts"
 import { LedgerEntry } from "./Wallets.ts"
+import { CustomerId, PurchaseId } from "../ids.ts"
 
-const IdPath = Schema.Struct({ id: Schema.String.annotations({ description: "The record's id, as returned on create." }) })
+const PurchaseIdPath = Schema.Struct({
+  id: PurchaseId.annotations({ description: "The record's id, as returned on create." })
+})
 
 const CustomerFilter = Schema.Struct({
   ...PageParams,
-  customerId: Schema.optional(Schema.String).annotations({
+  customerId: Schema.optional(CustomerId).annotations({
     description: "Keeps the rows of this customer (the service's customer id); all customers' rows by default."
   })
 })
@@ -130,7 +133,7 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
   )
   .add(
     HttpApiEndpoint.get("get", "/purchases/:id")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .addSuccess(Success(PurchaseResult, { message: "Purchase" }))
       .annotateContext(documented({
         summary: "Get a purchase",
@@ -140,7 +143,7 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
   )
   .add(
     HttpApiEndpoint.patch("update", "/purchases/:id")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .setPayload(PurchaseUpdate)
       .addSuccess(
         Success(Schema.Struct({ updated: Schema.Literal(true), purchase: PurchaseJson }), { message: "Purchase updated" })
@@ -153,7 +156,7 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
   )
   .add(
     HttpApiEndpoint.post("cancel", "/purchases/:id/cancel")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .addSuccess(
         Success(Schema.Struct({ cancelled: Schema.Literal(true), purchase: PurchaseJson }), {
           message: "Purchase cancelled"
@@ -364,7 +367,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
   )
   .add(
     HttpApiEndpoint.get("get", "/invoices/:id")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .addSuccess(Success(Schema.Struct({ invoice: Invoice }), { message: "Invoice" }))
       .annotateContext(documented({
         summary: "Get an invoice",
@@ -374,7 +377,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
   )
   .add(
     HttpApiEndpoint.post("payLink", "/invoices/:id/pay-link")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .addSuccess(Success(PayLink, { message: "Pay link created" }))
       .annotateContext(documented({
         summary: "Mint a hosted pay link for an invoice",
@@ -396,7 +399,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
   )
   .add(
     HttpApiEndpoint.get("getPayment", "/payments/:id")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .addSuccess(Success(Schema.Struct({ payment: Payment }), { message: "Payment" }))
       .annotateContext(documented({
         summary: "Get a payment",
@@ -427,7 +430,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
   )
   .add(
     HttpApiEndpoint.get("getTax", "/taxes/:id")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .addSuccess(Success(Schema.Struct({ tax: Tax }), { message: "Tax" }))
       .annotateContext(documented({
         summary: "Get a tax",
@@ -437,7 +440,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
   )
   .add(
     HttpApiEndpoint.patch("updateTax", "/taxes/:id")
-      .setPath(IdPath)
+      .setPath(PurchaseIdPath)
       .setPayload(TaxUpdate)
       .addSuccess(Success(Schema.Struct({ updated: Schema.Literal(true), tax: Tax }), { message: "Tax updated" }))
       .annotateContext(documented({

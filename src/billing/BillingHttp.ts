@@ -4,6 +4,7 @@ import { Customers } from "../customers/Customers.ts"
 import { groupApi } from "../http/GroupApi.ts"
 import { BalancesApi, InvoicesApi, PurchasesApi } from "./BillingApi.ts"
 import { forOrganization } from "../http/Auth.ts"
+import type { CustomerId, OrganizationId } from "../ids.ts"
 import { toPage } from "../http/Pagination.ts"
 import { type AdjustEndpoint, type AdjustInput, Adjustments } from "./Adjustments.ts"
 import { Balances } from "./Balances.ts"
@@ -46,16 +47,16 @@ export const BalancesHttpLive = HttpApiBuilder.group(groupApi(BalancesApi), "bal
     const adjustments = yield* Adjustments
 
     /** The `/customers/ext/{externalId}/...` twins act on the active customer holding that id. */
-    const byExternal = <A, E, R>(externalId: string, f: (org: string, customerId: string) => Effect.Effect<A, E, R>) =>
+    const byExternal = <A, E, R>(externalId: string, f: (org: OrganizationId, customerId: CustomerId) => Effect.Effect<A, E, R>) =>
       forOrganization((org) => Effect.flatMap(customers.idOfExternal(org, externalId), (id) => f(org, id)))
-    const byId = <A, E, R>(id: string, f: (org: string, customerId: string) => Effect.Effect<A, E, R>) =>
+    const byId = <A, E, R>(id: CustomerId, f: (org: OrganizationId, customerId: CustomerId) => Effect.Effect<A, E, R>) =>
       forOrganization((org) => f(org, id))
 
-    const setAlert = (threshold: BigDecimal.BigDecimal | null) => (org: string, customerId: string) =>
+    const setAlert = (threshold: BigDecimal.BigDecimal | null) => (org: OrganizationId, customerId: CustomerId) =>
       Effect.map(wallets.setAlert(org, customerId, threshold), (wallet) => ({
         lowBalanceAlertUsd: wallet.lowBalanceAlertUsd
       }))
-    const setGrant = (quantity: BigDecimal.BigDecimal) => (org: string, customerId: string) =>
+    const setGrant = (quantity: BigDecimal.BigDecimal) => (org: OrganizationId, customerId: CustomerId) =>
       Effect.map(
         wallets.setRecurringGrant(org, customerId, BigDecimal.isZero(quantity) ? null : quantity),
         (wallet) => ({
@@ -63,7 +64,7 @@ export const BalancesHttpLive = HttpApiBuilder.group(groupApi(BalancesApi), "bal
           recurringGrant: { kind: "wallet" as const, quantity: wallet.recurringGrantUsd ?? quantity }
         })
       )
-    const adjust = (endpoint: AdjustEndpoint, input: AdjustInput) => (org: string, customerId: string) =>
+    const adjust = (endpoint: AdjustEndpoint, input: AdjustInput) => (org: OrganizationId, customerId: CustomerId) =>
       adjustments.adjust(org, customerId, endpoint, input)
 
     return handlers

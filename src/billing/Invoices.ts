@@ -15,9 +15,9 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, insertRows, pageClause } from "../db/Sql.ts"
-import { Conflict, NotFound } from "../errors.ts"
+import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId } from "../ids.ts"
+import { CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../links/InvoiceLinks.ts"
@@ -32,7 +32,7 @@ export const InvoiceStatus = Schema.Literal("DRAFT", "OPEN", "PAID", "VOID")
 
 class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   id: Schema.String,
-  customerId: Schema.String,
+  customerId: CustomerId,
   purchaseId: Schema.NullOr(Schema.String),
   kind: Schema.Literal("PLAN", "USAGE"),
   status: InvoiceStatus,
@@ -254,7 +254,7 @@ export const lineRecords = (
 
 const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.multiply(amount, HUNDRED), 0))
 
-const notFound = (id: string) => new NotFound({ message: `Invoice ${id} not found` })
+const notFound = (id: string) => new InvoiceNotFound({ message: `Invoice ${id} not found` })
 
 export class Invoices extends Effect.Service<Invoices>()("Invoices", {
   effect: Effect.gen(function*() {
@@ -281,7 +281,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       totalCents: cents(row.total)
     })
 
-    const withLines = (organizationId: string, rows: ReadonlyArray<InvoiceRow>) =>
+    const withLines = (organizationId: OrganizationId, rows: ReadonlyArray<InvoiceRow>) =>
       Effect.gen(function*() {
         if (rows.length === 0) return []
         const lines = yield* findAll(
@@ -294,10 +294,10 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
 
     const findRow = findByIdOr(sql, InvoiceRow, "invoices", notFound)
 
-    const get = (organizationId: string, id: string) =>
+    const get = (organizationId: OrganizationId, id: string) =>
       Effect.map(Effect.flatMap(findRow(organizationId, id), (row) => withLines(organizationId, [row])), (list) => list[0]!)
 
-    const list = (organizationId: string, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const list = (organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       Effect.flatMap(
         findAll(
           InvoiceRow,
@@ -309,7 +309,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       )
 
     const recordPayment = (
-      organizationId: string,
+      organizationId: OrganizationId,
       invoice: InvoiceRow,
       method: "MANUAL" | "WALLET",
       reference: string | null,
@@ -363,12 +363,12 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
      * nor voided: the cycle job finalises it when its grace period ends (then
      * it can be paid or voided like any OPEN invoice).
      */
-    const openInvoice = (organizationId: string, id: string) =>
+    const openInvoice = (organizationId: OrganizationId, id: string) =>
       Effect.flatMap(findRow(organizationId, id, true), (invoice) =>
         invoice.status === "OPEN"
           ? Effect.succeed(invoice)
           : Effect.fail(
-            new Conflict({
+            new InvoiceNotOpen({
               message: invoice.status === "DRAFT"
                 ? `Invoice ${id} is a DRAFT (inside its grace period), not OPEN; it becomes OPEN when the cycle job finalises it`
                 : `Invoice ${id} is ${invoice.status}, not OPEN`
@@ -376,14 +376,14 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
           ))
 
     /** An operator records a payment received outside the service; the invoice becomes PAID. */
-    const pay = (organizationId: string, id: string, reference: string | null) =>
+    const pay = (organizationId: OrganizationId, id: string, reference: string | null) =>
       Effect.gen(function*() {
         const invoice = yield* openInvoice(organizationId, id)
         yield* recordPayment(organizationId, invoice, "MANUAL", reference, new Date())
         return yield* get(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const voidInvoice = (organizationId: string, id: string) =>
+    const voidInvoice = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         yield* openInvoice(organizationId, id)
         const at = new Date()
@@ -396,11 +396,11 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
      * A hosted pay link at `origin` for an OPEN invoice, signed so the hosted
      * page can trust it (src/links/InvoiceLinks.ts); not OPEN is 409.
      */
-    const payLink = (organizationId: string, id: string, origin: string) =>
+    const payLink = (organizationId: OrganizationId, id: string, origin: string) =>
       Effect.gen(function*() {
         const invoice = yield* findRow(organizationId, id)
         if (invoice.status !== "OPEN") {
-          return yield* new Conflict({ message: `Invoice ${id} is ${invoice.status}; a pay link needs an OPEN invoice` })
+          return yield* new InvoiceNotOpen({ message: `Invoice ${id} is ${invoice.status}; a pay link needs an OPEN invoice` })
         }
         const expiresAt = new Date(Date.now() + PAY_LINK_MINUTES * 60_000)
         const path = invoicePath(yield* signingKeys.secretOf(organizationId), {
@@ -413,7 +413,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       })
 
     /** A customer's latest invoices, newest first (the portal's list). */
-    const latestOfCustomer = (organizationId: string, customerId: string, limit: number) =>
+    const latestOfCustomer = (organizationId: OrganizationId, customerId: string, limit: number) =>
       Effect.flatMap(
         findAll(
           InvoiceRow,
@@ -423,7 +423,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         (rows) => withLines(organizationId, rows)
       )
 
-    const listPayments = (organizationId: string, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const listPayments = (organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       findAll(
         Payment,
         sql`SELECT * FROM payments WHERE organization_id = ${organizationId}
@@ -431,8 +431,8 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
               ${pageClause(sql, query.page)}`
       )
 
-    const findPayment = findByIdOr(sql, Payment, "payments", (id) => new NotFound({ message: `Payment ${id} not found` }))
-    const getPayment = (organizationId: string, id: string) => findPayment(organizationId, id)
+    const findPayment = findByIdOr(sql, Payment, "payments", (id) => new PaymentNotFound({ message: `Payment ${id} not found` }))
+    const getPayment = (organizationId: OrganizationId, id: string) => findPayment(organizationId, id)
 
     return { writeIssued, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const
   })

@@ -9,6 +9,7 @@ import { Effect, Option } from "effect"
 import { findOne } from "../db/Sql.ts"
 import { PurchaseRow } from "./Purchase.ts"
 import type { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
+import type { OrganizationId } from "../ids.ts"
 
 /** The customer's current purchase with its frozen snapshot. */
 export interface CurrentPurchase {
@@ -25,7 +26,7 @@ export class Metering extends Effect.Service<Metering>()("Metering", {
     const sql = yield* SqlClient.SqlClient
 
     /** The customer's ACTIVE purchase and its snapshot, or None. */
-    const currentPurchase = (organizationId: string, customerId: string) =>
+    const currentPurchase = (organizationId: OrganizationId, customerId: string) =>
       Effect.map(
         findOne(
           PurchaseRow,

@@ -1,5 +1,6 @@
 /** Purchases and their per-component balance counters: rows, API shapes and requests. */
 import { Schema } from "effect"
+import { CustomerId, PurchaseId } from "../ids.ts"
 import { ZERO } from "../money.ts"
 import { ExternalId, Money, namesCustomer, strict, Timestamp } from "../schema.ts"
 import { BillingMode, ComponentType, PlanSnapshot } from "../pricing/PlanSnapshot.ts"
@@ -11,8 +12,8 @@ export type PurchaseStatus = typeof PurchaseStatus.Type
 const SnapshotColumn = Schema.Union(PlanSnapshot, Schema.parseJson(PlanSnapshot))
 
 export class PurchaseRow extends Schema.Class<PurchaseRow>("PurchaseRow")({
-  id: Schema.String,
-  customerId: Schema.String,
+  id: PurchaseId,
+  customerId: CustomerId,
   planId: Schema.String,
   status: PurchaseStatus,
   billingDate: Timestamp,

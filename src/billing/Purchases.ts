@@ -35,10 +35,10 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, pageClause, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
-import { makeId } from "../ids.ts"
+import { type CustomerId, makeId, type OrganizationId, PurchaseId } from "../ids.ts"
 import { balanceColumns, customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -61,7 +61,7 @@ import { loadSnapshot } from "./Snapshot.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
 
-const notFound = (id: string) => new NotFound({ message: `Purchase ${id} not found` })
+const notFound = (id: string) => new PurchaseNotFound({ message: `Purchase ${id} not found` })
 
 const startOfUtcDay = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), date.getUTCMonth(), date.getUTCDate()))
 
@@ -178,7 +178,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       )
 
     /** One purchase, locked for a step (create, cancel). */
-    const lockOne = (organizationId: string, id: string) =>
+    const lockOne = (organizationId: OrganizationId, id: PurchaseId) =>
       Effect.flatMap(
         Effect.flatMap(
           orDie(sql`SELECT ${sql.literal(lockedColumns)} FROM purchases p
@@ -377,17 +377,17 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         Effect.map((claimed) => claimed.length)
       )
 
-    const create = (organizationId: string, input: PurchaseCreate) =>
+    const create = (organizationId: OrganizationId, input: PurchaseCreate) =>
       Effect.gen(function*() {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
         const now = new Date()
         const requested = input.billingDate
         if (requested !== undefined && requested.getTime() < startOfUtcDay(now).getTime()) {
-          return yield* new BadRequest({ message: "billingDate must not be in the past" })
+          return yield* new BillingDateInPast({ message: "billingDate must not be in the past" })
         }
         const scheduled = requested !== undefined && requested.getTime() > now.getTime()
-        const id = makeId("pur")
+        const id = PurchaseId.make(makeId("pur"))
         yield* sql`INSERT INTO purchases ${
           sql.insert({
             organizationId,
@@ -402,7 +402,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           })
         }`.pipe(
           uniqueOr(() =>
-            new Conflict({
+            new PurchaseAlreadyHeld({
               message: `Customer ${customer.id} already has a scheduled or active purchase; cancel it first`
             })
           )
@@ -415,7 +415,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         return yield* findRow(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const list = (organizationId: OrganizationId, query: { readonly customerId?: CustomerId | undefined; readonly page: Page }) =>
       findAll(
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId}
@@ -423,13 +423,13 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               ${pageClause(sql, query.page)}`
       )
 
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: PurchaseId) => findRow(organizationId, id)
 
-    const update = (organizationId: string, id: string, patch: PurchaseUpdate) =>
+    const update = (organizationId: OrganizationId, id: PurchaseId, patch: PurchaseUpdate) =>
       Effect.gen(function*() {
         const purchase = yield* findRow(organizationId, id, true)
         if (purchase.status === "CANCELLED") {
-          return yield* new Conflict({ message: `Purchase ${id} is cancelled` })
+          return yield* new PurchaseCancelled({ message: `Purchase ${id} is cancelled` })
         }
         yield* customers.requireActive(organizationId, purchase.customerId)
         yield* sql`UPDATE purchases SET auto_payment = ${patch.autoPayment}, updated_at = now()
@@ -444,11 +444,11 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * allowance granted in advance), and voiding one is the operator's explicit
      * act (`billing invoice void`). Cancelling twice is 409.
      */
-    const cancel = (organizationId: string, id: string) =>
+    const cancel = (organizationId: OrganizationId, id: PurchaseId) =>
       Effect.gen(function*() {
         const purchase = yield* lockOne(organizationId, id)
         if (purchase.status === "CANCELLED") {
-          return yield* new Conflict({ message: `Purchase ${id} is already cancelled` })
+          return yield* new PurchaseCancelled({ message: `Purchase ${id} is already cancelled` })
         }
         const now = new Date()
         if (purchase.status === "ACTIVE") {

@@ -5,9 +5,10 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { findAll } from "../db/Sql.ts"
-import { BadRequest } from "../errors.ts"
+import { PlanInactive, UnknownPlan } from "../errors.ts"
 import { type Plans, targetIdOf, type TargetPrice } from "../plans/Plans.ts"
 import type { PlanSnapshot, SnapshotComponent } from "../pricing/PlanSnapshot.ts"
+import type { OrganizationId } from "../ids.ts"
 
 const KeyRow = Schema.Struct({ id: Schema.String, key: Schema.String })
 
@@ -41,13 +42,13 @@ const pricesOf = (price: TargetPrice) => ({
  * what a purchase charges are computed in one place; the snapshot adds what
  * metering needs: agent keys, outcome steps and what each composite covers.
  */
-export const loadSnapshot = (plans: Plans, organizationId: string, planId: string) =>
+export const loadSnapshot = (plans: Plans, organizationId: OrganizationId, planId: string) =>
   Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const { components: priced, plan } = yield* plans.getPriced(organizationId, planId).pipe(
-      Effect.catchTag("NotFound", () => Effect.fail(new BadRequest({ message: `Plan ${planId} not found` })))
+      Effect.catchTag("PlanNotFound", () => Effect.fail(new UnknownPlan({ message: `Plan ${planId} not found` })))
     )
-    if (!plan.isActive) return yield* new BadRequest({ message: `Plan ${planId} is archived and cannot be purchased` })
+    if (!plan.isActive) return yield* new PlanInactive({ message: `Plan ${planId} is archived and cannot be purchased` })
     const targetIds = priced.map(({ component }) => targetIdOf(component)).filter((id) => id !== "")
     const outcomeIds = priced.flatMap(({ component }) => (component.outcomeId ? [component.outcomeId] : []))
     const compositeIds = priced.flatMap(({ component }) => (component.compositeId ? [component.compositeId] : []))

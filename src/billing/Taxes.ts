@@ -6,8 +6,8 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { activeClause, dieOnSqlError, findAll, findByIdOr, pageClause } from "../db/Sql.ts"
-import { BadRequest, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { InvalidTaxRate, TaxNotFound } from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, HUNDRED, toSql, ZERO } from "../money.ts"
 import { Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
@@ -42,7 +42,7 @@ export type TaxUpdate = typeof TaxUpdate.Type
 
 const checkRate = (rate: Decimal | undefined) =>
   rate !== undefined && (BigDecimal.lessThan(rate, ZERO) || BigDecimal.greaterThan(rate, HUNDRED))
-    ? Effect.fail(new BadRequest({ message: "ratePercent must be from 0 to 100" }))
+    ? Effect.fail(new InvalidTaxRate({ message: "ratePercent must be from 0 to 100" }))
     : Effect.void
 
 const taxColumns = "id, name, rate_percent, is_active AS active, created_at, updated_at"
@@ -56,19 +56,19 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
      * Oldest first, archived included unless `activeOnly`, a page at a time
      * like every list (cursor: the previous page's last id).
      */
-    const list = (organizationId: string, activeOnly: boolean, page: Page) =>
+    const list = (organizationId: OrganizationId, activeOnly: boolean, page: Page) =>
       findAll(
         Tax,
         sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId}
               ${activeClause(sql, activeOnly ? true : undefined)} ${pageClause(sql, page)}`
       )
 
-    const findRow = findByIdOr(sql, Tax, "taxes", (id) => new NotFound({ message: `Tax ${id} not found` }), {
+    const findRow = findByIdOr(sql, Tax, "taxes", (id) => new TaxNotFound({ message: `Tax ${id} not found` }), {
       columns: taxColumns
     })
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
 
-    const create = (organizationId: string, input: TaxCreate) =>
+    const create = (organizationId: OrganizationId, input: TaxCreate) =>
       Effect.gen(function*() {
         yield* checkRate(input.ratePercent)
         const id = makeId("tax")
@@ -78,7 +78,7 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
         return yield* get(organizationId, id)
       }).pipe(dieOnSqlError)
 
-    const update = (organizationId: string, id: string, patch: TaxUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: TaxUpdate) =>
       Effect.gen(function*() {
         yield* checkRate(patch.ratePercent)
         yield* get(organizationId, id)

@@ -8,12 +8,13 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne, pageClause } from "../db/Sql.ts"
-import { Unprocessable } from "../errors.ts"
+import { ReservedWalletDisabled } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { type CustomerKey, customerKey, Ledger, type WalletPosted, type WalletPosting } from "../ledger/Ledger.ts"
 import { LedgerType } from "../ledger/LedgerType.ts"
+import { type CustomerId, type OrganizationId } from "../ids.ts"
 
 export { LedgerType }
 
@@ -44,7 +45,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
     const moneyLedger = yield* Ledger
     const customers = yield* Customers
 
-    const emptyWallet = (customerId: string) =>
+    const emptyWallet = (customerId: CustomerId) =>
       new WalletRow({
         customerId,
         balance: BigDecimal.fromBigInt(0n),
@@ -54,14 +55,14 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       })
 
     /** The wallet as it stands (a customer who never had one has an empty one). */
-    const get = (organizationId: string, customerId: string) =>
+    const get = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.map(
         findOne(WalletRow, sql`SELECT * FROM wallets WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`),
         Option.getOrElse(() => emptyWallet(customerId))
       )
 
     /** Locks the wallet row for the rest of the caller's transaction, creating it on first use. */
-    const lock = (organizationId: string, customerId: string) =>
+    const lock = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.map(moneyLedger.lockWallets([{ organizationId, customerId }]), (locked) => {
         const row = locked.get(customerKey({ organizationId, customerId }))!
         return new WalletRow({
@@ -79,8 +80,8 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
      * the caller's transaction.
      */
     const move = (
-      organizationId: string,
-      customerId: string,
+      organizationId: OrganizationId,
+      customerId: CustomerId,
       delta: Decimal,
       entry: Omit<WalletPosting, keyof CustomerKey | "delta">
     ): Effect.Effect<WalletPosted> =>
@@ -91,12 +92,12 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
      * webhook event (the spec: Reserved Wallet changes trigger neither event).
      * 422 where the workspace has not enabled it. Runs in the caller's transaction.
      */
-    const moveReserved = (organizationId: string, customerId: string, delta: Decimal) =>
+    const moveReserved = (organizationId: OrganizationId, customerId: CustomerId, delta: Decimal) =>
       Effect.gen(function*() {
         const [settings] = yield* Effect.orDie(sql<{ reservedWalletEnabled: boolean }>`
           SELECT reserved_wallet_enabled FROM organizations WHERE id = ${organizationId}`)
         if (!settings?.reservedWalletEnabled) {
-          return yield* new Unprocessable({ message: "The Reserved Wallet is not enabled in this workspace" })
+          return yield* new ReservedWalletDisabled({ message: "The Reserved Wallet is not enabled in this workspace" })
         }
         return yield* moneyLedger.moveReservedWallet({ organizationId, customerId }, delta)
       })
@@ -104,7 +105,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
     const activeCustomer = customers.requireActive
 
     /** The low-balance alert level in USD; null falls back to each webhook endpoint's threshold. */
-    const setAlert = (organizationId: string, customerId: string, threshold: Decimal | null) =>
+    const setAlert = (organizationId: OrganizationId, customerId: CustomerId, threshold: Decimal | null) =>
       Effect.gen(function*() {
         yield* activeCustomer(organizationId, customerId)
         yield* lock(organizationId, customerId)
@@ -117,7 +118,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** USD credited to the wallet at every cycle start; null stops it. */
-    const setRecurringGrant = (organizationId: string, customerId: string, quantity: Decimal | null) =>
+    const setRecurringGrant = (organizationId: OrganizationId, customerId: CustomerId, quantity: Decimal | null) =>
       Effect.gen(function*() {
         yield* activeCustomer(organizationId, customerId)
         yield* lock(organizationId, customerId)
@@ -130,7 +131,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** The ledger, oldest first, one page at a time. */
-    const ledger = (organizationId: string, customerId: string, page: Page) =>
+    const ledger = (organizationId: OrganizationId, customerId: CustomerId, page: Page) =>
       Effect.gen(function*() {
         yield* customers.get(organizationId, customerId)
         const wallet = yield* get(organizationId, customerId)

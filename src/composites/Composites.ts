@@ -8,8 +8,8 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findCataloguePage, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { CompositeNotFound, EmptyComposite, RefIdTaken } from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import type { CatalogueListQuery } from "../Page.ts"
@@ -43,10 +43,10 @@ const MemberRow = Schema.Struct({
   agentKey: Schema.String
 })
 
-const notFound = (id: string) => new NotFound({ message: `Composite ${id} not found` })
+const notFound = (id: string) => new CompositeNotFound({ message: `Composite ${id} not found` })
 
 const refIdTaken = (refId: string) =>
-  new Conflict({ message: `refId ${refId} is already used by another active composite` })
+  new RefIdTaken({ message: `refId ${refId} is already used by another active composite` })
 
 const unique = (ids: ReadonlyArray<string> | undefined) => [...new Set(ids ?? [])]
 
@@ -55,7 +55,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
     const sql = yield* SqlClient.SqlClient
 
     /** The members as rows to store, after checking every id; 400 when there are none. */
-    const membersOf = (organizationId: string, entitlements: CompositeEntitlementIds) =>
+    const membersOf = (organizationId: OrganizationId, entitlements: CompositeEntitlementIds) =>
       Effect.gen(function*() {
         const byKind = [
           ["CREDIT", unique(entitlements.creditIds)],
@@ -63,7 +63,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
           ["UNIT", unique(entitlements.unitIds)]
         ] as const
         if (byKind.every(([, ids]) => ids.length === 0)) {
-          return yield* new BadRequest({
+          return yield* new EmptyComposite({
             message: "entitlements must name at least one id in creditIds, outcomeIds or unitIds"
           })
         }
@@ -74,7 +74,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
       })
 
     const storeMembers = (
-      organizationId: string,
+      organizationId: OrganizationId,
       compositeId: string,
       members: ReadonlyArray<{ readonly kind: string; readonly targetId: string; readonly position: number }>
     ) =>
@@ -87,7 +87,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
       })
 
     /** Composite rows with their members, in the rows' order. */
-    const withMembers = (organizationId: string, rows: ReadonlyArray<CompositeRow>) =>
+    const withMembers = (organizationId: OrganizationId, rows: ReadonlyArray<CompositeRow>) =>
       Effect.gen(function*() {
         if (rows.length === 0) return []
         const members = yield* findAll(
@@ -125,11 +125,11 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
     const findRow = findByIdOr(sql, CompositeRow, "composites", notFound)
 
     /** A composite by id, archived or not, with its members. */
-    const get = (organizationId: string, id: string) =>
+    const get = (organizationId: OrganizationId, id: string) =>
       Effect.flatMap(findRow(organizationId, id, false), (row) =>
         Effect.map(withMembers(organizationId, [row]), (composites) => composites[0]!))
 
-    const create = (organizationId: string, input: CompositeCreate) =>
+    const create = (organizationId: OrganizationId, input: CompositeCreate) =>
       Effect.gen(function*() {
         const members = yield* membersOf(organizationId, input.entitlements)
         const id = makeId("comp")
@@ -148,13 +148,13 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     const page = findCataloguePage(sql, CompositeRow, "composites")
-    const list = (organizationId: string, query: CatalogueListQuery) =>
+    const list = (organizationId: OrganizationId, query: CatalogueListQuery) =>
       Effect.flatMap(
         page(organizationId, query),
         (rows) => withMembers(organizationId, rows)
       )
 
-    const update = (organizationId: string, id: string, patch: CompositeUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: CompositeUpdate) =>
       Effect.gen(function*() {
         const current = yield* findRow(organizationId, id, true)
         if (patch.entitlements !== undefined) {
@@ -176,7 +176,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
      * Archives or unarchives; doing it twice answers the same composite.
      * Unarchiving one whose refId another active composite has taken since is a 409.
      */
-    const setActive = (organizationId: string, id: string, active: boolean) =>
+    const setActive = (organizationId: OrganizationId, id: string, active: boolean) =>
       Effect.gen(function*() {
         const current = yield* findRow(organizationId, id, true)
         if (current.isActive !== active) {
@@ -193,8 +193,8 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
       list,
       get,
       update,
-      archive: (organizationId: string, id: string) => setActive(organizationId, id, false),
-      unarchive: (organizationId: string, id: string) => setActive(organizationId, id, true)
+      archive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, false),
+      unarchive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, true)
     } as const
   })
 }) {}

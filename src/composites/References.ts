@@ -6,7 +6,8 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { orDie } from "../db/Sql.ts"
-import { BadRequest, Conflict } from "../errors.ts"
+import { CatalogueItemArchived, UnknownCatalogueItem } from "../errors.ts"
+import type { OrganizationId } from "../ids.ts"
 
 export type CatalogueKind = "credit" | "outcome" | "unit" | "composite"
 
@@ -19,7 +20,7 @@ const tableOf: Record<CatalogueKind, string> = {
 
 export const checkReferences = (
   sql: SqlClient.SqlClient,
-  organizationId: string,
+  organizationId: OrganizationId,
   kind: CatalogueKind,
   ids: ReadonlyArray<string>
 ) =>
@@ -31,10 +32,10 @@ export const checkReferences = (
     const found = new Map(rows.map((row) => [row.id, row.isActive]))
     const missing = ids.filter((id) => !found.has(id))
     if (missing.length > 0) {
-      return yield* new BadRequest({ message: `${kind} ${missing.join(", ")} not found in this organisation` })
+      return yield* new UnknownCatalogueItem({ message: `${kind} ${missing.join(", ")} not found in this organisation` })
     }
     const archived = ids.filter((id) => found.get(id) === false)
     if (archived.length > 0) {
-      return yield* new Conflict({ message: `${kind} ${archived.join(", ")} is archived; unarchive it first` })
+      return yield* new CatalogueItemArchived({ message: `${kind} ${archived.join(", ")} is archived; unarchive it first` })
     }
   })

@@ -14,24 +14,24 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { decodeRows, dieOnSqlError, findByIdOr, findCataloguePage, findOne, uniqueOr } from "../db/Sql.ts"
-import { Conflict, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { AgentKeyTaken, CreditNotFound } from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { bundleToJson, Models } from "../models/Models.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
 import { Credit, type CreditCreate, type CreditUpdate } from "./Credit.ts"
 
-const notFound = (id: string) => new NotFound({ message: `Credit ${id} not found` })
+const notFound = (id: string) => new CreditNotFound({ message: `Credit ${id} not found` })
 
 const agentKeyTaken = (agentKey: string) =>
-  new Conflict({ message: `agentKey ${agentKey} is already used by another active credit` })
+  new AgentKeyTaken({ message: `agentKey ${agentKey} is already used by another active credit` })
 
 export class Credits extends Effect.Service<Credits>()("Credits", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const models = yield* Models
 
-    const create = (organizationId: string, input: CreditCreate) =>
+    const create = (organizationId: OrganizationId, input: CreditCreate) =>
       Effect.gen(function*() {
         const [bundle] = yield* models.priceBundles(organizationId, [{ path: "modelBundle", items: input.modelBundle }])
         const rows = yield* sql`INSERT INTO credits ${
@@ -54,9 +54,9 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
     const list = findCataloguePage(sql, Credit, "credits")
 
     const findRow = findByIdOr(sql, Credit, "credits", notFound)
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
 
-    const findActiveByAgentKey = (organizationId: string, agentKey: string) =>
+    const findActiveByAgentKey = (organizationId: OrganizationId, agentKey: string) =>
       findOne(
         Credit,
         sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND agent_key = ${agentKey} AND is_active`
@@ -67,7 +67,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
      * rates; a new marginPercent alone re-prices pricePerCredit from the stored
      * basePrice, so a margin change never depends on today's rates.
      */
-    const update = (organizationId: string, id: string, patch: CreditUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: CreditUpdate) =>
       Effect.gen(function*() {
         const current = yield* findRow(organizationId, id, true)
         const changes: Record<string, string | null> = {}
@@ -96,7 +96,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
         return rows[0]!
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const setActive = (isActive: boolean) => (organizationId: string, id: string) =>
+    const setActive = (isActive: boolean) => (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const current = yield* get(organizationId, id)
         const rows = yield* sql`UPDATE credits SET is_active = ${isActive}, updated_at = now()

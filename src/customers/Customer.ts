@@ -1,6 +1,7 @@
 /** The customer: the billing identity of the organisation's own customer. */
 import { Either, Schema } from "effect"
-import { BadRequest, CustomerArchived } from "../errors.ts"
+import { CustomerArchived, CustomerRefMissing } from "../errors.ts"
+import { CustomerId } from "../ids.ts"
 import { CurrencyCode, ExternalId, strict, Timestamp } from "../schema.ts"
 
 /**
@@ -64,7 +65,7 @@ const nullableProfile = {
 }
 
 export class Customer extends Schema.Class<Customer>("Customer")({
-  id: Schema.String,
+  id: CustomerId,
   externalId: Schema.NullOr(Schema.String),
   slug: Schema.String,
   name: Schema.String,
@@ -117,9 +118,9 @@ export type NamedCustomer =
   | { readonly _tag: "ById"; readonly customerId: string }
   | { readonly _tag: "ByExternalId"; readonly externalId: string }
 
-export const namedCustomer = (ref: CustomerRef): Either.Either<NamedCustomer, BadRequest> =>
+export const namedCustomer = (ref: CustomerRef): Either.Either<NamedCustomer, CustomerRefMissing> =>
   ref.customerId !== undefined
     ? Either.right({ _tag: "ById", customerId: ref.customerId })
     : ref.externalId !== undefined
     ? Either.right({ _tag: "ByExternalId", externalId: ref.externalId })
-    : Either.left(new BadRequest({ message: "customerId or externalId must be provided" }))
+    : Either.left(new CustomerRefMissing({ message: "customerId or externalId must be provided" }))

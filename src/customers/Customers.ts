@@ -6,9 +6,9 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
+import { CustomerNotFound, CustomerRefMissing, ExternalIdTaken, InvalidExternalId } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId, randomToken } from "../ids.ts"
+import { CustomerId, makeId, type OrganizationId, randomToken } from "../ids.ts"
 import { CustomerArrivals } from "./CustomerArrivals.ts"
 import {
   Customer,
@@ -26,10 +26,10 @@ const slugify = (name: string) =>
 
 const escapeLike = (text: string) => text.replace(/[\\%_]/g, (c) => `\\${c}`)
 
-const notFound = (what: string) => new NotFound({ message: `Customer ${what} not found` })
+const notFound = (what: string) => new CustomerNotFound({ message: `Customer ${what} not found` })
 
 const externalIdTaken = (externalId: string) =>
-  new Conflict({ message: `externalId ${externalId} is already held by another active customer` })
+  new ExternalIdTaken({ message: `externalId ${externalId} is already held by another active customer` })
 
 
 export interface CustomerListQuery {
@@ -43,9 +43,9 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
     const sql = yield* SqlClient.SqlClient
     const arrivals = yield* CustomerArrivals
 
-    const create = (organizationId: string, input: CustomerCreate) =>
+    const create = (organizationId: OrganizationId, input: CustomerCreate) =>
       Effect.gen(function*() {
-        const id = makeId("cus")
+        const id = CustomerId.make(makeId("cus"))
         const [currency] = yield* sql<{ currencyCode: string }>`
           SELECT currency_code FROM organizations WHERE id = ${organizationId}`
         // The externalId index answers races that a read-then-write check would miss.
@@ -74,7 +74,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         return rows[0]!
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: CustomerListQuery) => {
+    const list = (organizationId: OrganizationId, query: CustomerListQuery) => {
       const pattern = query.q ? `%${escapeLike(query.q)}%` : null
       return findAll(
         Customer,
@@ -88,13 +88,13 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     /** A customer by the service's id, archived or not. */
     const findRow = findByIdOr(sql, Customer, "customers", notFound)
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = (organizationId: OrganizationId, id: CustomerId) => findRow(organizationId, id)
 
     /** An active customer by the caller's externalId; a malformed value is 400. */
-    const getByExternalId = (organizationId: string, externalId: string) =>
+    const getByExternalId = (organizationId: OrganizationId, externalId: string) =>
       Effect.gen(function*() {
         if (!externalIdPattern.test(externalId)) {
-          return yield* new BadRequest({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
+          return yield* new InvalidExternalId({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
         }
         return yield* foundOr(() => notFound(`with externalId ${externalId}`))(findOne(
           Customer,
@@ -104,11 +104,17 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
-    const resolve = (organizationId: string, ref: CustomerRef) =>
+    const resolve = (
+      organizationId: OrganizationId,
+      ref: CustomerRef
+    ): Effect.Effect<Customer, CustomerNotFound | InvalidExternalId | CustomerRefMissing> =>
       Effect.flatMap(namedCustomer(ref), (named) =>
-        named._tag === "ById" ? get(organizationId, named.customerId) : getByExternalId(organizationId, named.externalId))
+        named._tag === "ById"
+          // The client's id, looked up as sent: one that names nothing is a not-found.
+          ? get(organizationId, CustomerId.make(named.customerId))
+          : getByExternalId(organizationId, named.externalId))
 
-    const update = (organizationId: string, id: string, patch: CustomerUpdate) =>
+    const update = (organizationId: OrganizationId, id: CustomerId, patch: CustomerUpdate) =>
       Effect.gen(function*() {
         const current = yield* findRow(organizationId, id, true)
         yield* ensureActive(current)
@@ -128,7 +134,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Archives (the spec's DELETE); archiving twice answers the same customer. */
-    const archive = (organizationId: string, id: string) =>
+    const archive = (organizationId: OrganizationId, id: CustomerId) =>
       Effect.gen(function*() {
         yield* get(organizationId, id)
         const rows = yield* findAll(
@@ -140,11 +146,11 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** Customers are addressed by id or externalId alike by the `/customers/ext/...` twins. */
-    const idOfExternal = (organizationId: string, externalId: string) =>
+    const idOfExternal = (organizationId: OrganizationId, externalId: string) =>
       Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id)
 
     /** The customer a write acts on: unknown is 404, archived 409 (`ensureActive`). */
-    const requireActive = (organizationId: string, id: string) => Effect.flatMap(get(organizationId, id), ensureActive)
+    const requireActive = (organizationId: OrganizationId, id: CustomerId) => Effect.flatMap(get(organizationId, id), ensureActive)
 
     return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal, requireActive } as const
   })

@@ -5,11 +5,12 @@ import { Schema } from "effect"
 import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/Documented.ts"
 import { PageParams } from "../http/Pagination.ts"
+import { CustomerId } from "../ids.ts"
 import { ExternalId } from "../schema.ts"
 import { Customer, CustomerCreate, CustomerUpdate } from "./Customer.ts"
 
 export const CustomerIdPath = Schema.Struct({
-  id: Schema.String.annotations({ description: "The service's customer id (`cus_...`)." })
+  id: CustomerId.annotations({ description: "The service's customer id (`cus_...`)." })
 })
 export const ExternalIdPath = Schema.Struct({
   externalId: ExternalId.annotations({

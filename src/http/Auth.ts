@@ -9,9 +9,11 @@ import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { type ApiError, type DomainError, isDomainError, toApiError, Unauthorized } from "../errors.ts"
+import { isServiceError, type ServiceError } from "../errors.ts"
+import { type ApiError, toApiError, Unauthorized } from "./ApiErrors.ts"
 import { declaredError } from "./Envelope.ts"
 import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
+import type { OrganizationId } from "../ids.ts"
 
 /** The organisation (and key) the current request acts for. */
 export class CurrentOrganization extends Context.Tag("CurrentOrganization")<CurrentOrganization, Caller>() {}
@@ -40,18 +42,24 @@ export const AuthenticationLive = Layer.effect(
           if (secret === undefined) {
             return yield* new Unauthorized({ message: "Missing or malformed Authorization header: expected Bearer <API_KEY>" })
           }
-          return yield* keys.authenticate(secret)
+          // The middleware declares the 401 alone: a refused key is its only failure.
+          return yield* Effect.mapError(keys.authenticate(secret), (refused) => new Unauthorized({ message: refused.message }))
         })
     }
   })
 )
 
 /**
- * Runs `f` for the organisation of the current request. Every handler goes
- * through here, so this is where a service's domain errors (CustomerArchived,
- * OutOfAllowance, ...) become the API's declared failure of the same status.
+ * Runs `f` for the caller of the current request (its organisation and key).
+ * Every handler goes through here or `forOrganization`, so this is where a
+ * service's named errors (CustomerArchived, PlanNotFound, ...) become the API's
+ * declared failure of their status (`toApiError`, from `errorStatus`).
  */
-export const forOrganization = <A, E, R>(f: (organizationId: string) => Effect.Effect<A, E, R>) =>
-  Effect.flatMap(CurrentOrganization, (caller) => f(caller.organizationId)).pipe(
-    Effect.mapError((error) => (isDomainError(error) ? toApiError(error) : error) as Exclude<E, DomainError> | ApiError)
+export const forCaller = <A, E, R>(f: (caller: Caller) => Effect.Effect<A, E, R>) =>
+  Effect.flatMap(CurrentOrganization, f).pipe(
+    Effect.mapError((error) => (isServiceError(error) ? toApiError(error) : error) as Exclude<E, ServiceError> | ApiError)
   )
+
+/** Runs `f` for the organisation of the current request; its errors as `forCaller` answers them. */
+export const forOrganization = <A, E, R>(f: (organizationId: OrganizationId) => Effect.Effect<A, E, R>) =>
+  forCaller((caller) => f(caller.organizationId))

@@ -21,7 +21,7 @@ import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { SqlError } from "@effect/sql"
 import type { ServerResponse } from "node:http"
 import { sqlState } from "../db/Sql.ts"
-import { errorStatus, isServiceError } from "../errors.ts"
+import { failureStatus } from "./ApiErrors.ts"
 import { describeIssues } from "../schema.ts"
 import { requestIdHeader } from "./RequestLog.ts"
 
@@ -193,7 +193,8 @@ export const failureAnswer = (cause: Cause.Cause<unknown>): FailureAnswer => {
   const failure = Cause.failureOption(cause)
   if (Option.isSome(failure)) {
     const error: unknown = failure.value
-    if (isServiceError(error)) return answerWith(errorStatus[error._tag], error.message)
+    const status = failureStatus(error)
+    if (status !== undefined) return answerWith(status, (error as { readonly message: string }).message)
     if (error instanceof HttpApiError.HttpApiDecodeError) {
       return answerWith(400, `Invalid request: ${describeIssues(error.issues) || error.message}`)
     }

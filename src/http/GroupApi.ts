@@ -12,7 +12,7 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "../errors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "./ApiErrors.ts"
 import { Authentication } from "./Auth.ts"
 import { declaredError } from "./Envelope.ts"
 

@@ -6,14 +6,15 @@
  * the access its token grants).
  */
 import { Schema } from "effect"
+import { CustomerId, OrganizationId } from "../ids.ts"
 import { signToken } from "./SignedToken.ts"
 
 /** Minutes a pay link stays valid. */
 export const PAY_LINK_MINUTES = 60 * 24
 
 export const InvoiceLinkClaims = Schema.Struct({
-  org: Schema.String,
-  customerId: Schema.String,
+  org: OrganizationId,
+  customerId: CustomerId,
   invoiceId: Schema.String,
   exp: Schema.Number
 })

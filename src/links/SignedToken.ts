@@ -8,6 +8,7 @@
  */
 import { Either, Option, Schema } from "effect"
 import { createHmac, timingSafeEqual } from "node:crypto"
+import { OrganizationId } from "../ids.ts"
 
 export type TokenKind = "pt" | "pl"
 
@@ -24,7 +25,7 @@ export const signToken = (secret: string, kind: TokenKind, claims: { readonly or
 
 const tokenPattern = /^(pt|pl)_([A-Za-z0-9_-]{1,2000})\.([0-9a-f]{64})$/
 
-const OrgClaim = Schema.Struct({ org: Schema.String })
+const OrgClaim = Schema.Struct({ org: OrganizationId })
 
 const parsePayload = (payload: string): unknown => {
   try {
@@ -35,7 +36,7 @@ const parsePayload = (payload: string): unknown => {
 }
 
 /** The organisation a token claims, unverified: whose secret to check it with. */
-export const claimedOrganization = (kind: TokenKind, token: string): Option.Option<string> => {
+export const claimedOrganization = (kind: TokenKind, token: string): Option.Option<OrganizationId> => {
   const match = tokenPattern.exec(token)
   if (!match || match[1] !== kind) return Option.none()
   return Option.map(Schema.decodeUnknownOption(OrgClaim)(parsePayload(match[2]!)), (claims) => claims.org)

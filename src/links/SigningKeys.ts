@@ -5,13 +5,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option } from "effect"
-import { randomToken } from "../ids.ts"
+import { randomToken, type OrganizationId } from "../ids.ts"
 
 export class SigningKeys extends Effect.Service<SigningKeys>()("SigningKeys", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const secretOf = (organizationId: string) =>
+    const secretOf = (organizationId: OrganizationId) =>
       Effect.gen(function*() {
         yield* sql`INSERT INTO signing_keys (organization_id, secret) VALUES (${organizationId}, ${randomToken(32)})
             ON CONFLICT DO NOTHING`
@@ -24,7 +24,7 @@ export class SigningKeys extends Effect.Service<SigningKeys>()("SigningKeys", {
      * The secret to verify with, never made: a token naming an organisation
      * that has none (or does not exist) was not signed by us.
      */
-    const existingSecretOf = (organizationId: string) =>
+    const existingSecretOf = (organizationId: OrganizationId) =>
       Effect.map(
         sql<{ secret: string }>`SELECT secret FROM signing_keys WHERE organization_id = ${organizationId}`,
         (rows) => Option.fromNullable(rows[0]?.secret)

@@ -8,9 +8,9 @@ import { Effect, Schema } from "effect"
 import { Email } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
-import { Conflict, NotFound } from "../errors.ts"
+import { MemberEmailTaken, MemberNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
-import { makeId } from "../ids.ts"
+import { type CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { strict, Timestamp } from "../schema.ts"
 
 export const MemberRole = Schema.Literal("OWNER", "ADMIN", "MEMBER").annotations({
@@ -46,21 +46,21 @@ export const MemberUpdate = Schema.Struct({
 }).annotations(strict)
 export type MemberUpdate = typeof MemberUpdate.Type
 
-const duplicate = (email: string) => new Conflict({ message: `A member with e-mail ${email} already exists for this customer` })
+const duplicate = (email: string) => new MemberEmailTaken({ message: `A member with e-mail ${email} already exists for this customer` })
 
 export class Members extends Effect.Service<Members>()("Members", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
 
-    const get = (organizationId: string, customerId: string, id: string) =>
-      foundOr(() => new NotFound({ message: `Member ${id} not found` }))(findOne(
+    const get = (organizationId: OrganizationId, customerId: CustomerId, id: string) =>
+      foundOr(() => new MemberNotFound({ message: `Member ${id} not found` }))(findOne(
         Member,
         sql`SELECT * FROM customer_members
             WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
       ))
 
-    const list = (organizationId: string, customerId: string, page: Page) =>
+    const list = (organizationId: OrganizationId, customerId: CustomerId, page: Page) =>
       Effect.zipRight(
         customers.get(organizationId, customerId),
         findAll(
@@ -71,7 +71,7 @@ export class Members extends Effect.Service<Members>()("Members", {
         )
       )
 
-    const create = (organizationId: string, customerId: string, input: MemberCreate) =>
+    const create = (organizationId: OrganizationId, customerId: CustomerId, input: MemberCreate) =>
       Effect.gen(function*() {
         yield* customers.requireActive(organizationId, customerId)
         const rows = yield* sql`INSERT INTO customer_members ${
@@ -87,7 +87,7 @@ export class Members extends Effect.Service<Members>()("Members", {
         return rows[0]!
       }).pipe(dieOnSqlError)
 
-    const update = (organizationId: string, customerId: string, id: string, patch: MemberUpdate) =>
+    const update = (organizationId: OrganizationId, customerId: CustomerId, id: string, patch: MemberUpdate) =>
       Effect.gen(function*() {
         yield* customers.requireActive(organizationId, customerId)
         yield* get(organizationId, customerId, id)
@@ -102,7 +102,7 @@ export class Members extends Effect.Service<Members>()("Members", {
         return yield* get(organizationId, customerId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const remove = (organizationId: string, customerId: string, id: string) =>
+    const remove = (organizationId: OrganizationId, customerId: CustomerId, id: string) =>
       Effect.gen(function*() {
         yield* customers.requireActive(organizationId, customerId)
         const member = yield* get(organizationId, customerId, id)
@@ -112,7 +112,7 @@ export class Members extends Effect.Service<Members>()("Members", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** The member a signal names by e-mail, matched case-insensitively. */
-    const findByEmail = (organizationId: string, customerId: string, email: string) =>
+    const findByEmail = (organizationId: OrganizationId, customerId: CustomerId, email: string) =>
       findOne(
         Member,
         sql`SELECT * FROM customer_members WHERE organization_id = ${organizationId}

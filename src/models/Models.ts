@@ -12,16 +12,17 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findOne, foundOr, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound, Unprocessable } from "../errors.ts"
+import { InvalidModelBundle, ModelCreatedConcurrently, ModelNotEnabled, ModelNotFound, NewModelIncomplete } from "../errors.ts"
 import { toSql } from "../money.ts"
 import { type BundlePrice, bundleWeightProblem, priceBundle } from "../pricing/Pricing.ts"
 import { type BundleItem, type BundleItemInput, BundleJson, Model, type ModelSet } from "./Model.ts"
+import type { OrganizationId } from "../ids.ts"
 
 const columns = (sql: SqlClient.SqlClient) =>
   sql`id, name, input_rate AS input, output_rate AS output, cache_read_rate AS cache_read,
       cache_write_rate AS cache_write, enabled, built_in, created_at, updated_at`
 
-const notEnabled = (modelId: string) => new Unprocessable({ message: `model ${modelId} is not enabled in this workspace` })
+const notEnabled = (modelId: string) => new ModelNotEnabled({ message: `model ${modelId} is not enabled in this workspace` })
 
 /** A bundle to price, with the request path its errors are reported under (`modelBundle`, `steps.1.modelBundle`). */
 export interface BundleToPrice {
@@ -41,17 +42,17 @@ export class Models extends Effect.Service<Models>()("Models", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const find = (organizationId: string, id: string) =>
+    const find = (organizationId: OrganizationId, id: string) =>
       findOne(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} AND id = ${id}`)
 
-    const get = (organizationId: string, id: string) =>
-      foundOr(() => new NotFound({ message: `Model ${id} not found` }))(find(organizationId, id))
+    const get = (organizationId: OrganizationId, id: string) =>
+      foundOr(() => new ModelNotFound({ message: `Model ${id} not found` }))(find(organizationId, id))
 
-    const list = (organizationId: string) =>
+    const list = (organizationId: OrganizationId) =>
       findAll(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} ORDER BY id`)
 
     /** Creates the model or changes the fields given; a new model needs name, input and output. */
-    const set = (organizationId: string, input: ModelSet) =>
+    const set = (organizationId: OrganizationId, input: ModelSet) =>
       Effect.gen(function*() {
         const current = yield* findOne(
           Model,
@@ -61,7 +62,7 @@ export class Models extends Effect.Service<Models>()("Models", {
         const optionalRate = (rate: typeof input.cacheRead) => rate === undefined || rate === null ? null : toSql(rate)
         if (Option.isNone(current)) {
           if (input.name === undefined || input.input === undefined || input.output === undefined) {
-            return yield* new BadRequest({
+            return yield* new NewModelIncomplete({
               message: `model ${input.id} is new: name, input and output rates are required`
             })
           }
@@ -75,7 +76,7 @@ export class Models extends Effect.Service<Models>()("Models", {
               cacheReadRate: optionalRate(input.cacheRead),
               cacheWriteRate: optionalRate(input.cacheWrite)
             })
-          }`.pipe(uniqueOr(() => new Conflict({ message: `model ${input.id} was just created by someone else; try again` })))
+          }`.pipe(uniqueOr(() => new ModelCreatedConcurrently({ message: `model ${input.id} was just created by someone else; try again` })))
         } else {
           const changes: Record<string, string | null> = {}
           if (input.name !== undefined) changes.name = input.name.trim()
@@ -91,7 +92,7 @@ export class Models extends Effect.Service<Models>()("Models", {
         return yield* get(organizationId, input.id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
-    const setEnabled = (enabled: boolean) => (organizationId: string, id: string) =>
+    const setEnabled = (enabled: boolean) => (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const rows = yield* findAll(
           Model,
@@ -100,12 +101,12 @@ export class Models extends Effect.Service<Models>()("Models", {
               RETURNING ${columns(sql)}`
         )
         const model = rows[0]
-        if (model === undefined) return yield* new NotFound({ message: `Model ${id} not found` })
+        if (model === undefined) return yield* new ModelNotFound({ message: `Model ${id} not found` })
         return model
       })
 
     /** The enabled models by id; any id that is unknown or disabled fails 422. */
-    const ratesFor = (organizationId: string, modelIds: ReadonlyArray<string>) =>
+    const ratesFor = (organizationId: OrganizationId, modelIds: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const wanted = [...new Set(modelIds)]
         const found = wanted.length === 0 ? [] : yield* findAll(
@@ -123,14 +124,14 @@ export class Models extends Effect.Service<Models>()("Models", {
      * Prices each bundle at the workspace's current rates. Every model of every
      * bundle must be enabled (422) and every item's weights valid (400).
      */
-    const priceBundles = (organizationId: string, bundles: ReadonlyArray<BundleToPrice>) =>
+    const priceBundles = (organizationId: OrganizationId, bundles: ReadonlyArray<BundleToPrice>) =>
       Effect.gen(function*() {
         const models = yield* ratesFor(organizationId, bundles.flatMap((bundle) => bundle.items.map((i) => i.modelId)))
         const modelOf = (id: string) => models.get(id)!
         for (const bundle of bundles) {
           for (const [index, item] of bundle.items.entries()) {
             const problem = bundleWeightProblem(item, modelOf(item.modelId))
-            if (problem !== undefined) return yield* new BadRequest({ message: `${bundle.path}.${index}: ${problem}` })
+            if (problem !== undefined) return yield* new InvalidModelBundle({ message: `${bundle.path}.${index}: ${problem}` })
           }
         }
         return bundles.map((bundle): PricedBundle => ({

@@ -7,6 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { findAll, orDie } from "../db/Sql.ts"
 import { Timestamp } from "../schema.ts"
+import type { OrganizationId } from "../ids.ts"
 
 const CountRow = Schema.Struct({
   status: Schema.String,
@@ -48,7 +49,7 @@ export class OperationsStatus extends Effect.Service<OperationsStatus>()("Operat
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const snapshot = (organizationId: string) =>
+    const snapshot = (organizationId: OrganizationId) =>
       Effect.gen(function*() {
         const [signals, deliveries, purchases, now] = yield* Effect.all([
           findAll(

@@ -13,8 +13,8 @@ import { PgClient } from "@effect/sql-pg"
 import { Deferred, Effect, Either, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
 import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
-import { NotFound, Unauthorized } from "../errors.ts"
-import { makeId, randomToken } from "../ids.ts"
+import { ApiKeyNotFound, ApiKeyRefused } from "../errors.ts"
+import { makeId, OrganizationId, randomToken } from "../ids.ts"
 import {
   defaultKeyCacheOptions,
   isUsable,
@@ -30,7 +30,7 @@ export const hashKey = (key: string) => createHash("sha256").update(key).digest(
 
 export class ApiKey extends Schema.Class<ApiKey>("ApiKey")({
   id: Schema.String,
-  organizationId: Schema.String,
+  organizationId: OrganizationId,
   name: Schema.String,
   keyPrefix: Schema.String,
   createdAt: Schema.DateFromSelf,
@@ -40,19 +40,19 @@ export class ApiKey extends Schema.Class<ApiKey>("ApiKey")({
 }) {}
 
 export interface Caller {
-  readonly organizationId: string
+  readonly organizationId: OrganizationId
   readonly apiKeyId: string
 }
 
 /** What authentication reads of a key: the cache's record. */
 const KeyRow = Schema.Struct({
   apiKeyId: Schema.String,
-  organizationId: Schema.String,
+  organizationId: OrganizationId,
   expiresAt: Schema.NullOr(Schema.DateFromSelf),
   revokedAt: Schema.NullOr(Schema.DateFromSelf)
 })
 
-const refused = () => new Unauthorized({ message: "The API key is missing, unknown, revoked or expired" })
+const refused = () => new ApiKeyRefused({ message: "The API key is missing, unknown, revoked or expired" })
 
 export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
   scoped: Effect.gen(function*() {
@@ -77,7 +77,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
       )
     }
 
-    const create = (organizationId: string, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) =>
+    const create = (organizationId: OrganizationId, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) =>
       Effect.gen(function*() {
         const secret = `sk_${randomToken(24)}`
         const id = makeId("key")
@@ -91,7 +91,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         return { apiKey: rows[0]!, secret }
       })
 
-    const list = (organizationId: string) =>
+    const list = (organizationId: OrganizationId) =>
       findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ORDER BY id`)
 
     /**
@@ -99,14 +99,14 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
      * PostgreSQL delivers it exactly when the revocation commits (and not if
      * it rolls back); this process's own cache drops the key at once.
      */
-    const revoke = (organizationId: string, id: string) =>
+    const revoke = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const revoked = yield* findOne(
           ApiKey,
           sql`UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`
         )
-        if (Option.isNone(revoked)) return yield* new NotFound({ message: `API key ${id} not found` })
+        if (Option.isNone(revoked)) return yield* new ApiKeyNotFound({ message: `API key ${id} not found` })
         yield* orDie(sql`SELECT pg_notify(${keyChangesChannel}, ${keyChangedPayload(id)})`)
         return revoked.value
       }).pipe(
@@ -144,7 +144,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         }).pipe(Effect.uninterruptible)
       })
 
-    const decide = (key: KeyRecord | undefined): Either.Either<Caller, Unauthorized> =>
+    const decide = (key: KeyRecord | undefined): Either.Either<Caller, ApiKeyRefused> =>
       key !== undefined && isUsable(key, cache.now())
         ? Either.right({ organizationId: key.organizationId, apiKeyId: key.apiKeyId })
         : Either.left(refused())
@@ -162,11 +162,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
      * The cache's answer for a presented key, without an effect: the caller,
      * or 401; undefined when the key must be looked up (`authenticate`).
      */
-    const authenticateCached = (secret: string): Either.Either<Caller, Unauthorized> | undefined =>
+    const authenticateCached = (secret: string): Either.Either<Caller, ApiKeyRefused> | undefined =>
       cachedDecision(hashKey(secret))
 
     /** The organisation a presented key belongs to, or 401. */
-    const authenticate = (secret: string): Effect.Effect<Caller, Unauthorized> =>
+    const authenticate = (secret: string): Effect.Effect<Caller, ApiKeyRefused> =>
       Effect.suspend(() => {
         const hash = hashKey(secret)
         return cachedDecision(hash) ?? Effect.flatMap(load(hash), (row) => decide(Option.getOrUndefined(row)))

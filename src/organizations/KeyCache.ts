@@ -35,7 +35,7 @@
 import type { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
 import { Cause, Data, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
-import { randomToken } from "../ids.ts"
+import { type OrganizationId, randomToken } from "../ids.ts"
 
 /** The channel that carries API key changes to every API process. */
 export const keyChangesChannel = "billing_api_key_changes"
@@ -45,7 +45,7 @@ export const keyChangedPayload = (apiKeyId: string) => `key:${apiKeyId}`
 
 /** What the cache keeps of a key: enough to authenticate and to refuse. */
 export interface KeyRecord {
-  readonly organizationId: string
+  readonly organizationId: OrganizationId
   readonly apiKeyId: string
   readonly expiresAt: Date | null
   readonly revokedAt: Date | null

@@ -6,13 +6,13 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findOne, foundOr, orDie } from "../db/Sql.ts"
-import { BadRequest, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { InvalidOrganizationSettings, OrganizationNotFound } from "../errors.ts"
+import { makeId, OrganizationId } from "../ids.ts"
 import { builtinModels } from "../models/BuiltinModels.ts"
 import { ApiKeys } from "./ApiKeys.ts"
 
 export class Organization extends Schema.Class<Organization>("Organization")({
-  id: Schema.String,
+  id: OrganizationId,
   name: Schema.String,
   currencyCode: Schema.String,
   reservedWalletEnabled: Schema.Boolean,
@@ -59,13 +59,13 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
       Effect.gen(function*() {
         const name = input.name.trim()
         if (name.length === 0 || name.length > 120) {
-          return yield* new BadRequest({ message: "name must be 1 to 120 characters" })
+          return yield* new InvalidOrganizationSettings({ message: "name must be 1 to 120 characters" })
         }
         const currencyCode = (input.currencyCode ?? "USD").toUpperCase()
         if (!/^[A-Z]{3}$/.test(currencyCode)) {
-          return yield* new BadRequest({ message: "currencyCode must be a 3-letter ISO 4217 code" })
+          return yield* new InvalidOrganizationSettings({ message: "currencyCode must be a 3-letter ISO 4217 code" })
         }
-        const id = makeId("org")
+        const id = OrganizationId.make(makeId("org"))
         const organization = (yield* findAll(
           Organization,
           sql`INSERT INTO organizations (id, name, currency_code) VALUES (${id}, ${name}, ${currencyCode}) RETURNING *`
@@ -89,7 +89,7 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
     const list = findAll(Organization, sql`SELECT * FROM organizations ORDER BY id`)
 
     const get = (id: string) =>
-      foundOr(() => new NotFound({ message: `Organization ${id} not found` }))(
+      foundOr(() => new OrganizationNotFound({ message: `Organization ${id} not found` }))(
         findOne(Organization, sql`SELECT * FROM organizations WHERE id = ${id}`)
       )
 
@@ -98,7 +98,7 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
         yield* get(id)
         const instructions = settings.paymentInstructions?.trim()
         if (instructions !== undefined && instructions.length > MAX_PAYMENT_INSTRUCTIONS) {
-          return yield* new BadRequest({ message: `payment instructions must be at most ${MAX_PAYMENT_INSTRUCTIONS} characters` })
+          return yield* new InvalidOrganizationSettings({ message: `payment instructions must be at most ${MAX_PAYMENT_INSTRUCTIONS} characters` })
         }
         const outOfRange = (settings.lateUsageDays === undefined
           ? undefined
@@ -106,7 +106,7 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
           (settings.invoiceGraceHours === undefined
             ? undefined
             : wholeNumberIn("invoice grace hours", settings.invoiceGraceHours, INVOICE_GRACE_HOURS))
-        if (outOfRange !== undefined) return yield* new BadRequest({ message: outOfRange })
+        if (outOfRange !== undefined) return yield* new InvalidOrganizationSettings({ message: outOfRange })
         const updated = yield* findOne(
           Organization,
           sql`UPDATE organizations SET

@@ -22,20 +22,20 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findCataloguePage, findOne, orDie, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { AgentKeyTaken, InvalidOutcomeSteps, OutcomeNotFound, StepAgentKeyRepeated, StepAgentKeyTaken } from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { bundleToJson, Models, type PricedBundle } from "../models/Models.ts"
 import { type Decimal, sum, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
 import { Outcome, type OutcomeCreate, OutcomeStep, type OutcomeUpdate, OutcomeWithSteps } from "./Outcome.ts"
 
-const notFound = (id: string) => new NotFound({ message: `Outcome ${id} not found` })
+const notFound = (id: string) => new OutcomeNotFound({ message: `Outcome ${id} not found` })
 
 const outcomeKeyTaken = (agentKey: string) =>
-  new Conflict({ message: `agentKey ${agentKey} is already used by another active outcome` })
+  new AgentKeyTaken({ message: `agentKey ${agentKey} is already used by another active outcome` })
 
 const stepKeyTaken = (agentKey?: string) =>
-  new Conflict({
+  new StepAgentKeyTaken({
     message: agentKey === undefined
       ? "a step agentKey is already used by a step of another active outcome"
       : `step agentKey ${agentKey} is already used by a step of another active outcome`
@@ -45,7 +45,7 @@ const stepKeyTaken = (agentKey?: string) =>
 const repeatedStepKey = (keys: ReadonlyArray<string>) => {
   const seen = new Set<string>()
   for (const key of keys) {
-    if (seen.has(key)) return new Conflict({ message: `step agentKey ${key} is used by more than one step of this outcome` })
+    if (seen.has(key)) return new StepAgentKeyRepeated({ message: `step agentKey ${key} is used by more than one step of this outcome` })
     seen.add(key)
   }
   return undefined
@@ -71,7 +71,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
 
     const stepColumns = sql`id, outcome_id, name, agent_key, position AS "order", base_price, model_bundle`
 
-    const liveSteps = (organizationId: string, outcomeId: string) =>
+    const liveSteps = (organizationId: OrganizationId, outcomeId: string) =>
       findAll(
         OutcomeStep,
         sql`SELECT ${stepColumns} FROM outcome_steps
@@ -79,13 +79,13 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
             ORDER BY position`
       )
 
-    const withSteps = (organizationId: string) => (outcome: Outcome) =>
+    const withSteps = (organizationId: OrganizationId) => (outcome: Outcome) =>
       Effect.map(liveSteps(organizationId, outcome.id), (steps) => new OutcomeWithSteps({ ...outcome, steps }))
 
     const findRow = findByIdOr(sql, Outcome, "outcomes", notFound)
 
     /** The first of `keys` that a live step of another outcome holds. */
-    const stepKeyHeldElsewhere = (organizationId: string, outcomeId: string, keys: ReadonlyArray<string>) =>
+    const stepKeyHeldElsewhere = (organizationId: OrganizationId, outcomeId: string, keys: ReadonlyArray<string>) =>
       keys.length === 0
         ? Effect.succeed(undefined)
         : Effect.map(
@@ -97,7 +97,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
           (rows) => rows[0]?.agentKey
         )
 
-    const insertStep = (organizationId: string, outcomeId: string, step: PlannedStep, position: number, claimed: boolean) =>
+    const insertStep = (organizationId: OrganizationId, outcomeId: string, step: PlannedStep, position: number, claimed: boolean) =>
       sql`INSERT INTO outcome_steps ${
         sql.insert({
           organizationId,
@@ -112,7 +112,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
         })
       }`
 
-    const create = (organizationId: string, input: OutcomeCreate) =>
+    const create = (organizationId: OrganizationId, input: OutcomeCreate) =>
       Effect.gen(function*() {
         const repeated = repeatedStepKey(input.steps.map((step) => step.agentKey))
         if (repeated) return yield* repeated
@@ -152,16 +152,16 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
 
     const list = findCataloguePage(sql, Outcome, "outcomes")
 
-    const get = (organizationId: string, id: string) =>
+    const get = (organizationId: OrganizationId, id: string) =>
       Effect.flatMap(findRow(organizationId, id), withSteps(organizationId))
 
-    const findActiveByAgentKey = (organizationId: string, agentKey: string) =>
+    const findActiveByAgentKey = (organizationId: OrganizationId, agentKey: string) =>
       findOne(
         Outcome,
         sql`SELECT * FROM outcomes WHERE organization_id = ${organizationId} AND agent_key = ${agentKey} AND is_active`
       )
 
-    const findStepByAgentKey = (organizationId: string, agentKey: string) =>
+    const findStepByAgentKey = (organizationId: OrganizationId, agentKey: string) =>
       Effect.gen(function*() {
         const step = yield* findOne(
           StepWithOutcome,
@@ -175,23 +175,23 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
       })
 
     /** Works out the step list a PATCH asks for: kept steps by id, new ones without. */
-    const planSteps = (organizationId: string, current: ReadonlyArray<OutcomeStep>, sent: NonNullable<OutcomeUpdate["steps"]>) =>
+    const planSteps = (organizationId: OrganizationId, current: ReadonlyArray<OutcomeStep>, sent: NonNullable<OutcomeUpdate["steps"]>) =>
       Effect.gen(function*() {
         const byId = new Map(current.map((step) => [step.id, step] as const))
         const keptIds = new Set<string>()
         for (const [index, step] of sent.entries()) {
           if (step.id === undefined) {
             if (step.name === undefined || step.agentKey === undefined || step.modelBundle === undefined) {
-              return yield* new BadRequest({
+              return yield* new InvalidOutcomeSteps({
                 message: `steps.${index}: a new step (sent without id) needs name, agentKey and modelBundle`
               })
             }
           } else {
             if (!byId.has(step.id)) {
-              return yield* new BadRequest({ message: `steps.${index}.id: ${step.id} is not a step of this outcome` })
+              return yield* new InvalidOutcomeSteps({ message: `steps.${index}.id: ${step.id} is not a step of this outcome` })
             }
             if (keptIds.has(step.id)) {
-              return yield* new BadRequest({ message: `steps.${index}.id: step ${step.id} is sent more than once` })
+              return yield* new InvalidOutcomeSteps({ message: `steps.${index}.id: step ${step.id} is sent more than once` })
             }
             keptIds.add(step.id)
           }
@@ -223,7 +223,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
      * first and the final list claims keys in one statement, so steps may swap
      * keys within the outcome while a clash with another outcome is still 409.
      */
-    const writeSteps = (organizationId: string, outcome: Outcome, planned: ReadonlyArray<PlannedStep>) =>
+    const writeSteps = (organizationId: OrganizationId, outcome: Outcome, planned: ReadonlyArray<PlannedStep>) =>
       Effect.gen(function*() {
         const keptIds = planned.filter((step) => !step.isNew).map((step) => step.id)
         yield* sql`UPDATE outcome_steps SET key_claimed = false
@@ -254,7 +254,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
      * list (kept steps without a new bundle keep their stored price); a new
      * marginPercent alone re-prices pricePerOutcome from the stored basePrice.
      */
-    const update = (organizationId: string, id: string, patch: OutcomeUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: OutcomeUpdate) =>
       Effect.gen(function*() {
         const current = yield* findRow(organizationId, id, true)
         const changes: Record<string, string | null> = {}
@@ -287,7 +287,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Archives; nothing is deleted, the steps give up their keys, and archiving twice answers the same outcome. */
-    const archive = (organizationId: string, id: string) =>
+    const archive = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         yield* findRow(organizationId, id, true)
         yield* sql`UPDATE outcomes SET is_active = false, updated_at = now()
@@ -298,7 +298,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Makes the outcome active again: 409 when its key or a step's key was taken meanwhile. */
-    const unarchive = (organizationId: string, id: string) =>
+    const unarchive = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const found = yield* findRow(organizationId, id, true)
         yield* sql`UPDATE outcomes SET is_active = true, updated_at = now()

@@ -25,8 +25,8 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findCataloguePage } from "../db/Sql.ts"
-import { BadRequest, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { InvalidPlanComponent, InvalidWalletFunding, NegativePlanCost, PlanNotFound } from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, sum, toSql, ZERO } from "../money.ts"
 import { type CreditTerms, unitTotal, type UnitPricing } from "../pricing/Pricing.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -252,26 +252,26 @@ const walletFundingProblem = (components: ReadonlyArray<{ readonly type: Compone
     ? "walletFundedArrear needs at least one ARREAR component"
     : undefined
 
-const notFound = (id: string) => new NotFound({ message: `Plan ${id} not found` })
+const notFound = (id: string) => new PlanNotFound({ message: `Plan ${id} not found` })
 
 export class Plans extends Effect.Service<Plans>()("Plans", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
     /** Every component's own rules, the plan-wide ones, then the references. */
-    const specsOf = (organizationId: string, inputs: ReadonlyArray<PlanComponentInput>) =>
+    const specsOf = (organizationId: OrganizationId, inputs: ReadonlyArray<PlanComponentInput>) =>
       Effect.gen(function*() {
         const specs: Array<ComponentSpec> = []
         const seen = new Set<string>()
         for (const [index, input] of inputs.entries()) {
           const checked = componentSpecOf(input, index)
-          if ("error" in checked) return yield* new BadRequest({ message: checked.error })
+          if ("error" in checked) return yield* new InvalidPlanComponent({ message: checked.error })
           const spec = checked.value
           if (spec.type === "WALLET" && specs.some((other) => other.type === "WALLET")) {
-            return yield* new BadRequest({ message: `entitlements[${index}]: a plan has at most one WALLET component` })
+            return yield* new InvalidPlanComponent({ message: `entitlements[${index}]: a plan has at most one WALLET component` })
           }
           const key = `${spec.type} ${spec.targetId} ${spec.billingMode}`
-          if (seen.has(key)) return yield* new BadRequest({ message: `entitlements[${index}]: ${key} is listed twice` })
+          if (seen.has(key)) return yield* new InvalidPlanComponent({ message: `entitlements[${index}]: ${key} is listed twice` })
           seen.add(key)
           specs.push(spec)
         }
@@ -285,7 +285,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         return specs
       })
 
-    const storeComponents = (organizationId: string, planId: string, specs: ReadonlyArray<ComponentSpec>) =>
+    const storeComponents = (organizationId: OrganizationId, planId: string, specs: ReadonlyArray<ComponentSpec>) =>
       Effect.gen(function*() {
         yield* sql`DELETE FROM plan_components WHERE organization_id = ${organizationId} AND plan_id = ${planId}`
         yield* sql`INSERT INTO plan_components ${
@@ -310,7 +310,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
       })
 
     /** Plans with their components priced at the catalogue's current prices, in the rows' order. */
-    const priced = (organizationId: string, rows: ReadonlyArray<PlanRow>) =>
+    const priced = (organizationId: OrganizationId, rows: ReadonlyArray<PlanRow>) =>
       Effect.gen(function*() {
         if (rows.length === 0) return []
         const componentRows = yield* findAll(
@@ -346,30 +346,30 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
 
     const findRow = findByIdOr(sql, PlanRow, "plans", notFound)
 
-    const getPriced = (organizationId: string, id: string) =>
+    const getPriced = (organizationId: OrganizationId, id: string) =>
       Effect.flatMap(findRow(organizationId, id, false), (row) =>
         Effect.map(priced(organizationId, [row]), (plans) => plans[0]!))
 
-    const get = (organizationId: string, id: string) =>
+    const get = (organizationId: OrganizationId, id: string) =>
       Effect.map(getPriced(organizationId, id), (pricedPlan) => pricedPlan.plan)
 
     /** The plan as stored now, checked as a whole: funding rule and a cost of 0 or more. */
-    const checkedPlan = (organizationId: string, id: string) =>
+    const checkedPlan = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const plan = yield* get(organizationId, id)
         if (plan.walletFundedArrear) {
           const problem = walletFundingProblem(plan.entitlements)
-          if (problem !== undefined) return yield* new BadRequest({ message: problem })
+          if (problem !== undefined) return yield* new InvalidWalletFunding({ message: problem })
         }
         if (BigDecimal.lessThan(plan.cost, ZERO)) {
-          return yield* new BadRequest({
+          return yield* new NegativePlanCost({
             message: `priceAdjustment would make the plan cost negative (${BigDecimal.format(plan.cost)})`
           })
         }
         return plan
       })
 
-    const create = (organizationId: string, input: PlanCreate) =>
+    const create = (organizationId: OrganizationId, input: PlanCreate) =>
       Effect.gen(function*() {
         const specs = yield* specsOf(organizationId, input.entitlements)
         const id = makeId("plan")
@@ -392,13 +392,13 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     const page = findCataloguePage(sql, PlanRow, "plans")
-    const list = (organizationId: string, query: CatalogueListQuery) =>
+    const list = (organizationId: OrganizationId, query: CatalogueListQuery) =>
       Effect.flatMap(
         page(organizationId, query),
         (rows) => Effect.map(priced(organizationId, rows), (plans) => plans.map((p) => p.plan))
       )
 
-    const update = (organizationId: string, id: string, patch: PlanUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: PlanUpdate) =>
       Effect.gen(function*() {
         yield* findRow(organizationId, id, true)
         if (patch.entitlements !== undefined) {
@@ -415,7 +415,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Archives or unarchives; an archived plan is not purchasable. Doing it twice answers the same plan. */
-    const setActive = (organizationId: string, id: string, active: boolean) =>
+    const setActive = (organizationId: OrganizationId, id: string, active: boolean) =>
       Effect.gen(function*() {
         yield* findRow(organizationId, id, true)
         yield* sql`UPDATE plans SET is_active = ${active}, updated_at = now()
@@ -429,8 +429,8 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
       get,
       getPriced,
       update,
-      archive: (organizationId: string, id: string) => setActive(organizationId, id, false),
-      unarchive: (organizationId: string, id: string) => setActive(organizationId, id, true)
+      archive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, false),
+      unarchive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, true)
     } as const
   })
 }) {}

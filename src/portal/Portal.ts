@@ -5,14 +5,15 @@
  */
 import { Effect, Either, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { Forbidden } from "../errors.ts"
+import { OrganizationMismatch } from "../errors.ts"
 import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "../links/SignedToken.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
+import { CustomerId, OrganizationId } from "../ids.ts"
 
 /** How long a portal token is valid. */
 export const PORTAL_TOKEN_MINUTES = 15
 
-export const PortalClaims = Schema.Struct({ org: Schema.String, customerId: Schema.String, exp: Schema.Number })
+export const PortalClaims = Schema.Struct({ org: OrganizationId, customerId: CustomerId, exp: Schema.Number })
 export type PortalClaims = typeof PortalClaims.Type
 
 /** The portal page's address at `origin` for `token`. */
@@ -25,13 +26,13 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
 
     /** A token for the customer, and the portal's URL at `origin`. */
     const mint = (
-      organizationId: string,
-      input: { readonly customerId: string; readonly organizationId?: string | undefined },
+      organizationId: OrganizationId,
+      input: { readonly customerId: CustomerId; readonly organizationId?: string | undefined },
       origin: string
     ) =>
       Effect.gen(function*() {
         if (input.organizationId !== undefined && input.organizationId !== organizationId) {
-          return yield* new Forbidden({ message: "organizationId does not match the API key's organisation" })
+          return yield* new OrganizationMismatch({ message: "organizationId does not match the API key's organisation" })
         }
         yield* customers.get(organizationId, input.customerId)
         const expiresAt = new Date(Date.now() + PORTAL_TOKEN_MINUTES * 60_000)
@@ -41,7 +42,7 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
       })
 
     /** The claims of a genuine, unexpired token of `organizationId`; None otherwise. */
-    const verify = (organizationId: string, token: string, now = new Date()) =>
+    const verify = (organizationId: OrganizationId, token: string, now = new Date()) =>
       Effect.map(keys.secretOf(organizationId), (secret) => {
         const checked = checkToken(secret, "pt", token, PortalClaims, now)
         return Either.isRight(checked) && checked.right.org === organizationId

@@ -6,11 +6,14 @@ import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/Documented.ts"
 import { strict, Timestamp } from "../schema.ts"
 import { customerNotFound } from "../customers/CustomersApi.ts"
+import { CustomerId } from "../ids.ts"
 
 const NonEmpty = Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))
 
 export const PortalTokenRequest = Schema.Struct({
-  customerId: NonEmpty.annotations({ description: "The service's id of the customer the portal shows." }),
+  customerId: CustomerId.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
+    description: "The service's id of the customer the portal shows."
+  }),
   organizationId: Schema.optional(NonEmpty).annotations({
     description: "Your organisation's id; when sent it must be the key's organisation (403 otherwise)."
   })

@@ -17,6 +17,7 @@ import { invoicePath, InvoiceLinkClaims } from "../links/InvoiceLinks.ts"
 import { Portal } from "./Portal.ts"
 import { checkToken, claimedOrganization, type TokenRefusal } from "../links/SignedToken.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
+import { type CustomerId, type OrganizationId } from "../ids.ts"
 
 /** How many usage rows and invoices the portal lists. */
 export const PORTAL_LATEST_USAGE = 10
@@ -70,6 +71,9 @@ export const utcDays = (from: Date, to: Date): Array<string> => {
   return days
 }
 
+/** A page whose organisation, customer, purchase or invoice is gone answers as if the address named nothing. */
+const notFoundPage = () => Effect.succeed(Either.left<PageRefusal>("NotFound"))
+
 export class PortalView extends Effect.Service<PortalView>()("PortalView", {
   effect: Effect.gen(function*() {
     const portal = yield* Portal
@@ -81,7 +85,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
     const usage = yield* UsageLog
     const invoices = yield* Invoices
 
-    const header = (organizationId: string, customerId: string) =>
+    const header = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         const organization = yield* organizations.get(organizationId)
         const customer = yield* customers.get(organizationId, customerId)
@@ -132,7 +136,13 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           })),
           expiresAt: new Date(exp)
         })
-      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))))
+      }).pipe(
+        Effect.catchTags({
+          OrganizationNotFound: notFoundPage,
+          CustomerNotFound: notFoundPage,
+          PurchaseNotFound: notFoundPage
+        })
+      )
 
     const invoicePage = (invoiceId: string, token: string, now = new Date()) =>
       Effect.gen(function*() {
@@ -149,7 +159,13 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         if (invoice.customerId !== claims.customerId) return Either.left<PageRefusal>("NotFound")
         const { header: names, organization } = yield* header(claims.org, claims.customerId)
         return Either.right<InvoicePageView>({ ...names, invoice, paymentInstructions: organization.paymentInstructions })
-      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))))
+      }).pipe(
+        Effect.catchTags({
+          OrganizationNotFound: notFoundPage,
+          CustomerNotFound: notFoundPage,
+          InvoiceNotFound: notFoundPage
+        })
+      )
 
     return { portalPage, invoicePage } as const
   })

@@ -12,8 +12,16 @@ import { ensureActive } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { Members } from "../members/Members.ts"
 import { dieOnSqlError, findOne, orDie } from "../db/Sql.ts"
-import { Conflict, NoActivePlan, NotFound, NotOnPlan, Unprocessable, UnknownMember } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import {
+  CompositeIncomplete,
+  CompositeNotFound,
+  NoActivePlan,
+  NotOnPlan,
+  OutcomeRunCompleted,
+  OutcomeRunNotFound,
+  UnknownMember
+} from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { inboxRowOf, type Moment, momentOf } from "./InboxRow.ts"
 import { insertSignals, tooOldRefusal } from "./InboxWriter.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
@@ -37,7 +45,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
     const members = yield* Members
     const metering = yield* Metering
 
-    const sentWithKey = (organizationId: string, route: SignalRoute, key: string | undefined) =>
+    const sentWithKey = (organizationId: OrganizationId, route: SignalRoute, key: string | undefined) =>
       key === undefined
         ? Effect.succeed(Option.none<typeof Sent.Type>())
         : findOne(
@@ -47,7 +55,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
         )
 
     /** The customer of a synchronous completion: unknown is 404, archived 409. */
-    const activeCustomer = (organizationId: string, input: SignalInput) =>
+    const activeCustomer = (organizationId: OrganizationId, input: SignalInput) =>
       Effect.gen(function*() {
         const customer = yield* customers.resolve(organizationId, input)
         yield* ensureActive(customer, "cannot receive signals")
@@ -61,7 +69,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
       })
 
     /** The original answer of a completion sent again with the same key. */
-    const replayedAnswer = <A>(organizationId: string, route: SignalRoute, key: string | undefined) =>
+    const replayedAnswer = <A>(organizationId: OrganizationId, route: SignalRoute, key: string | undefined) =>
       Effect.map(sentWithKey(organizationId, route, key), Option.map((row) => row.response as A))
 
     /**
@@ -70,7 +78,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
      * here, in the completion's transaction: completions are answered
      * synchronously and read the database anyway).
      */
-    const completionMoment = (organizationId: string, input: SignalInput) =>
+    const completionMoment = (organizationId: OrganizationId, input: SignalInput) =>
       Effect.gen(function*() {
         const now = Date.now()
         const moment = momentOf(input, now)
@@ -93,7 +101,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
      * as the unique index did before; its retry is answered the first completion.
      */
     const recordCompletion = <A>(
-      organizationId: string,
+      organizationId: OrganizationId,
       route: "OUTCOME_COMPLETE" | "COMPOSITE_COMPLETE",
       rawId: string,
       input: SignalInput,
@@ -110,7 +118,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
       })
 
     /** Closes an outcome run: 200 once; 404 for a run with no step of this customer; 409 when already closed. */
-    const completeOutcome = (organizationId: string, input: typeof OutcomeCompleteSignal.Type) =>
+    const completeOutcome = (organizationId: OrganizationId, input: typeof OutcomeCompleteSignal.Type) =>
       Effect.gen(function*() {
         const earlier = yield* replayedAnswer<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
         if (Option.isSome(earlier)) return earlier.value
@@ -120,7 +128,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
           WHERE organization_id = ${organizationId} AND run_id = ${input.runId} AND route = 'OUTCOME'
             AND (customer_id = ${customer.id} OR (customer_id IS NULL AND external_id = ${customer.externalId}))
           LIMIT 1`
-        if (steps.length === 0) return yield* new NotFound({ message: `Outcome run ${input.runId} not found` })
+        if (steps.length === 0) return yield* new OutcomeRunNotFound({ message: `Outcome run ${input.runId} not found` })
         const rawId = makeId("sig")
         const closed = yield* sql`INSERT INTO outcome_runs (organization_id, run_id, customer_id, signal_id)
           VALUES (${organizationId}, ${input.runId}, ${customer.id}, ${rawId})
@@ -129,7 +137,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
           // A twin with the same key may have closed it a moment ago: that is a replay, not a clash.
           const twin = yield* replayedAnswer<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
           if (Option.isSome(twin)) return twin.value
-          return yield* new Conflict({ message: `Outcome run ${input.runId} has already been completed` })
+          return yield* new OutcomeRunCompleted({ message: `Outcome run ${input.runId} has already been completed` })
         }
         return yield* recordCompletion<OutcomeCompleted>(
           organizationId,
@@ -150,7 +158,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
      * the tag (200, billed once however often it is completed); otherwise parks
      * it (422) until the worker sees the last missing signal.
      */
-    const completeComposite = (organizationId: string, input: typeof CompositeCompleteSignal.Type) =>
+    const completeComposite = (organizationId: OrganizationId, input: typeof CompositeCompleteSignal.Type) =>
       Effect.gen(function*() {
         const attempt = yield* Effect.gen(function*() {
           const earlier = yield* replayedAnswer<CompositeCompleted>(organizationId, "COMPOSITE_COMPLETE", input.idempotencyKey)
@@ -159,7 +167,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
           const moment = yield* completionMoment(organizationId, input)
           const { refId, value } = tagOf(input.composite)
           const found = yield* liveComposite(sql, organizationId, refId)
-          if (Option.isNone(found)) return yield* new NotFound({ message: `No live composite has refId ${refId}` })
+          if (Option.isNone(found)) return yield* new CompositeNotFound({ message: `No live composite has refId ${refId}` })
           const composite = found.value
           const purchase = yield* metering.currentPurchase(organizationId, customer.id)
           if (Option.isNone(purchase)) return yield* new NoActivePlan({ message: "Customer has no active plan" })
@@ -200,7 +208,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
           return { _tag: "Completed", answer: completed } as CompositeAttempt
         }).pipe(sql.withTransaction, dieOnSqlError)
         if (attempt._tag === "Parked") {
-          return yield* new Unprocessable({
+          return yield* new CompositeIncomplete({
             message: `Composite occurrence is not ready to complete: waiting for ${attempt.missing.join(", ")}; ` +
               "it completes itself once they arrive"
           })

@@ -11,7 +11,7 @@
  */
 import { Either } from "effect"
 import { namedCustomer } from "../customers/Customer.ts"
-import { BadRequest } from "../errors.ts"
+import { type CustomerRefMissing, InvalidSignal } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { unstorableText } from "../schema.ts"
 import { instantOf, lateAfterMs, maxTimestampLeadMs, type SignalInput, type SignalRoute, tagOf } from "./Signal.ts"
@@ -55,7 +55,7 @@ export interface Moment {
 }
 
 /** A signal without a timestamp: its moment is its intake (no allocation per request on the intake lane). */
-const atIntake: Either.Either<Moment, BadRequest> = Either.right({
+const atIntake: Either.Either<Moment, InvalidSignal> = Either.right({
   occurredAt: null,
   late: false,
   intakeAt: undefined,
@@ -67,16 +67,16 @@ const atIntake: Either.Either<Moment, BadRequest> = Either.right({
  * 5 minutes ahead of the service's clock is a 400 naming the field. (The
  * late-usage window is the organisation's: the inbox insert checks it.)
  */
-export const momentOf = (input: SignalInput, now: number): Either.Either<Moment, BadRequest> => {
+export const momentOf = (input: SignalInput, now: number): Either.Either<Moment, InvalidSignal> => {
   if (input.timestamp === undefined) return atIntake
   const intakeAt = new Date(now).toISOString()
   const occurred = instantOf(input.timestamp)
   // The schema has vouched for the text; an instant Date cannot hold is refused as the schema would.
   if (occurred === undefined || Number.isNaN(new Date(occurred).getTime())) {
-    return Either.left(new BadRequest({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
+    return Either.left(new InvalidSignal({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
   }
   if (occurred > now + maxTimestampLeadMs) {
-    return Either.left(new BadRequest({
+    return Either.left(new InvalidSignal({
       message: `Invalid request: timestamp: must not be more than 5 minutes ahead of the service's clock (${intakeAt})`
     }))
   }
@@ -101,6 +101,9 @@ const unstorableWords = {
   LONE_SURROGATE: "text must not contain unpaired UTF-16 surrogates"
 } as const
 
+/** Why a signal's body is refused before anything is written. */
+export type InvalidBody = InvalidSignal | CustomerRefMissing
+
 /** The row of a request whose `body` is what the inbox keeps, at `moment`; or why it is refused before any write. */
 export const inboxRowOf = (
   organizationId: string,
@@ -109,11 +112,11 @@ export const inboxRowOf = (
   body: unknown,
   moment: Moment,
   made: { readonly id?: string; readonly response?: unknown } = {}
-): Either.Either<InboxRow, BadRequest> => {
+): Either.Either<InboxRow, InvalidBody> => {
   const named = namedCustomer(input)
   if (Either.isLeft(named)) return Either.left(named.left)
   const unstorable = unstorableText(body)
-  if (unstorable !== undefined) return Either.left(new BadRequest({ message: `Invalid request: ${unstorableWords[unstorable.reason]}` }))
+  if (unstorable !== undefined) return Either.left(new InvalidSignal({ message: `Invalid request: ${unstorableWords[unstorable.reason]}` }))
   const tag = input.composite ? tagOf(input.composite) : undefined
   return Either.right({
     organizationId,

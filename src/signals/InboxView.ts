@@ -6,7 +6,8 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { findAll, findByIdOr, orDie, pageClause } from "../db/Sql.ts"
-import { Conflict, NotFound } from "../errors.ts"
+import { SignalAlreadyProcessed, SignalNotFound } from "../errors.ts"
+import type { CustomerId, OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
 import { SignalRecord, type SignalStatus } from "./Signal.ts"
 
@@ -21,7 +22,7 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
 
-    const list = (organizationId: string, query: SignalListQuery) =>
+    const list = (organizationId: OrganizationId, query: SignalListQuery) =>
       findAll(
         SignalRecord,
         sql`SELECT * FROM signals
@@ -31,18 +32,18 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
               ${pageClause(sql, query.page)}`
       )
 
-    const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new NotFound({ message: `Signal ${id} not found` }))
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new SignalNotFound({ message: `Signal ${id} not found` }))
+    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
 
     /**
      * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
      * was billed, and replaying it would bill it twice.
      */
-    const replay = (organizationId: string, id: string) =>
+    const replay = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const signal = yield* get(organizationId, id)
         if (signal.status === "PROCESSED") {
-          return yield* new Conflict({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
+          return yield* new SignalAlreadyProcessed({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
         }
         const rows = yield* findAll(
           SignalRecord,
@@ -54,7 +55,7 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
       })
 
     /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
-    const replayable = (organizationId: string, customerId: string) =>
+    const replayable = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         const customer = yield* customers.get(organizationId, customerId)
         return yield* orDie(

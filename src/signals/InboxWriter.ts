@@ -31,7 +31,7 @@ import { SqlClient } from "@effect/sql"
 import { Cause, Chunk, Effect, Exit, FiberId, FiberSet, Queue, Schema } from "effect"
 import { constVoid } from "effect/Function"
 import { decodeRows } from "../db/Sql.ts"
-import { CustomerArchived, CustomerNotFound, Unprocessable } from "../errors.ts"
+import { CustomerArchived, CustomerNotFound, TimestampTooOld } from "../errors.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
 import type { InboxRow } from "./InboxRow.ts"
 
@@ -47,11 +47,11 @@ export interface Written {
  * or an archived one; or its timestamp is older than the workspace's
  * late-usage window (422).
  */
-export type Refusal = CustomerNotFound | CustomerArchived | Unprocessable
+export type Refusal = CustomerNotFound | CustomerArchived | TimestampTooOld
 
 /** The 422 of a timestamp older than the workspace's late-usage window. */
 export const tooOldRefusal = (lateUsageDays: number) =>
-  new Unprocessable({
+  new TimestampTooOld({
     message: `timestamp is older than this workspace's late-usage window of ${lateUsageDays} ` +
       `${lateUsageDays === 1 ? "day" : "days"}`
   })

@@ -9,10 +9,11 @@
  */
 import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { constVoid } from "effect/Function"
-import { BadRequest, errorStatus, type ServiceError } from "../errors.ts"
+import { errorStatus, InvalidSignal, type ServiceError } from "../errors.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
-import { type InboxRow, inboxRowOf, momentOf } from "./InboxRow.ts"
+import { type InboxRow, inboxRowOf, type InvalidBody, momentOf } from "./InboxRow.ts"
+import type { OrganizationId } from "../ids.ts"
 import { awaitAnswer, InboxWriter, type Refusal, type Written } from "./InboxWriter.ts"
 import {
   type Acknowledgement,
@@ -32,7 +33,7 @@ export type QueuedRoute = Exclude<SignalRoute, "OUTCOME_COMPLETE" | "COMPOSITE_C
 export type SignalOf<R extends SignalRoute> = Schema.Schema.Type<(typeof schemaOfRoute)[R]>
 
 /** Why a queued signal is refused: its body (400), its customer (404/409) or its timestamp (400/422). */
-export type IntakeRefusal = BadRequest | Refusal
+export type IntakeRefusal = InvalidBody | Refusal
 
 const queuedRoutes: ReadonlyArray<QueuedRoute> = ["CREDIT", "OUTCOME", "UNIT", "WALLET"]
 
@@ -66,25 +67,25 @@ export const storedBody = (route: QueuedRoute, input: unknown) =>
 
 /** A body its route's schema refuses, in the words the HttpApi routes use. */
 const invalidBody = (error: ParseResult.ParseError) =>
-  new BadRequest({ message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
+  new InvalidSignal({ message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
 
 /** The inbox row of a decoded request of a queued route, or why it is refused before anything is written. */
-const rowOf = (organizationId: string, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, BadRequest> => {
+const rowOf = (organizationId: OrganizationId, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, InvalidBody> => {
   const moment = momentOf(input, Date.now())
   if (Either.isLeft(moment)) return Either.left(moment.left)
   return inboxRowOf(organizationId, route, input, storedBody(route, input), moment.right)
 }
 
 /** One batch item: its inbox row, or the error its single route would have answered. */
-const batchRowOf = (organizationId: string, item: unknown): Either.Either<InboxRow, BadRequest> => {
+const batchRowOf = (organizationId: OrganizationId, item: unknown): Either.Either<InboxRow, InvalidBody> => {
   if (typeof item !== "object" || item === null || Array.isArray(item)) {
-    return Either.left(new BadRequest({ message: "Invalid request: a signal must be a JSON object with a type" }))
+    return Either.left(new InvalidSignal({ message: "Invalid request: a signal must be a JSON object with a type" }))
   }
   const { type, ...fields } = item as Record<string, unknown>
-  if (type === undefined) return Either.left(new BadRequest({ message: "Invalid request: type: is missing" }))
+  if (type === undefined) return Either.left(new InvalidSignal({ message: "Invalid request: type: is missing" }))
   if (typeof type !== "string" || !Object.hasOwn(batchRoutes, type)) {
     const completion = typeof type === "string" ? /^(outcome|composite)[_ ]?complete$/i.exec(type) : null
-    return Either.left(new BadRequest({
+    return Either.left(new InvalidSignal({
       message: completion
         ? `Invalid request: type: ${type} is not accepted in a batch; send it to ` +
           `POST /signal/${completion[1]!.toLowerCase()}/complete`
@@ -116,7 +117,7 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
      * (its client went away). As an effect: `awaitAnswer` (InboxWriter.ts).
      */
     const accept = <R extends QueuedRoute>(
-      organizationId: string,
+      organizationId: OrganizationId,
       route: R,
       input: SignalOf<R>,
       answer: (exit: Exit.Exit<Acknowledgement, IntakeRefusal>) => void
@@ -135,10 +136,10 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
      * order. Every accepted item is written by one statement (plus one look-up
      * when keys were taken), whatever the count.
      */
-    const acceptBatch = (organizationId: string, items: ReadonlyArray<unknown>) =>
+    const acceptBatch = (organizationId: OrganizationId, items: ReadonlyArray<unknown>) =>
       Effect.gen(function*() {
         if (items.length < 1 || items.length > maxBatchSize) {
-          return yield* new BadRequest({
+          return yield* new InvalidSignal({
             message: `Invalid request: signals: must hold 1 to ${maxBatchSize.toLocaleString("en")} signals`
           })
         }

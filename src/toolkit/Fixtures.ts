@@ -17,7 +17,7 @@ import { Customers } from "../customers/Customers.ts"
 import { CustomerCreate } from "../customers/Customer.ts"
 import { Credits } from "../credits/Credits.ts"
 import { CreditCreate } from "../credits/Credit.ts"
-import { BadRequest } from "../errors.ts"
+import { FixtureTargetNotFound } from "../errors.ts"
 import { MAX_LIMIT } from "../Page.ts"
 import { Models } from "../models/Models.ts"
 import { ModelSet } from "../models/Model.ts"
@@ -31,6 +31,7 @@ import { Units } from "../units/Units.ts"
 import { UnitCreate } from "../units/Unit.ts"
 import { WebhookEndpoints } from "../webhooks/Endpoints.ts"
 import { EndpointCreate } from "../webhooks/Webhook.ts"
+import type { CustomerId, OrganizationId } from "../ids.ts"
 
 /** A catalogue record named by its agentKey (credits, outcomes, units) or refId (composites). */
 const Key = RefId
@@ -118,7 +119,7 @@ const listQuery = (cursor: string | undefined) => ({ page: { limit: MAX_LIMIT, c
  * reports every record with whether it was made now or found.
  */
 export const loadFixtures = (
-  organizationId: string,
+  organizationId: OrganizationId,
   document: FixtureDocument,
   onRecord: (record: LoadedRecord) => void = () => {}
 ) =>
@@ -134,18 +135,18 @@ export const loadFixtures = (
     const endpoints = yield* WebhookEndpoints
 
     const loaded: Array<LoadedRecord> = []
-    const note = (kind: FixtureKind, key: string, id: string, created: boolean, secret?: string) => {
+    const note = <Id extends string>(kind: FixtureKind, key: string, id: Id, created: boolean, secret?: string) => {
       const record: LoadedRecord = { kind, key, id, status: created ? "created" : "existing", ...(secret ? { secret } : {}) }
       loaded.push(record)
       onRecord(record)
       return id
     }
     /** The id of an existing record, or of the one `create` makes. */
-    const ensure = <E, R>(
+    const ensure = <Id extends string, E, R>(
       kind: FixtureKind,
       key: string,
-      existing: Option.Option<{ readonly id: string }>,
-      create: () => Effect.Effect<{ readonly id: string }, E, R>
+      existing: Option.Option<{ readonly id: Id }>,
+      create: () => Effect.Effect<{ readonly id: Id }, E, R>
     ) =>
       Option.match(existing, {
         onSome: (found) => Effect.succeed(note(kind, key, found.id, false)),
@@ -213,7 +214,7 @@ export const loadFixtures = (
           : Option.fromNullable(
             (yield* allPages((cursor) => composites.list(organizationId, listQuery(cursor)))).find((c) => c.refId === key)
           )
-        if (Option.isNone(found)) return yield* new BadRequest({ message: `fixtures: no active ${kind} with key ${key}` })
+        if (Option.isNone(found)) return yield* new FixtureTargetNotFound({ message: `fixtures: no active ${kind} with key ${key}` })
         known.set(key, found.value.id)
         return found.value.id
       })
@@ -266,7 +267,7 @@ export const loadFixtures = (
       }
     }
 
-    const customerIds = new Map<string, string>()
+    const customerIds = new Map<string, CustomerId>()
     for (const customer of document.customers ?? []) {
       const found = yield* Effect.option(customers.getByExternalId(organizationId, customer.externalId))
       customerIds.set(
@@ -284,7 +285,7 @@ export const loadFixtures = (
           (active) => active.find((p) => p.name === purchase.plan)?.id
         ))
       if (planId === undefined) {
-        return yield* new BadRequest({ message: `fixtures: no active plan named ${purchase.plan}` })
+        return yield* new FixtureTargetNotFound({ message: `fixtures: no active plan named ${purchase.plan}` })
       }
       const current = yield* allPages((cursor) =>
         purchases.list(organizationId, { customerId, page: { limit: MAX_LIMIT, cursor } })

@@ -4,7 +4,7 @@
  * document like any other, loaded into a fresh organisation.
  */
 import { Effect, ParseResult, Schema } from "effect"
-import { BadRequest } from "../errors.ts"
+import { InvalidWebhookUrl } from "../errors.ts"
 import { describeIssues } from "../schema.ts"
 import { Organizations } from "../organizations/Organizations.ts"
 import { WebhookUrl } from "../webhooks/Webhook.ts"
@@ -114,7 +114,7 @@ export const seedWorkspace = (options: { readonly name: string; readonly webhook
     yield* Effect.mapError(
       Schema.decodeUnknown(WebhookUrl)(options.webhookUrl),
       (error) =>
-        new BadRequest({
+        new InvalidWebhookUrl({
           message: `webhook url: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}`
         })
     )

@@ -8,8 +8,8 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect } from "effect"
 import { decodeRows, dieOnSqlError, findByIdOr, findCataloguePage, orDie, uniqueOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { AgentKeyTaken, InvalidUnitPricing, UnitNotFound } from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { tierProblem } from "../pricing/Pricing.ts"
 import { type PricingType, Unit, type UnitCreate, type UnitTier, type UnitUpdate } from "./Unit.ts"
@@ -30,10 +30,10 @@ interface ResolvedPricing {
   readonly tiers: ReadonlyArray<StoredTier>
 }
 
-const notFound = (id: string) => new NotFound({ message: `Unit ${id} not found` })
+const notFound = (id: string) => new UnitNotFound({ message: `Unit ${id} not found` })
 
 const agentKeyTaken = (agentKey: string) =>
-  new Conflict({ message: `agentKey ${agentKey} is already used by another active unit` })
+  new AgentKeyTaken({ message: `agentKey ${agentKey} is already used by another active unit` })
 
 const storedTiers = (tiers: ReadonlyArray<{ readonly upTo: Decimal | null; readonly price: Decimal }>) =>
   tiers.map((tier, index): StoredTier => ({
@@ -59,8 +59,8 @@ const keptTiers = (tiers: ReadonlyArray<UnitTier>) =>
 const resolvePricing = (
   input: Pick<UnitUpdate, "pricingType" | "flatPrice" | "tiers">,
   current: Unit | undefined
-): Effect.Effect<ResolvedPricing, BadRequest> => {
-  const fail = (message: string) => Effect.fail(new BadRequest({ message }))
+): Effect.Effect<ResolvedPricing, InvalidUnitPricing> => {
+  const fail = (message: string) => Effect.fail(new InvalidUnitPricing({ message }))
   const pricingType = input.pricingType ?? current?.pricingType
   if (pricingType === undefined) return fail("pricingType is required")
   if (pricingType === "FLAT") {
@@ -100,7 +100,7 @@ export class Units extends Effect.Service<Units>()("Units", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const authorName = (organizationId: string, author: UnitAuthor) =>
+    const authorName = (organizationId: OrganizationId, author: UnitAuthor) =>
       "name" in author
         ? Effect.succeed(author.name)
         : Effect.map(
@@ -109,7 +109,7 @@ export class Units extends Effect.Service<Units>()("Units", {
           (rows) => rows[0]?.name ?? "api"
         )
 
-    const create = (organizationId: string, input: UnitCreate, author: UnitAuthor) =>
+    const create = (organizationId: OrganizationId, input: UnitCreate, author: UnitAuthor) =>
       Effect.gen(function*() {
         const pricing = yield* resolvePricing(input, undefined)
         const rows = yield* sql`INSERT INTO units ${
@@ -131,9 +131,9 @@ export class Units extends Effect.Service<Units>()("Units", {
     const find = findByIdOr(sql, Unit, "units", notFound)
 
     /** A unit by id, archived or not. */
-    const get = (organizationId: string, id: string) => find(organizationId, id, false)
+    const get = (organizationId: OrganizationId, id: string) => find(organizationId, id, false)
 
-    const update = (organizationId: string, id: string, patch: UnitUpdate) =>
+    const update = (organizationId: OrganizationId, id: string, patch: UnitUpdate) =>
       Effect.gen(function*() {
         const current = yield* find(organizationId, id, true)
         const pricing = yield* resolvePricing(patch, current)
@@ -153,7 +153,7 @@ export class Units extends Effect.Service<Units>()("Units", {
      * Archives or unarchives; doing it twice answers the same unit. Unarchiving
      * a unit whose agentKey another active unit has taken since is a 409.
      */
-    const setActive = (organizationId: string, id: string, active: boolean) =>
+    const setActive = (organizationId: OrganizationId, id: string, active: boolean) =>
       Effect.gen(function*() {
         const current = yield* find(organizationId, id, true)
         if (current.isActive === active) return current
@@ -170,8 +170,8 @@ export class Units extends Effect.Service<Units>()("Units", {
       list,
       get,
       update,
-      archive: (organizationId: string, id: string) => setActive(organizationId, id, false),
-      unarchive: (organizationId: string, id: string) => setActive(organizationId, id, true)
+      archive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, false),
+      unarchive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, true)
     } as const
   })
 }) {}

@@ -2,7 +2,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { groupApi } from "../http/GroupApi.ts"
 import { UnitsApi } from "./UnitsApi.ts"
-import { CurrentOrganization, forOrganization } from "../http/Auth.ts"
+import { forCaller, forOrganization } from "../http/Auth.ts"
 import { toCatalogueQuery } from "../http/Pagination.ts"
 import { Units } from "./Units.ts"
 
@@ -15,7 +15,7 @@ export const UnitsHttpLive = HttpApiBuilder.group(groupApi(UnitsApi), "units", (
           Effect.map((list) => ({ units: list }))
         ))
       .handle("create", ({ payload }) =>
-        Effect.flatMap(CurrentOrganization, (caller) =>
+        forCaller((caller) =>
           units.create(caller.organizationId, payload, { apiKeyId: caller.apiKeyId })).pipe(
             Effect.map((unit) => ({ created: true as const, unit }))
           ))

@@ -46,8 +46,14 @@ import { PurchaseRow } from "../billing/Purchase.ts"
 import { refreshDrafts } from "../billing/DraftInvoices.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
-import { Conflict, IdempotencyKeyReused, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import {
+  IdempotencyKeyReused,
+  UsageAlreadyReversed,
+  UsageNotReversible,
+  UsageRowIsReversal,
+  UsageRowNotFound
+} from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { type BalanceMove, Ledger } from "../ledger/Ledger.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, strict, Timestamp } from "../schema.ts"
@@ -125,13 +131,13 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
     const ledger = yield* Ledger
     const usageLog = yield* UsageLog
 
-    const notFound = (id: string) => new NotFound({ message: `Usage-log row ${id} not found` })
+    const notFound = (id: string) => new UsageRowNotFound({ message: `Usage-log row ${id} not found` })
 
     /** A row of the usage log as the log reads it (inside the caller's transaction). */
-    const record = (organizationId: string, id: string) =>
+    const record = (organizationId: OrganizationId, id: string) =>
       Effect.map(usageLog.lookup(organizationId, [id]), ({ rows }) => rows[0]!)
 
-    const splitOf = (row: Original): Effect.Effect<Split, Conflict> => {
+    const splitOf = (row: Original): Effect.Effect<Split, UsageNotReversible> => {
       if (row.advanceQuantity !== null && row.arrearQuantity !== null && row.arrearCharge !== null) {
         return Effect.succeed({
           advanceQuantity: row.advanceQuantity,
@@ -146,7 +152,7 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
           return Effect.succeed({ advanceQuantity: ZERO, arrearQuantity: row.quantity, arrearCharge: row.customerCost })
         case "MIXED":
           return Effect.fail(
-            new Conflict({
+            new UsageNotReversible({
               message: `Usage-log row ${row.id} was split between allowance and arrears before rows recorded the ` +
                 "split; it cannot be reversed exactly"
             })
@@ -156,7 +162,7 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
       }
     }
 
-    const reverse = (organizationId: string, id: string, input: ReverseInput) =>
+    const reverse = (organizationId: OrganizationId, id: string, input: ReverseInput) =>
       Effect.gen(function*() {
         const reversalId = makeId("usg")
         if (input.idempotencyKey !== undefined) {
@@ -193,10 +199,10 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
         if (Option.isNone(found)) return yield* notFound(id)
         const row = found.value
         if (row.reverses !== null) {
-          return yield* new Conflict({ message: `Usage-log row ${id} is a reversal of ${row.reverses}; it cannot be reversed` })
+          return yield* new UsageRowIsReversal({ message: `Usage-log row ${id} is a reversal of ${row.reverses}; it cannot be reversed` })
         }
         if (row.reversedBy !== null) {
-          return yield* new Conflict({ message: `Usage-log row ${id} was already reversed by ${row.reversedBy}` })
+          return yield* new UsageAlreadyReversed({ message: `Usage-log row ${id} was already reversed by ${row.reversedBy}` })
         }
         if (row.archivedAt !== null) return yield* archivedRefusal(row.customerId, "its usage cannot be reversed")
         const split = yield* splitOf(row)
@@ -236,7 +242,7 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
                   FOR UPDATE`
             )
             if (ended === undefined) {
-              return yield* new Conflict({
+              return yield* new UsageNotReversible({
                 message: `Usage-log row ${id} belongs to an ended cycle of purchase ${row.purchaseId} that has no ` +
                   "record; it cannot be reversed"
               })

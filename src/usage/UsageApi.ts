@@ -9,12 +9,13 @@ import { strict } from "../schema.ts"
 import { ReverseRequest } from "./Reversals.ts"
 import { MAX_LOOKUP_IDS } from "./UsageLog.ts"
 import { Meter, UsageLogEntry, UsageLogLookupEntry } from "./UsageLogEntry.ts"
+import { CustomerId } from "../ids.ts"
 
 const Instant = Schema.Date.annotations({ message: () => "must be an ISO 8601 timestamp" })
 
 export const UsageLogParams = Schema.Struct({
   ...PageParams,
-  customerId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
+  customerId: CustomerId.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
     description: "The service's id of the customer whose usage is listed."
   }),
   from: Schema.optional(Instant).annotations({

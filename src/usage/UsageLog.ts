@@ -10,6 +10,7 @@ import { findAll, pageClause } from "../db/Sql.ts"
 import type { Page } from "../Page.ts"
 import { Money } from "../schema.ts"
 import { type Meter, UsageRecord } from "./UsageLogEntry.ts"
+import { type CustomerId, type OrganizationId } from "../ids.ts"
 
 export interface UsageQuery {
   readonly page: Page
@@ -57,7 +58,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
           AND (${query.meter ?? null}::text IS NULL OR u.meter = ${query.meter ?? null})`
 
     /** A customer's rows, oldest first unless the page asks for newest first; another organisation's customer is 404. */
-    const forCustomer = (organizationId: string, customerId: string, query: UsageQuery) =>
+    const forCustomer = (organizationId: OrganizationId, customerId: CustomerId, query: UsageQuery) =>
       Effect.gen(function*() {
         yield* customers.get(organizationId, customerId)
         return yield* findAll(
@@ -69,7 +70,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
       })
 
     /** Rows by id in the order asked, duplicates removed; ids matching nothing are `notFound`. */
-    const lookup = (organizationId: string, ids: ReadonlyArray<string>) =>
+    const lookup = (organizationId: OrganizationId, ids: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         const wanted = [...new Set(ids)]
         const rows = yield* findAll(
@@ -84,7 +85,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
       })
 
     /** Per-meter totals of a customer's usage in the range. */
-    const totals = (organizationId: string, customerId: string, query: Omit<UsageQuery, "page">) =>
+    const totals = (organizationId: OrganizationId, customerId: CustomerId, query: Omit<UsageQuery, "page">) =>
       Effect.gen(function*() {
         yield* customers.get(organizationId, customerId)
         return yield* findAll(
@@ -98,7 +99,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
       })
 
     /** A customer's customer cost per UTC day (of the usage's `timestamp`) and meter in [from, to), for the portal's chart. */
-    const daily = (organizationId: string, customerId: string, range: { readonly from: Date; readonly to: Date }) =>
+    const daily = (organizationId: OrganizationId, customerId: CustomerId, range: { readonly from: Date; readonly to: Date }) =>
       findAll(
         DailyUsage,
         sql`SELECT to_char(${moment} AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, u.meter,
@@ -110,7 +111,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
       )
 
     /** A customer's latest rows, newest first. */
-    const latest = (organizationId: string, customerId: string, limit: number) =>
+    const latest = (organizationId: OrganizationId, customerId: CustomerId, limit: number) =>
       findAll(
         UsageRecord,
         sql`${selectRows}

@@ -8,8 +8,14 @@
 import { SqlClient } from "@effect/sql"
 import { Array as Arr, Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findOne, foundOr } from "../db/Sql.ts"
-import { BadRequest, Conflict, NotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import {
+  InvalidTimeRange,
+  WebhookDeliveryNotFound,
+  WebhookEndpointDisabled,
+  WebhookEndpointRemoved,
+  WebhookEventNotFound
+} from "../errors.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import { Attempt, Delivery, type DeliveryStatus, WebhookEvent } from "./Webhook.ts"
 
 export interface DeliveryQuery {
@@ -37,7 +43,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
     const sql = yield* SqlClient.SqlClient
 
     const selectDeliveries = (
-      organizationId: string,
+      organizationId: OrganizationId,
       where: ReturnType<typeof sql.and>,
       limit: number,
       oldestFirst = false
@@ -71,7 +77,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         )
       })
 
-    const list = (organizationId: string, query: DeliveryQuery) =>
+    const list = (organizationId: OrganizationId, query: DeliveryQuery) =>
       selectDeliveries(
         organizationId,
         sql.and([
@@ -84,15 +90,15 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         query.oldestFirst
       )
 
-    const get = (organizationId: string, id: string) =>
-      foundOr(() => new NotFound({ message: `Webhook delivery ${id} not found` }))(
+    const get = (organizationId: OrganizationId, id: string) =>
+      foundOr(() => new WebhookDeliveryNotFound({ message: `Webhook delivery ${id} not found` }))(
         Effect.map(selectDeliveries(organizationId, sql.and([sql`d.id = ${id}`]), 1), Arr.head)
       )
 
     const EndpointState = Schema.Struct({ enabled: Schema.Boolean, removed: Schema.Boolean })
 
     /** Makes a delivery due now for one more attempt; if that fails too, automatic retries resume while any are left. */
-    const retry = (organizationId: string, id: string) =>
+    const retry = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const delivery = yield* get(organizationId, id)
         const endpoint = yield* findOne(
@@ -101,10 +107,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
               WHERE organization_id = ${organizationId} AND id = ${delivery.endpointId}`
         )
         if (Option.isNone(endpoint) || endpoint.value.removed) {
-          return yield* new Conflict({ message: `Webhook endpoint ${delivery.endpointId} has been removed` })
+          return yield* new WebhookEndpointRemoved({ message: `Webhook endpoint ${delivery.endpointId} has been removed` })
         }
         if (!endpoint.value.enabled) {
-          return yield* new Conflict({ message: `Webhook endpoint ${delivery.endpointId} is disabled; enable it first` })
+          return yield* new WebhookEndpointDisabled({ message: `Webhook endpoint ${delivery.endpointId} is disabled; enable it first` })
         }
         yield* sql`UPDATE webhook_deliveries SET status = 'PENDING', next_attempt_at = now(), updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`
@@ -115,13 +121,13 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       sql,
       WebhookEvent,
       "webhook_events",
-      (id) => new NotFound({ message: `Webhook event ${id} not found` }),
+      (id) => new WebhookEventNotFound({ message: `Webhook event ${id} not found` }),
       { columns: "id, event_type, customer_id, triggered_at, body" }
     )
-    const getEvent = (organizationId: string, id: string) => findEvent(organizationId, id)
+    const getEvent = (organizationId: OrganizationId, id: string) => findEvent(organizationId, id)
 
     /** A new delivery of the event to each live, enabled endpoint that was sent it before. */
-    const replay = (organizationId: string, eventId: string): Effect.Effect<Replayed, NotFound> =>
+    const replay = (organizationId: OrganizationId, eventId: string): Effect.Effect<Replayed, WebhookEventNotFound> =>
       Effect.gen(function*() {
         const event = yield* getEvent(organizationId, eventId)
         const previous = yield* findAll(
@@ -147,14 +153,15 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
             })))
           }`
         }
-        const deliveries = yield* Effect.forEach(ids, (id) => get(organizationId, id))
+        // Inserted just above in this transaction: one missing would be our bug, not the caller's.
+        const deliveries = yield* Effect.forEach(ids, (id) => Effect.orDie(get(organizationId, id)))
         return { event, deliveries }
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Event ids triggered in [since, until), oldest first: what a range replay walks through. */
-    const eventsBetween = (organizationId: string, since: Date, until: Date) =>
+    const eventsBetween = (organizationId: OrganizationId, since: Date, until: Date) =>
       since.getTime() >= until.getTime()
-        ? Effect.fail(new BadRequest({ message: "--since must be before --until" }))
+        ? Effect.fail(new InvalidTimeRange({ message: "--since must be before --until" }))
         : Effect.map(
           findAll(
             Schema.Struct({ id: Schema.String }),

@@ -6,8 +6,8 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
-import { NotFound } from "../errors.ts"
-import { makeId, randomToken } from "../ids.ts"
+import { WebhookEndpointNotFound } from "../errors.ts"
+import { makeId, randomToken, type OrganizationId } from "../ids.ts"
 import { toSql } from "../money.ts"
 import { EVENT_TYPES, Endpoint, type EndpointCreate } from "./Webhook.ts"
 
@@ -17,7 +17,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const add = (organizationId: string, input: EndpointCreate) =>
+    const add = (organizationId: OrganizationId, input: EndpointCreate) =>
       Effect.map(
         findAll(
           Endpoint,
@@ -35,7 +35,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
         (rows) => rows[0]!
       )
 
-    const list = (organizationId: string, options: { readonly includeRemoved?: boolean | undefined } = {}) =>
+    const list = (organizationId: OrganizationId, options: { readonly includeRemoved?: boolean | undefined } = {}) =>
       findAll(
         Endpoint,
         sql`SELECT * FROM webhook_endpoints
@@ -46,10 +46,10 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
 
     /** A live endpoint; a removed one is as gone as a missing one. */
     const findLive = findByIdOr(sql, Endpoint, "webhook_endpoints", (id) =>
-      new NotFound({ message: `Webhook endpoint ${id} not found` }), { where: "removed_at IS NULL AND listen_until IS NULL" })
-    const get = (organizationId: string, id: string) => findLive(organizationId, id)
+      new WebhookEndpointNotFound({ message: `Webhook endpoint ${id} not found` }), { where: "removed_at IS NULL AND listen_until IS NULL" })
+    const get = (organizationId: OrganizationId, id: string) => findLive(organizationId, id)
 
-    const change = (organizationId: string, id: string, changes: Record<string, unknown>) =>
+    const change = (organizationId: OrganizationId, id: string, changes: Record<string, unknown>) =>
       Effect.flatMap(get(organizationId, id), () =>
         Effect.map(
           findAll(
@@ -61,9 +61,9 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
         ))
 
     /** Takes effect at once: every later attempt, retries of earlier events included, is signed with the new secret. */
-    const rotateSecret = (organizationId: string, id: string) => change(organizationId, id, { secret: newSecret() })
+    const rotateSecret = (organizationId: OrganizationId, id: string) => change(organizationId, id, { secret: newSecret() })
 
-    const remove = (organizationId: string, id: string) =>
+    const remove = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const removed = yield* change(organizationId, id, { enabled: false, removedAt: new Date() })
         yield* sql`UPDATE webhook_deliveries
@@ -76,8 +76,8 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
       add,
       list,
       get,
-      enable: (organizationId: string, id: string) => change(organizationId, id, { enabled: true }),
-      disable: (organizationId: string, id: string) => change(organizationId, id, { enabled: false }),
+      enable: (organizationId: OrganizationId, id: string) => change(organizationId, id, { enabled: true }),
+      disable: (organizationId: OrganizationId, id: string) => change(organizationId, id, { enabled: false }),
       rotateSecret,
       remove
     } as const

@@ -15,7 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { dieOnSqlError, findAll } from "../db/Sql.ts"
-import { makeId, randomToken } from "../ids.ts"
+import { makeId, randomToken, type OrganizationId } from "../ids.ts"
 import { Timestamp } from "../schema.ts"
 import { signatureHeader } from "./Signature.ts"
 import { EVENT_TYPES, type EventType } from "./Webhook.ts"
@@ -83,7 +83,7 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
     const sql = yield* SqlClient.SqlClient
 
     /** Opens a session: subscribed from now on, with a secret of its own. */
-    const open = (organizationId: string, url: string, events: ReadonlyArray<EventType> | undefined) =>
+    const open = (organizationId: OrganizationId, url: string, events: ReadonlyArray<EventType> | undefined) =>
       Effect.gen(function*() {
         const session: ListenSession = {
           organizationId,
@@ -162,7 +162,7 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
       ).pipe(sql.withTransaction, dieOnSqlError)
 
     /** Sessions whose process died: their lease passed; cancel what they left pending. */
-    const sweepExpired = (organizationId: string) =>
+    const sweepExpired = (organizationId: OrganizationId) =>
       dieOnSqlError(sql`UPDATE webhook_deliveries d
         SET status = 'CANCELLED', next_attempt_at = NULL, updated_at = now()
         FROM webhook_endpoints e

@@ -10,7 +10,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { findAll, insertRows } from "../db/Sql.ts"
-import { makeId } from "../ids.ts"
+import { makeId, type OrganizationId } from "../ids.ts"
 import type { Decimal } from "../money.ts"
 import { Money } from "../schema.ts"
 import type { EventType } from "./Webhook.ts"
@@ -172,7 +172,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
      * The number of recipients; none stores nothing, as for real events.
      */
     const testEvent = (
-      organizationId: string,
+      organizationId: OrganizationId,
       eventType: EventType,
       customer: { readonly id: string; readonly externalId: string | null; readonly balance: Decimal }
     ) =>

@@ -21,6 +21,7 @@ import { ServicesLive } from "../../src/app/Services.ts"
 import { spawnBilling } from "./Cli.ts"
 import { startPrism, violationsOf } from "./Prism.ts"
 import { EmptyTestDatabaseLive, TestDatabaseLive, TestDatabaseUrl } from "./TestDatabase.ts"
+import type { OrganizationId } from "../../src/ids.ts"
 
 
 const makeLayer = (ownDatabase = false) => {
@@ -58,7 +59,7 @@ export interface CliResult {
 }
 
 export interface Tenant {
-  readonly organizationId: string
+  readonly organizationId: OrganizationId
   readonly apiKey: string
 }
 
