@@ -5,6 +5,7 @@ import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { MAX_LIMIT } from "../../src/http/Pagination.ts"
 import { toNumber } from "../../src/money.ts"
+import { givenOrCurrentTime } from "../../src/time.ts"
 import { WebhookDeliveries, type Replayed } from "../../src/webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../../src/webhooks/Endpoints.ts"
 import { type Delivery, DeliveryStatus, type Endpoint, EndpointCreate } from "../../src/webhooks/Webhook.ts"
@@ -297,7 +298,7 @@ export const registerWebhook = (program: Command) => {
           }
           if (options.event !== undefined) return [yield* service.replay(organizationId, options.event)]
           const since = yield* parseInstant(options.since)
-          const until = (yield* parseInstant(options.until)) ?? new Date()
+          const until = yield* givenOrCurrentTime(yield* parseInstant(options.until))
           const eventIds = yield* service.eventsBetween(organizationId, since!, until)
           const replayed: Array<Replayed> = []
           if (eventIds.length > 0) progress.update(0, eventIds.length)

@@ -59,6 +59,7 @@ import {
 import { loadSnapshot, PlanSnapshot } from "./Snapshot.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
+import { currentTime } from "../time.ts"
 
 const notFound = (id: string) => new NotFound({ message: `Purchase ${id} not found` })
 
@@ -380,7 +381,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       Effect.gen(function*() {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
-        const now = new Date()
+        const now = yield* currentTime
         const requested = input.billingDate
         if (requested !== undefined && requested.getTime() < startOfUtcDay(now).getTime()) {
           return yield* new BadRequest({ message: "billingDate must not be in the past" })
@@ -449,7 +450,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         if (purchase.status === "CANCELLED") {
           return yield* new Conflict({ message: `Purchase ${id} is already cancelled` })
         }
-        const now = new Date()
+        const now = yield* currentTime
         if (purchase.status === "ACTIVE") {
           yield* write((yield* loadStates([purchase])).map((state) => cancellation(state, now)), [purchase])
         }

@@ -11,6 +11,7 @@ import type { Page } from "../Page.ts"
 import { makeId, randomToken } from "../ids.ts"
 import { requeuePendingSignals } from "../signals/Requeue.ts"
 import { Customer, type CustomerCreate, ensureActive, type CustomerRef, type CustomerUpdate } from "./Customer.ts"
+import { currentTime } from "../time.ts"
 
 const externalIdPattern = /^[A-Za-z0-9-]{1,32}$/
 
@@ -113,7 +114,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
           changes[field] = typeof value === "string" && field === "name" ? value.trim() : value
         }
         if (Object.keys(changes).length === 0) return current
-        const rows = yield* sql`UPDATE customers SET ${sql.update({ ...changes, updatedAt: new Date() })}
+        const rows = yield* sql`UPDATE customers SET ${sql.update({ ...changes, updatedAt: yield* currentTime })}
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
           uniqueOr(() => externalIdTaken(patch.externalId ?? "")),
           Effect.flatMap(decodeRows(Customer))

@@ -17,6 +17,7 @@ import { invoicePath, InvoiceLinkClaims } from "./InvoiceLinks.ts"
 import { Portal } from "./Portal.ts"
 import { checkToken, claimedOrganization, type TokenRefusal } from "./SignedToken.ts"
 import { SigningKeys } from "./SigningKeys.ts"
+import { givenOrCurrentTime } from "../time.ts"
 
 /** How many usage rows and invoices the portal lists. */
 export const PORTAL_LATEST_USAGE = 10
@@ -92,8 +93,9 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         }
       })
 
-    const portalPage = (token: string, now = new Date()) =>
+    const portalPage = (token: string, at?: Date) =>
       Effect.gen(function*() {
+        const now = yield* givenOrCurrentTime(at)
         const opened = yield* portal.open(token, now)
         if (Either.isLeft(opened)) return Either.left<PageRefusal>(opened.left)
         const { customerId, exp, org } = opened.right
@@ -134,8 +136,9 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         })
       }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))))
 
-    const invoicePage = (invoiceId: string, token: string, now = new Date()) =>
+    const invoicePage = (invoiceId: string, token: string, at?: Date) =>
       Effect.gen(function*() {
+        const now = yield* givenOrCurrentTime(at)
         const org = claimedOrganization("pl", token)
         if (Option.isNone(org)) return Either.left<PageRefusal>("Invalid")
         const secret = yield* keys.existingSecretOf(org.value)

@@ -28,6 +28,7 @@ import {
 } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { makeId } from "../ids.ts"
+import { currentTime, currentTimeMillis } from "../time.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
 import { type InboxRow, InboxWriter, type Refusal, tooOldRefusal, type Written } from "./InboxWriter.ts"
@@ -197,6 +198,9 @@ const momentOf = (input: SignalInput, now: number): Either.Either<Moment, BadReq
 export class Signals extends Effect.Service<Signals>()("Signals", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    // Intake reads the time synchronously (the lane calls `rowOf` outside any fiber): this layer's Clock, read
+    // into a plain function as ApiKeys does for its cache (src/organizations/KeyCache.ts, "Time").
+    const clock = yield* Effect.clock
     const customers = yield* Customers
     const members = yield* Members
     const metering = yield* Metering
@@ -220,7 +224,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       if (input.customerId === undefined && input.externalId === undefined) {
         return Either.left(new BadRequest({ message: "customerId or externalId must be provided" }))
       }
-      const moment = momentOf(input, Date.now())
+      const moment = momentOf(input, clock.unsafeCurrentTimeMillis())
       if (Either.isLeft(moment)) return Either.left(moment.left)
       const body = storedBody(route, input)
       const why = unstorable(body)
@@ -356,7 +360,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      */
     const completionMoment = (organizationId: string, input: SignalInput) =>
       Effect.gen(function*() {
-        const now = Date.now()
+        const now = yield* currentTimeMillis
         const moment = momentOf(input, now)
         if (Either.isLeft(moment)) return yield* moment.left
         const occurred = moment.right.occurredMs
@@ -470,11 +474,12 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           const missing = yield* missingSignals(sql, organizationId, composite, value, customer)
           const parked = missing.length > 0
           const rawId = parked ? null : makeId("sig")
+          const completedAt = parked ? null : yield* currentTime
           yield* sql`UPDATE composite_occurrences SET
               status = ${parked ? "PARKED" : "COMPLETED"}, customer_id = ${customer.id}, signal_id = ${rawId},
               member = ${input.member ?? null},
               custom = ${input.custom === undefined ? null : JSON.stringify(input.custom)}::jsonb,
-              completed_at = ${parked ? null : new Date()}, updated_at = now()
+              completed_at = ${completedAt}, updated_at = now()
             WHERE organization_id = ${organizationId} AND composite_id = ${composite.id} AND value = ${value}`
           if (rawId === null) return { _tag: "Parked", missing } as CompositeAttempt
           const completed = yield* recordCompletion(

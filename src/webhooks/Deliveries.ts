@@ -11,6 +11,7 @@ import { dieOnSqlError, findAll, findByIdOr, findOne, foundOr } from "../db/Sql.
 import { BadRequest, Conflict, NotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { Attempt, Delivery, type DeliveryStatus, WebhookEvent } from "./Webhook.ts"
+import { currentTime } from "../time.ts"
 
 export interface DeliveryQuery {
   readonly endpointId?: string | undefined
@@ -134,6 +135,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
               ORDER BY d.endpoint_id, d.id DESC`
         )
         const ids = previous.map(() => makeId("whd"))
+        const due = yield* currentTime
         if (previous.length > 0) {
           yield* sql`INSERT INTO webhook_deliveries ${
             sql.insert(previous.map((delivery, i) => ({
@@ -142,7 +144,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
               eventId,
               endpointId: delivery.endpointId,
               status: "PENDING",
-              nextAttemptAt: new Date(),
+              nextAttemptAt: due,
               replayOf: delivery.id
             })))
           }`

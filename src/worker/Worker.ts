@@ -8,6 +8,7 @@
  */
 import { Duration, Effect, type Layer, Schedule } from "effect"
 import type { AppServicesLive } from "../Services.ts"
+import { givenOrCurrentTime } from "../time.ts"
 import { type BatchReport, watchBatch } from "./Stats.ts"
 
 export type WorkerServices = Layer.Layer.Success<typeof AppServicesLive>
@@ -21,7 +22,7 @@ export interface WorkerJob {
 export interface WorkerOptions {
   /** Drain and stop instead of looping. */
   readonly once: boolean
-  /** The instant the cycle job treats as now (tests and `--now`); default: the clock. */
+  /** The instant the cycle job treats as now (`--now`); default: the Clock's (src/time.ts). */
   readonly now?: Date | undefined
   /** How long to sleep when every job is idle. */
   readonly idle: Duration.DurationInput
@@ -32,8 +33,6 @@ export interface WorkerOptions {
   readonly onBatch?: ((report: BatchReport) => Effect.Effect<void>) | undefined
 }
 
-const clock = (options: WorkerOptions) => options.now ?? new Date()
-
 /**
  * One batch of a job. A failed batch (a transient database error, say) is
  * retried a few times as a warning, so `--once` does not stop with work left;
@@ -41,7 +40,7 @@ const clock = (options: WorkerOptions) => options.now ?? new Date()
  * stops another. Every batch is one transaction: a failed one wrote nothing.
  */
 const batch = (job: WorkerJob, options: WorkerOptions) =>
-  Effect.suspend(() => job.runOnce(clock(options))).pipe(
+  Effect.flatMap(givenOrCurrentTime(options.now), job.runOnce).pipe(
     Effect.sandbox,
     Effect.tapError((cause) => Effect.logWarning(`worker job ${job.name} failed; retrying`, cause)),
     Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }),
