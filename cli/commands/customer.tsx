@@ -6,7 +6,9 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { customerIdOf } from "../customerRef.ts"
 import { listFooter, nextCursorOf } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { bodyOf, decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { bodyOf, decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+
+const run = runnerOn(Customers.Default)
 
 const customerJson = encode(Customer)
 

@@ -6,7 +6,10 @@ import { Purchases } from "../../src/billing/Purchases.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { BillingCommandServices } from "../commandServices.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 const purchaseJson = (row: PurchaseRow) => encode(PurchaseJson)(toPurchaseJson(row))
 

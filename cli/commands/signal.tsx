@@ -1,5 +1,5 @@
 import type { Command } from "commander"
-import { Chunk, Effect, Schema, Stream } from "effect"
+import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import { Box, Text } from "../ui/ink.ts"
 import * as fs from "node:fs"
 import * as readline from "node:readline"
@@ -10,7 +10,16 @@ import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.
 import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { Metering } from "../../src/billing/Metering.ts"
+import { Customers } from "../../src/customers/Customers.ts"
+import { Members } from "../../src/members/Members.ts"
+import { InboxWriter } from "../../src/signals/InboxWriter.ts"
+
+const run = runnerOn(Signals.Default.pipe(
+  Layer.provideMerge(Layer.mergeAll(InboxWriter.Default, Members.Default, Metering.Default)),
+  Layer.provideMerge(Customers.Default)
+))
 
 const signalJson = encode(SignalRecord)
 

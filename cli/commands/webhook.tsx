@@ -1,6 +1,6 @@
 import type { Command } from "commander"
 import { nextCursorOf, withOldest } from "../lists.ts"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/errors.ts"
 import { MAX_LIMIT } from "../../src/http/Pagination.ts"
@@ -11,9 +11,11 @@ import { WebhookEndpoints } from "../../src/webhooks/Endpoints.ts"
 import { type Delivery, DeliveryStatus, type Endpoint, EndpointCreate } from "../../src/webhooks/Webhook.ts"
 import { progressReporter, watch } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { parseInstant } from "./worker.tsx"
 import { decimalFlag } from "../DecimalFlag.ts"
+
+const run = runnerOn(Layer.merge(WebhookEndpoints.Default, WebhookDeliveries.Default))
 
 interface Flags {
   readonly json?: boolean

@@ -7,8 +7,11 @@ import { workerJobs } from "../../src/worker/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
-import { run, withJson } from "../run.ts"
+import { runnerOn, withJson } from "../run.ts"
 import { loadInk } from "../ui/ink.ts"
+import { ServicesLive } from "../../src/Services.ts"
+
+const run = runnerOn(ServicesLive)
 
 export const parseInstant = (value: string | undefined) => {
   if (value === undefined) return Effect.succeed(undefined)
