@@ -4,12 +4,12 @@
  * its flags, how a record looks, its list columns.
  */
 import type { Command } from "commander"
-import { Effect, type Schema } from "effect"
+import { Effect, type Layer, type Schema } from "effect"
 import type { ReactElement } from "react"
 import { type CatalogueListQuery, toPage } from "../src/http/Pagination.ts"
 import { type Column, Table } from "./ui/Table.tsx"
 import { listFooter, nextCursorOf } from "./lists.ts"
-import { type AppServices, bodyOf, decodeInput, numberFlag, organizationOf, run, withOrg } from "./run.ts"
+import { bodyOf, type CommandBase, decodeInput, numberFlag, organizationOf, runnerOn, withOrg } from "./run.ts"
 import type { OrganizationId } from "../src/ids.ts"
 
 /** `A` is a record as one command shows it; `L` as a list row (an outcome lists without its steps). */
@@ -22,13 +22,15 @@ export interface CatalogueOperations<A, C, U, L = A> {
   readonly unarchive: (organizationId: OrganizationId, id: string) => Effect.Effect<A, unknown>
 }
 
-export interface CatalogueCommands<A, C, CI, U, UI, L = A> {
+export interface CatalogueCommands<A, C, CI, U, UI, L = A, R = never> {
   /** The command name and the JSON key of one record (`credit`). */
   readonly noun: string
   /** The JSON key of a list (`credits`). */
   readonly plural: string
   readonly description: string
-  readonly operations: Effect.Effect<CatalogueOperations<A, C, U, L>, never, AppServices>
+  readonly operations: Effect.Effect<CatalogueOperations<A, C, U, L>, never, R>
+  /** What a run of these commands builds: the record's service (cli/run.ts `runnerOn`). */
+  readonly services: Layer.Layer<R, unknown, CommandBase>
   readonly createSchema: Schema.Schema<C, CI>
   readonly updateSchema: Schema.Schema<U, UI>
   /** What `--file` may hold beyond the flags, for the help text. */
@@ -66,10 +68,11 @@ const catalogueQueryOf = (options: CatalogueListFlags): CatalogueListQuery => ({
 
 type Flags = Record<string, unknown> & { readonly json?: boolean; readonly org?: string; readonly file?: string }
 
-export const registerCatalogue = <A, C, CI, U, UI, L extends { readonly id: string } = A & { readonly id: string }>(
+export const registerCatalogue = <A, C, CI, U, UI, L extends { readonly id: string } = A & { readonly id: string }, R = never>(
   program: Command,
-  spec: CatalogueCommands<A, C, CI, U, UI, L>
+  spec: CatalogueCommands<A, C, CI, U, UI, L, R>
 ) => {
+  const run = runnerOn(spec.services)
   const title = spec.noun.charAt(0).toUpperCase() + spec.noun.slice(1)
   const aNoun = `${/^[aeiou]/.test(spec.noun) ? "an" : "a"} ${spec.noun}`
   const present = (heading: string, wrap: Record<string, true> = {}) => ({

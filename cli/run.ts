@@ -1,8 +1,13 @@
 /**
- * How every CLI command runs: build the services on the environment's database
- * (the embedded one joins a running `billing serve`), run one effect, print
- * either exactly one JSON document (`--json`) or an Ink view, and exit non-zero
- * with a message on stderr when it fails.
+ * How every CLI command runs: build the services it calls on the environment's
+ * database (the embedded one joins a running `billing serve`), run one effect,
+ * print either exactly one JSON document (`--json`) or an Ink view, and exit
+ * non-zero with a message on stderr when it fails.
+ *
+ * A command builds only what it uses: each command module names the services
+ * its commands call (`runnerOn`), and a run builds those, their own
+ * dependencies and `CommandBase`, not the whole service graph (no inbox writer
+ * fibers for `billing customer list`), and loads only their modules.
  */
 import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, ManagedRuntime, Option, ParseResult, Schema } from "effect"
 import { type Command, InvalidArgumentError } from "commander"
@@ -11,13 +16,24 @@ import type { ReactElement } from "react"
 import { BadRequest, failureStatus } from "../src/http/ApiErrors.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
-import { AppServicesLive } from "../src/app/Services.ts"
+import { DatabaseLive } from "../src/db/Database.ts"
+import { MigrationsLive } from "../src/db/Migrations.ts"
+import { ApiKeys } from "../src/organizations/ApiKeys.ts"
 import { activeCommand } from "./activeCommand.ts"
 import { ExitCode, exitCodeOfStatus } from "./exitCodes.ts"
 import { describeInputIssues } from "./inputErrors.ts"
 import { cliIo, envVar, outputMode, setExitCode, writeErr, writeOut } from "./Output.ts"
 
-export type AppServices = Layer.Layer.Success<typeof AppServicesLive>
+/**
+ * What every command stands on: the environment's database, migrated before a
+ * command uses it (a new database works from its first command), and the
+ * organisation check of `organizationOf`.
+ */
+const CommandBaseLive = Organizations.Default.pipe(
+  Layer.provideMerge(ApiKeys.Default),
+  Layer.provideMerge(Layer.provideMerge(MigrationsLive, DatabaseLive))
+)
+export type CommandBase = Layer.Layer.Success<typeof CommandBaseLive>
 
 export interface CommonOptions {
   readonly json?: boolean
@@ -76,11 +92,21 @@ export interface Presenter<A> {
   readonly view: (value: A) => ReactElement
 }
 
-export const run = <A>(
+/** Runs one command's effect on `CommandBase` and what its module builds on it. */
+export type Runner<R> = <A>(
   options: CommonOptions,
-  effect: Effect.Effect<A, unknown, AppServices>,
+  effect: Effect.Effect<A, unknown, R | CommandBase>,
   presenter: Presenter<A>
-): Promise<void> => runOn(AppServicesLive, options, effect, presenter)
+) => Promise<void>
+
+/** The `run` of the commands that call `services` (built on `CommandBase`, per run). */
+export const runnerOn = <R, E>(services: Layer.Layer<R, E, CommandBase>): Runner<R> => {
+  const layer = services.pipe(Layer.provideMerge(CommandBaseLive))
+  return (options, effect, presenter) => runOn(layer, options, effect, presenter)
+}
+
+/** The `run` of commands that call only `CommandBase` (organisations and their keys). */
+export const run: Runner<never> = runnerOn(Layer.empty)
 
 /** `run` on a layer of the command's choosing (`billing migrate` needs the bare database). */
 export const runOn = async <A, R>(

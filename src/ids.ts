@@ -69,6 +69,7 @@ let lastTime = 0
 let lastRandom: RandomPart = { high: 0, low: 0 }
 
 const nextSuffix = (): string => {
+  // The system clock, not Effect's: an id's time part only orders ids, and ids are made outside fibers too.
   const now = Date.now()
   if (now <= lastTime) {
     lastRandom = incremented(lastRandom)

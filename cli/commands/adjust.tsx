@@ -2,9 +2,12 @@ import type { Command } from "commander"
 import { BigDecimal, Effect, type Schema } from "effect"
 import { type AdjustEndpoint, AdjustResult, Adjustments, FractionAdjust, WalletAdjust, WholeAdjust } from "../../src/billing/Adjustments.ts"
 import { Details } from "../ui/Table.tsx"
-import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
+import { BillingCommandServices } from "../commandServices.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 const schemaOf: Record<AdjustEndpoint, Schema.Schema<any, any>> = {
   credits: WholeAdjust,

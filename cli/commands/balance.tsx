@@ -2,8 +2,11 @@ import type { Command } from "commander"
 import { BigDecimal, Effect } from "effect"
 import { Balances, CurrentPlan, CustomerBalances } from "../../src/billing/Balances.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { encode, organizationOf, run } from "../run.ts"
+import { encode, organizationOf, runnerOn } from "../run.ts"
 import { customerIdOf, withCustomer } from "../customerRef.ts"
+import { BillingCommandServices } from "../commandServices.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 interface CustomerOptions {
   readonly json?: boolean

@@ -68,6 +68,7 @@ export const registerComposite = (program: Command) =>
     plural: "composites",
     description: "composites: credits, outcomes and units billed together",
     operations: Composites,
+    services: Composites.Default,
     createSchema: CompositeCreate,
     updateSchema: CompositeUpdate,
     flags: (command) =>

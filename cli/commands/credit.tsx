@@ -45,6 +45,7 @@ export const registerCredit = (program: Command) =>
     plural: "credits",
     description: "credits: token-tracked entitlements priced from a model bundle",
     operations: Credits,
+    services: Credits.Default,
     createSchema: CreditCreate,
     updateSchema: CreditUpdate,
     flags: (command) =>

@@ -6,8 +6,11 @@ import { toPage } from "../../src/http/Pagination.ts"
 import { customerIdOf } from "../customerRef.ts"
 import { listFooter, nextCursorOf } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { bodyOf, decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { bodyOf, decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { CustomersLive } from "../../src/app/Services.ts"
 import { CustomerId } from "../../src/ids.ts"
+
+const run = runnerOn(CustomersLive)
 
 const customerJson = encode(Customer)
 

@@ -3,8 +3,11 @@ import { Duration, Effect } from "effect"
 import { Text } from "../ui/ink.ts"
 import { billingCycleJob } from "../../src/billing/CycleJob.ts"
 import { runWorker } from "../../src/worker/Worker.ts"
-import { run, withJson } from "../run.ts"
+import { runnerOn, withJson } from "../run.ts"
 import { parseInstant } from "./worker.tsx"
+import { ServicesLive } from "../../src/app/Services.ts"
+
+const run = runnerOn(ServicesLive)
 
 export const registerCycle = (program: Command) => {
   const cycle = program.command("cycle").description("billing cycles")

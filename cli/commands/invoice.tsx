@@ -5,11 +5,14 @@ import { PayLink } from "../../src/billing/BillingApi.ts"
 import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
+import { BillingCommandServices } from "../commandServices.ts"
 import type { OrganizationId } from "../../src/ids.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 const invoiceJson = encode(Invoice)
 const paymentJson = encode(Payment)

@@ -14,9 +14,12 @@ import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
 import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
 import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
-import { decodeInput, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
+import { BillingCommandServices } from "../commandServices.ts"
 import { CustomerId, type OrganizationId } from "../../src/ids.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 interface ListenFlags {
   readonly json?: boolean

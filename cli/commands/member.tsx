@@ -4,8 +4,11 @@ import { Effect } from "effect"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Member, MemberCreate, Members, MemberUpdate } from "../../src/members/Members.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { BillingCommandServices } from "../commandServices.ts"
 import { CustomerId, type OrganizationId } from "../../src/ids.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 const memberJson = encode(Member)
 

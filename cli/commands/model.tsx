@@ -3,9 +3,11 @@ import { Effect } from "effect"
 import { Model, ModelSet } from "../../src/models/Model.ts"
 import { Models } from "../../src/models/Models.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 import type { OrganizationId } from "../../src/ids.ts"
+
+const run = runnerOn(Models.Default)
 
 const modelJson = encode(Model)
 

@@ -54,6 +54,7 @@ export const registerOutcome = (program: Command) =>
     plural: "outcomes",
     description: "outcomes: multi-step deliverables billed per completed run",
     operations: Outcomes,
+    services: Outcomes.Default,
     createSchema: OutcomeCreate,
     updateSchema: OutcomeUpdate,
     fileHelp: "steps included",

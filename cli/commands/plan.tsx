@@ -44,6 +44,7 @@ export const registerPlan = (program: Command) =>
     plural: "plans",
     description: "plans: entitlements sold together, billed in advance or in arrears",
     operations: Plans,
+    services: Plans.Default,
     createSchema: PlanCreate,
     updateSchema: PlanUpdate,
     fileHelp: "entitlements included",

@@ -5,8 +5,11 @@ import { Portal } from "../../src/portal/Portal.ts"
 import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
-import { encode, organizationOf, run, withOrg } from "../run.ts"
+import { encode, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { BillingCommandServices } from "../commandServices.ts"
 import { CustomerId } from "../../src/ids.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 export const registerPortal = (program: Command) => {
   const portal = program.command("portal").description("customer portal access")

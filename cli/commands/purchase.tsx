@@ -6,8 +6,11 @@ import { Purchases } from "../../src/billing/Purchases.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { BillingCommandServices } from "../commandServices.ts"
 import { CustomerId, PurchaseId } from "../../src/ids.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 const purchaseJson = (row: PurchaseRow) => encode(PurchaseJson)(toPurchaseJson(row))
 

@@ -1,5 +1,5 @@
 import type { Command } from "commander"
-import { Chunk, Effect, Schema, Stream } from "effect"
+import { Chunk, Effect, Layer, Schema, Stream } from "effect"
 import { Box, Text } from "../ui/ink.ts"
 import * as fs from "node:fs"
 import * as readline from "node:readline"
@@ -11,8 +11,15 @@ import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.
 import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { CustomerId, type OrganizationId } from "../../src/ids.ts"
+import { CustomersLive } from "../../src/app/Services.ts"
+import { InboxWriter } from "../../src/signals/InboxWriter.ts"
+
+const run = runnerOn(Layer.mergeAll(Intake.Default, InboxView.Default).pipe(
+  Layer.provide(InboxWriter.Default),
+  Layer.provideMerge(CustomersLive)
+))
 
 const signalJson = encode(SignalRecord)
 

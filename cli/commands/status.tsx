@@ -4,7 +4,9 @@ import { Box, Text } from "../ui/ink.ts"
 import { OperationsStatus, type WorkStatus } from "../../src/operations/Status.ts"
 import { watch } from "../ui/Live.tsx"
 import { Details } from "../ui/Table.tsx"
-import { numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+
+const run = runnerOn(OperationsStatus.Default)
 
 const iso = (date: Date | null) => date?.toISOString() ?? "-"
 

@@ -4,10 +4,13 @@ import { Tax, TaxCreate, Taxes, TaxUpdate } from "../../src/billing/Taxes.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { listFooter, nextCursorOf } from "../lists.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
+import { BillingCommandServices } from "../commandServices.ts"
 import type { OrganizationId } from "../../src/ids.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 const taxJson = encode(Tax)
 

@@ -4,8 +4,11 @@ import { Box, Text } from "../ui/ink.ts"
 import { FixtureDocument, type LoadedRecord, loadFixtures } from "../../src/toolkit/Fixtures.ts"
 import { DEFAULT_DEMO_WEBHOOK_URL, seedWorkspace } from "../../src/toolkit/Seed.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, organizationOf, readBodyFile, run, withJson, withOrg } from "../run.ts"
+import { decodeInput, organizationOf, readBodyFile, runnerOn, withJson, withOrg } from "../run.ts"
 import { progressReporter } from "../ui/Live.tsx"
+import { ServicesLive } from "../../src/app/Services.ts"
+
+const run = runnerOn(ServicesLive)
 
 const summary = (records: ReadonlyArray<LoadedRecord>) => ({
   created: records.filter((r) => r.status === "created").length,

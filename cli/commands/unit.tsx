@@ -37,6 +37,7 @@ export const registerUnit = (program: Command) =>
     description: "units: counted events priced FLAT, SLAB or VOLUME",
     // A unit made from the CLI records "cli" as its creator.
     operations: Effect.map(Units, (units) => ({ ...units, create: (org: OrganizationId, input: UnitCreate) => units.create(org, input, { name: "cli" }) })),
+    services: Units.Default,
     createSchema: UnitCreate,
     updateSchema: UnitUpdate,
     fileHelp: "tiers included",

@@ -5,9 +5,12 @@ import { RecurringGrantBody, WalletAlertBody, WalletLedger } from "../../src/bil
 import { Wallets } from "../../src/billing/Wallets.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, run } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn } from "../run.ts"
 import { customerIdOf, withCustomer } from "../customerRef.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
+import { BillingCommandServices } from "../commandServices.ts"
+
+const run = runnerOn(BillingCommandServices)
 
 interface WalletOptions {
   readonly json?: boolean

@@ -1,19 +1,22 @@
 import type { Command } from "commander"
 import { nextCursorOf, withOldest } from "../lists.ts"
-import { Effect } from "effect"
+import { Effect, Layer } from "effect"
 import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { MAX_LIMIT } from "../../src/http/Pagination.ts"
 import { toNumber } from "../../src/money.ts"
+import { givenOrCurrentTime } from "../../src/time.ts"
 import { WebhookDeliveries, type Replayed } from "../../src/webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../../src/webhooks/Endpoints.ts"
 import { type Delivery, DeliveryStatus, type Endpoint, EndpointCreate } from "../../src/webhooks/Webhook.ts"
 import { progressReporter, watch } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, numberFlag, organizationOf, run, withOrg } from "../run.ts"
+import { decodeInput, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { parseInstant } from "./worker.tsx"
 import { decimalFlag } from "../DecimalFlag.ts"
 import type { OrganizationId } from "../../src/ids.ts"
+
+const run = runnerOn(Layer.merge(WebhookEndpoints.Default, WebhookDeliveries.Default))
 
 interface Flags {
   readonly json?: boolean
@@ -298,7 +301,7 @@ export const registerWebhook = (program: Command) => {
           }
           if (options.event !== undefined) return [yield* service.replay(organizationId, options.event)]
           const since = yield* parseInstant(options.since)
-          const until = (yield* parseInstant(options.until)) ?? new Date()
+          const until = yield* givenOrCurrentTime(yield* parseInstant(options.until))
           const eventIds = yield* service.eventsBetween(organizationId, since!, until)
           const replayed: Array<Replayed> = []
           if (eventIds.length > 0) progress.update(0, eventIds.length)

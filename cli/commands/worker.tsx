@@ -2,13 +2,15 @@ import type { Command } from "commander"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { markLongLived } from "../../src/db/Embedded.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
-import { AppServicesLive } from "../../src/app/Services.ts"
+import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
 import { workerJobNames, workerJobs } from "../../src/app/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
-import { run, withJson } from "../run.ts"
+import { runnerOn, withJson } from "../run.ts"
 import { loadInk } from "../ui/ink.ts"
+
+const run = runnerOn(ServicesLive)
 
 export const parseInstant = (value: string | undefined) => {
   if (value === undefined) return Effect.succeed(undefined)

@@ -42,6 +42,9 @@ const FeaturesLive = Layer.mergeAll(
   OperationsStatus.Default
 ).pipe(Layer.provideMerge(BillingFoundationLive))
 
+/** Customers with signals answering its arrivals: what a door that needs Customers alone builds. */
+export const CustomersLive = Customers.Default.pipe(Layer.provide(RequeueOnArrivalLive))
+
 /** The customer's pages read through most services: they sit on top. */
 export const ServicesLive = PortalView.Default.pipe(Layer.provideMerge(FeaturesLive))
 

@@ -27,6 +27,7 @@ import { BalanceRow, PurchaseRow } from "./Purchase.ts"
 import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { Wallets } from "./Wallets.ts"
+import { currentTime } from "../time.ts"
 
 export type AdjustEndpoint = "credits" | "outcomes" | "units" | "composites" | "wallet"
 
@@ -224,7 +225,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
             : [customerId, input.agentKey ?? null, toSql(input.delta)]
         )
         const id = makeId("adj")
-        const now = new Date()
+        const now = yield* currentTime
         if (input.idempotencyKey !== undefined) {
           const inserted = yield* sql`INSERT INTO balance_adjustments ${
             sql.insert({

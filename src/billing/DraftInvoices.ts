@@ -29,6 +29,7 @@ import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { invoiceRecord, invoiceTotals, type IssuedInvoice, type LineInput, lineRecords, LineRow, type TaxRate } from "./Invoices.ts"
 import { arrearLines, type LineComponent } from "./Renewal.ts"
+import { currentTime } from "../time.ts"
 
 /** One ended cycle of a purchase. */
 export interface CycleKey {
@@ -308,7 +309,7 @@ export const refreshDrafts = (sql: SqlClient.SqlClient, cycles: ReadonlyArray<Cy
           ORDER BY pc.organization_id, pc.purchase_id, pc.cycle_index
           FOR UPDATE OF pc`
     )
-    yield* rebuild(sql, drafts, new Date())
+    yield* rebuild(sql, drafts, yield* currentTime)
   }).pipe(Effect.orDie)
 
 /** DRAFT cycles finalised per transaction (`BILLING_CYCLE_BATCH`, like renewals). */

@@ -22,6 +22,7 @@ import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../links/InvoiceLinks.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
+import { currentTime, timeFromNow } from "../time.ts"
 
 /**
  * DRAFT: a cycle-end USAGE invoice inside the organisation's grace period;
@@ -379,14 +380,14 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
     const pay = (organizationId: OrganizationId, id: string, reference: string | null) =>
       Effect.gen(function*() {
         const invoice = yield* openInvoice(organizationId, id)
-        yield* recordPayment(organizationId, invoice, "MANUAL", reference, new Date())
+        yield* recordPayment(organizationId, invoice, "MANUAL", reference, yield* currentTime)
         return yield* get(organizationId, id)
       }).pipe(sql.withTransaction, dieOnSqlError)
 
     const voidInvoice = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         yield* openInvoice(organizationId, id)
-        const at = new Date()
+        const at = yield* currentTime
         yield* sql`UPDATE invoices SET status = 'VOID', voided_at = ${at}, updated_at = ${at}
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* get(organizationId, id)
@@ -402,7 +403,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         if (invoice.status !== "OPEN") {
           return yield* new InvoiceNotOpen({ message: `Invoice ${id} is ${invoice.status}; a pay link needs an OPEN invoice` })
         }
-        const expiresAt = new Date(Date.now() + PAY_LINK_MINUTES * 60_000)
+        const expiresAt = yield* timeFromNow(PAY_LINK_MINUTES * 60_000)
         const path = invoicePath(yield* signingKeys.secretOf(organizationId), {
           org: organizationId,
           customerId: invoice.customerId,

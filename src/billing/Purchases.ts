@@ -60,6 +60,7 @@ import { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
 import { loadSnapshot } from "./Snapshot.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
+import { currentTime } from "../time.ts"
 
 const notFound = (id: string) => new PurchaseNotFound({ message: `Purchase ${id} not found` })
 
@@ -381,7 +382,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       Effect.gen(function*() {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
-        const now = new Date()
+        const now = yield* currentTime
         const requested = input.billingDate
         if (requested !== undefined && requested.getTime() < startOfUtcDay(now).getTime()) {
           return yield* new BillingDateInPast({ message: "billingDate must not be in the past" })
@@ -450,7 +451,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         if (purchase.status === "CANCELLED") {
           return yield* new PurchaseCancelled({ message: `Purchase ${id} is already cancelled` })
         }
-        const now = new Date()
+        const now = yield* currentTime
         if (purchase.status === "ACTIVE") {
           yield* write((yield* loadStates([purchase])).map((state) => cancellation(state, now)), [purchase])
         }

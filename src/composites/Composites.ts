@@ -22,6 +22,7 @@ import {
   type CompositeUpdate
 } from "./Composite.ts"
 import { checkReferences } from "./References.ts"
+import { currentTime } from "../time.ts"
 
 const CompositeRow = Schema.Struct({
   id: Schema.String,
@@ -160,7 +161,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
         if (patch.entitlements !== undefined) {
           yield* storeMembers(organizationId, id, yield* membersOf(organizationId, patch.entitlements))
         }
-        const changes: Record<string, unknown> = { updatedAt: new Date() }
+        const changes: Record<string, unknown> = { updatedAt: yield* currentTime }
         if (patch.name !== undefined) changes.name = patch.name
         if (patch.refId !== undefined) changes.refId = patch.refId
         if (patch.description !== undefined) changes.description = patch.description

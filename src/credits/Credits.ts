@@ -20,6 +20,7 @@ import { bundleToJson, Models } from "../models/Models.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
 import { Credit, type CreditCreate, type CreditUpdate } from "./Credit.ts"
+import { currentTime } from "../time.ts"
 
 const notFound = (id: string) => new CreditNotFound({ message: `Credit ${id} not found` })
 
@@ -88,7 +89,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
           changes.pricePerCredit = toSql(withMargin(basePrice, margin))
         }
         if (Object.keys(changes).length === 0) return current
-        const rows = yield* sql`UPDATE credits SET ${sql.update({ ...changes, updatedAt: new Date() })}
+        const rows = yield* sql`UPDATE credits SET ${sql.update({ ...changes, updatedAt: yield* currentTime })}
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
           uniqueOr(() => agentKeyTaken(patch.agentKey ?? current.agentKey)),
           Effect.flatMap(decodeRows(Credit))

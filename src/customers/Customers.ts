@@ -18,6 +18,7 @@ import {
   ensureActive,
   namedCustomer
 } from "./Customer.ts"
+import { currentTime } from "../time.ts"
 
 const externalIdPattern = /^[A-Za-z0-9-]{1,32}$/
 
@@ -124,7 +125,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
           changes[field] = typeof value === "string" && field === "name" ? value.trim() : value
         }
         if (Object.keys(changes).length === 0) return current
-        const rows = yield* sql`UPDATE customers SET ${sql.update({ ...changes, updatedAt: new Date() })}
+        const rows = yield* sql`UPDATE customers SET ${sql.update({ ...changes, updatedAt: yield* currentTime })}
               WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`.pipe(
           uniqueOr(() => externalIdTaken(patch.externalId ?? "")),
           Effect.flatMap(decodeRows(Customer))

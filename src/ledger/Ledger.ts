@@ -22,6 +22,7 @@ import { type Decimal, toSql } from "../money.ts"
 import type { BalanceMove } from "../pricing/meters/Context.ts"
 import { type WalletChangeSource, WebhookOutbox } from "../webhooks/Outbox.ts"
 import { type LedgerType, ledgerSource } from "./LedgerType.ts"
+import { currentTime } from "../time.ts"
 
 export type { BalanceMove }
 
@@ -157,11 +158,12 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         const ledgerRows: Array<Record<string, unknown>> = []
         const changes: Array<Parameters<typeof outbox.walletChanged>[0]> = []
         const touched = new Set<string>()
+        const postedAt = yield* currentTime
         for (const posting of postings) {
           const key = customerKey(posting)
           const wallet = locked.get(key)
           if (wallet === undefined) return yield* Effect.die(new Error(`wallet ${key} was not locked before posting`))
-          const at = posting.at ?? new Date()
+          const at = posting.at ?? postedAt
           const balance = BigDecimal.normalize(add(wallet.balance, posting.delta))
           const ledgerId = makeId("wle")
           ledgerRows.push({

@@ -17,6 +17,7 @@ import { toSql } from "../money.ts"
 import { type BundlePrice, bundleWeightProblem, priceBundle } from "../pricing/Pricing.ts"
 import { type BundleItem, type BundleItemInput, BundleJson, Model, type ModelSet } from "./Model.ts"
 import type { OrganizationId } from "../ids.ts"
+import { currentTime } from "../time.ts"
 
 const columns = (sql: SqlClient.SqlClient) =>
   sql`id, name, input_rate AS input, output_rate AS output, cache_read_rate AS cache_read,
@@ -85,7 +86,7 @@ export class Models extends Effect.Service<Models>()("Models", {
           if (input.cacheRead !== undefined) changes.cacheReadRate = optionalRate(input.cacheRead)
           if (input.cacheWrite !== undefined) changes.cacheWriteRate = optionalRate(input.cacheWrite)
           if (Object.keys(changes).length > 0) {
-            yield* sql`UPDATE models SET ${sql.update({ ...changes, updatedAt: new Date() })}
+            yield* sql`UPDATE models SET ${sql.update({ ...changes, updatedAt: yield* currentTime })}
                        WHERE organization_id = ${organizationId} AND id = ${input.id}`
           }
         }

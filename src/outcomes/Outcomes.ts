@@ -28,6 +28,7 @@ import { bundleToJson, Models, type PricedBundle } from "../models/Models.ts"
 import { type Decimal, sum, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
 import { Outcome, type OutcomeCreate, OutcomeStep, type OutcomeUpdate, OutcomeWithSteps } from "./Outcome.ts"
+import { currentTime } from "../time.ts"
 
 const notFound = (id: string) => new OutcomeNotFound({ message: `Outcome ${id} not found` })
 
@@ -239,7 +240,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
               ? {}
               : { modelBundle: bundleToJson(step.priced.items), basePrice: toSql(step.basePrice) }
             yield* sql`UPDATE outcome_steps SET ${
-              sql.update({ name: step.name, agentKey: step.agentKey, position: index + 1, ...repriced, updatedAt: new Date() })
+              sql.update({ name: step.name, agentKey: step.agentKey, position: index + 1, ...repriced, updatedAt: yield* currentTime })
             } WHERE organization_id = ${organizationId} AND id = ${step.id}`
           }
         }
@@ -278,7 +279,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
           changes.pricePerOutcome = toSql(withMargin(basePrice, margin))
         }
         if (Object.keys(changes).length > 0) {
-          yield* sql`UPDATE outcomes SET ${sql.update({ ...changes, updatedAt: new Date() })}
+          yield* sql`UPDATE outcomes SET ${sql.update({ ...changes, updatedAt: yield* currentTime })}
                      WHERE organization_id = ${organizationId} AND id = ${id}`.pipe(
             uniqueOr(() => outcomeKeyTaken(patch.agentKey ?? current.agentKey))
           )

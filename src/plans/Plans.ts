@@ -46,6 +46,7 @@ import {
   type PlanUpdate,
   targetField
 } from "./Plan.ts"
+import { currentTime } from "../time.ts"
 
 /** The catalogue prices a component's charges depend on. */
 export type TargetPrice =
@@ -404,7 +405,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         if (patch.entitlements !== undefined) {
           yield* storeComponents(organizationId, id, yield* specsOf(organizationId, patch.entitlements))
         }
-        const changes: Record<string, unknown> = { updatedAt: new Date() }
+        const changes: Record<string, unknown> = { updatedAt: yield* currentTime }
         if (patch.name !== undefined) changes.name = patch.name
         if (patch.description !== undefined) changes.description = patch.description ?? ""
         if (patch.billingCycle !== undefined) changes.billingCycle = patch.billingCycle

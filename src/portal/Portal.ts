@@ -9,6 +9,7 @@ import { OrganizationMismatch } from "../errors.ts"
 import { checkToken, claimedOrganization, signToken, type TokenRefusal } from "../links/SignedToken.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
 import { CustomerId, OrganizationId } from "../ids.ts"
+import { givenOrCurrentTime, timeFromNow } from "../time.ts"
 
 /** How long a portal token is valid. */
 export const PORTAL_TOKEN_MINUTES = 15
@@ -35,15 +36,15 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
           return yield* new OrganizationMismatch({ message: "organizationId does not match the API key's organisation" })
         }
         yield* customers.get(organizationId, input.customerId)
-        const expiresAt = new Date(Date.now() + PORTAL_TOKEN_MINUTES * 60_000)
+        const expiresAt = yield* timeFromNow(PORTAL_TOKEN_MINUTES * 60_000)
         const claims: PortalClaims = { org: organizationId, customerId: input.customerId, exp: expiresAt.getTime() }
         const token = signToken(yield* keys.secretOf(organizationId), "pt", claims)
         return { token, expiresAt, customerId: input.customerId, organizationId, url: portalUrl(origin, token) }
       })
 
     /** The claims of a genuine, unexpired token of `organizationId`; None otherwise. */
-    const verify = (organizationId: OrganizationId, token: string, now = new Date()) =>
-      Effect.map(keys.secretOf(organizationId), (secret) => {
+    const verify = (organizationId: OrganizationId, token: string, at?: Date) =>
+      Effect.map(Effect.zip(keys.secretOf(organizationId), givenOrCurrentTime(at)), ([secret, now]) => {
         const checked = checkToken(secret, "pt", token, PortalClaims, now)
         return Either.isRight(checked) && checked.right.org === organizationId
           ? Option.some(checked.right)
@@ -51,16 +52,17 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
       })
 
     /** Whatever token a person brought: its claims, or why it is refused. */
-    const open = (token: string, now = new Date()): Effect.Effect<Either.Either<PortalClaims, TokenRefusal>> =>
+    const open = (token: string, at?: Date): Effect.Effect<Either.Either<PortalClaims, TokenRefusal>> =>
       Option.match(claimedOrganization("pt", token), {
         onNone: () => Effect.succeed(Either.left("Invalid" as const)),
         onSome: (org) =>
           Effect.map(
-            keys.existingSecretOf(org),
-            Option.match({
-              onNone: () => Either.left("Invalid" as const),
-              onSome: (secret) => checkToken(secret, "pt", token, PortalClaims, now)
-            })
+            Effect.zip(keys.existingSecretOf(org), givenOrCurrentTime(at)),
+            ([secret, now]) =>
+              Option.match(secret, {
+                onNone: () => Either.left("Invalid" as const),
+                onSome: (secret) => checkToken(secret, "pt", token, PortalClaims, now)
+              })
           )
       })
 

@@ -18,6 +18,7 @@ import { Portal } from "./Portal.ts"
 import { checkToken, claimedOrganization, type TokenRefusal } from "../links/SignedToken.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
 import { type CustomerId, type OrganizationId } from "../ids.ts"
+import { givenOrCurrentTime } from "../time.ts"
 
 /** How many usage rows and invoices the portal lists. */
 export const PORTAL_LATEST_USAGE = 10
@@ -96,8 +97,9 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         }
       })
 
-    const portalPage = (token: string, now = new Date()) =>
+    const portalPage = (token: string, at?: Date) =>
       Effect.gen(function*() {
+        const now = yield* givenOrCurrentTime(at)
         const opened = yield* portal.open(token, now)
         if (Either.isLeft(opened)) return Either.left<PageRefusal>(opened.left)
         const { customerId, exp, org } = opened.right
@@ -144,8 +146,9 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         })
       )
 
-    const invoicePage = (invoiceId: string, token: string, now = new Date()) =>
+    const invoicePage = (invoiceId: string, token: string, at?: Date) =>
       Effect.gen(function*() {
+        const now = yield* givenOrCurrentTime(at)
         const org = claimedOrganization("pl", token)
         if (Option.isNone(org)) return Either.left<PageRefusal>("Invalid")
         const secret = yield* keys.existingSecretOf(org.value)

@@ -22,6 +22,7 @@ import {
   UnknownMember
 } from "../errors.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
+import { currentTime, currentTimeMillis } from "../time.ts"
 import { inboxRowOf, type Moment, momentOf } from "./InboxRow.ts"
 import { insertSignals, tooOldRefusal } from "./InboxWriter.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
@@ -80,7 +81,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
      */
     const completionMoment = (organizationId: OrganizationId, input: SignalInput) =>
       Effect.gen(function*() {
-        const now = Date.now()
+        const now = yield* currentTimeMillis
         const moment = momentOf(input, now)
         if (Either.isLeft(moment)) return yield* moment.left
         const occurred = moment.right.occurredMs
@@ -190,11 +191,12 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
           const missing = yield* missingSignals(sql, organizationId, composite, value, customer)
           const parked = missing.length > 0
           const rawId = parked ? null : makeId("sig")
+          const completedAt = parked ? null : yield* currentTime
           yield* sql`UPDATE composite_occurrences SET
               status = ${parked ? "PARKED" : "COMPLETED"}, customer_id = ${customer.id}, signal_id = ${rawId},
               member = ${input.member ?? null},
               custom = ${input.custom === undefined ? null : JSON.stringify(input.custom)}::jsonb,
-              completed_at = ${parked ? null : new Date()}, updated_at = now()
+              completed_at = ${completedAt}, updated_at = now()
             WHERE organization_id = ${organizationId} AND composite_id = ${composite.id} AND value = ${value}`
           if (rawId === null) return { _tag: "Parked", missing } as CompositeAttempt
           const completed = yield* recordCompletion(

@@ -14,6 +14,7 @@ import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
 import { type InboxRow, inboxRowOf, type InvalidBody, momentOf } from "./InboxRow.ts"
 import type { OrganizationId } from "../ids.ts"
+import { currentTimeMillis } from "../time.ts"
 import { awaitAnswer, InboxWriter, type Refusal, type Written } from "./InboxWriter.ts"
 import {
   type Acknowledgement,
@@ -69,15 +70,20 @@ export const storedBody = (route: QueuedRoute, input: unknown) =>
 const invalidBody = (error: ParseResult.ParseError) =>
   new InvalidSignal({ message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
 
-/** The inbox row of a decoded request of a queued route, or why it is refused before anything is written. */
-const rowOf = (organizationId: OrganizationId, route: QueuedRoute, input: SignalInput): Either.Either<InboxRow, InvalidBody> => {
-  const moment = momentOf(input, Date.now())
+/** The inbox row of a decoded request of a queued route received at `now`, or why it is refused before anything is written. */
+const rowOf = (
+  organizationId: OrganizationId,
+  route: QueuedRoute,
+  input: SignalInput,
+  now: number
+): Either.Either<InboxRow, InvalidBody> => {
+  const moment = momentOf(input, now)
   if (Either.isLeft(moment)) return Either.left(moment.left)
   return inboxRowOf(organizationId, route, input, storedBody(route, input), moment.right)
 }
 
 /** One batch item: its inbox row, or the error its single route would have answered. */
-const batchRowOf = (organizationId: OrganizationId, item: unknown): Either.Either<InboxRow, InvalidBody> => {
+const batchRowOf = (organizationId: OrganizationId, item: unknown, now: number): Either.Either<InboxRow, InvalidBody> => {
   if (typeof item !== "object" || item === null || Array.isArray(item)) {
     return Either.left(new InvalidSignal({ message: "Invalid request: a signal must be a JSON object with a type" }))
   }
@@ -95,7 +101,7 @@ const batchRowOf = (organizationId: OrganizationId, item: unknown): Either.Eithe
   const route = batchRoutes[type as BatchType]
   const decoded = decoderOf[route](fields)
   if (Either.isLeft(decoded)) return Either.left(invalidBody(decoded.left))
-  return rowOf(organizationId, route, decoded.right as SignalInput)
+  return rowOf(organizationId, route, decoded.right as SignalInput, now)
 }
 
 const acknowledgement = (written: Written): Acknowledgement => ({
@@ -107,6 +113,9 @@ const acknowledgement = (written: Written): Acknowledgement => ({
 export class Intake extends Effect.Service<Intake>()("Intake", {
   effect: Effect.gen(function*() {
     const writer = yield* InboxWriter
+    // Intake reads the time synchronously (the lane calls `accept` outside any fiber): this layer's Clock, read
+    // into a plain function as ApiKeys does for its cache (src/organizations/KeyCache.ts, "Time").
+    const clock = yield* Effect.clock
 
     /**
      * Intake of one credit, outcome step, unit or wallet signal, without an
@@ -122,7 +131,7 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
       input: SignalOf<R>,
       answer: (exit: Exit.Exit<Acknowledgement, IntakeRefusal>) => void
     ): (() => void) => {
-      const row = rowOf(organizationId, route, input as SignalInput)
+      const row = rowOf(organizationId, route, input as SignalInput, clock.unsafeCurrentTimeMillis())
       if (Either.isLeft(row)) {
         answer(Exit.fail(row.left))
         return constVoid
@@ -143,7 +152,8 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
             message: `Invalid request: signals: must hold 1 to ${maxBatchSize.toLocaleString("en")} signals`
           })
         }
-        const prepared = items.map((item) => batchRowOf(organizationId, item))
+        const now = yield* currentTimeMillis
+        const prepared = items.map((item) => batchRowOf(organizationId, item, now))
         const rows = prepared.flatMap((p) => (Either.isRight(p) ? [p.right] : []))
         const written = yield* awaitAnswer<ReadonlyArray<Exit.Exit<Written, Refusal>>, never>((answer) =>
           writer.enqueue(rows, (exits) => answer(Exit.succeed(exits)))

@@ -28,6 +28,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { BigDecimal, Cause, Data, Effect, Either, Schedule, Schema } from "effect"
 import { findAll, insertRows, orDie, sqlState } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
+import { currentTimeMillis } from "../time.ts"
 import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { Timestamp } from "../schema.ts"
@@ -519,7 +520,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           ...(occurrence.custom === null ? {} : { custom: occurrence.custom as SignalInput["custom"] })
         }
         // The occurrence completes when its last missing signal happened: billed in that cycle.
-        const row = yield* inboxRowOf(org, "COMPOSITE_COMPLETE", body, body, momentAt(signal.moment, Date.now()), { id: rawId })
+        const row = yield* inboxRowOf(org, "COMPOSITE_COMPLETE", body, body, momentAt(signal.moment, yield* currentTimeMillis), { id: rawId })
         const [written] = yield* insertSignals(sql, [row])
         yield* written!
         yield* sql`UPDATE composite_occurrences SET status = 'COMPLETED', signal_id = ${rawId},
@@ -620,6 +621,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      */
     let partitionsReadyFor: string | undefined
     const ensurePartitions = Effect.suspend(() => {
+      // The database's month (its now() makes the partitions), as near as this process's clock tells it.
       const month = new Date().toISOString().slice(0, 7)
       if (partitionsReadyFor === month) return Effect.void
       return orDie(sql`SELECT ensure_usage_log_month(now()), ensure_usage_log_month(now() + interval '1 month')`).pipe(

@@ -13,6 +13,7 @@ import { makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { tierProblem } from "../pricing/Pricing.ts"
 import { type PricingType, Unit, type UnitCreate, type UnitTier, type UnitUpdate } from "./Unit.ts"
+import { currentTime } from "../time.ts"
 
 /** Who creates a unit: an API key (its name is recorded) or an operator at the CLI. */
 export type UnitAuthor = { readonly apiKeyId: string } | { readonly name: string }
@@ -137,7 +138,7 @@ export class Units extends Effect.Service<Units>()("Units", {
       Effect.gen(function*() {
         const current = yield* find(organizationId, id, true)
         const pricing = yield* resolvePricing(patch, current)
-        const changes: Record<string, unknown> = { ...pricingColumns(pricing), updatedAt: new Date() }
+        const changes: Record<string, unknown> = { ...pricingColumns(pricing), updatedAt: yield* currentTime }
         if (patch.name !== undefined) changes.name = patch.name
         if (patch.agentKey !== undefined) changes.agentKey = patch.agentKey
         if (patch.description !== undefined) changes.description = patch.description

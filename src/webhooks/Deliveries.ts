@@ -17,6 +17,7 @@ import {
 } from "../errors.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import { Attempt, Delivery, type DeliveryStatus, WebhookEvent } from "./Webhook.ts"
+import { currentTime } from "../time.ts"
 
 export interface DeliveryQuery {
   readonly endpointId?: string | undefined
@@ -140,6 +141,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
               ORDER BY d.endpoint_id, d.id DESC`
         )
         const ids = previous.map(() => makeId("whd"))
+        const due = yield* currentTime
         if (previous.length > 0) {
           yield* sql`INSERT INTO webhook_deliveries ${
             sql.insert(previous.map((delivery, i) => ({
@@ -148,7 +150,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
               eventId,
               endpointId: delivery.endpointId,
               status: "PENDING",
-              nextAttemptAt: new Date(),
+              nextAttemptAt: due,
               replayOf: delivery.id
             })))
           }`

@@ -9,6 +9,7 @@ import { dieOnSqlError, findAll, findByIdOr } from "../db/Sql.ts"
 import { WebhookEndpointNotFound } from "../errors.ts"
 import { makeId, randomToken, type OrganizationId } from "../ids.ts"
 import { toSql } from "../money.ts"
+import { currentTime } from "../time.ts"
 import { EVENT_TYPES, Endpoint, type EndpointCreate } from "./Webhook.ts"
 
 const newSecret = () => `whsec_${randomToken(32)}`
@@ -50,11 +51,11 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
     const get = (organizationId: OrganizationId, id: string) => findLive(organizationId, id)
 
     const change = (organizationId: OrganizationId, id: string, changes: Record<string, unknown>) =>
-      Effect.flatMap(get(organizationId, id), () =>
+      Effect.flatMap(Effect.zip(get(organizationId, id), currentTime), ([, updatedAt]) =>
         Effect.map(
           findAll(
             Endpoint,
-            sql`UPDATE webhook_endpoints SET ${sql.update({ ...changes, updatedAt: new Date() })}
+            sql`UPDATE webhook_endpoints SET ${sql.update({ ...changes, updatedAt })}
                 WHERE organization_id = ${organizationId} AND id = ${id} RETURNING *`
           ),
           (rows) => rows[0]!
@@ -65,7 +66,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
 
     const remove = (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
-        const removed = yield* change(organizationId, id, { enabled: false, removedAt: new Date() })
+        const removed = yield* change(organizationId, id, { enabled: false, removedAt: yield* currentTime })
         yield* sql`UPDATE webhook_deliveries
                    SET status = 'CANCELLED', next_attempt_at = NULL, updated_at = now()
                    WHERE organization_id = ${organizationId} AND endpoint_id = ${id} AND status = 'PENDING'`

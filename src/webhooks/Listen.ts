@@ -19,6 +19,7 @@ import { makeId, randomToken, type OrganizationId } from "../ids.ts"
 import { Timestamp } from "../schema.ts"
 import { signatureHeader } from "./Signature.ts"
 import { EVENT_TYPES, type EventType } from "./Webhook.ts"
+import { currentTime, timeFromNow } from "../time.ts"
 
 /** How long a session stays subscribed without a heartbeat. */
 export const LISTEN_LEASE_SECONDS = 30
@@ -51,8 +52,11 @@ export interface Forwarded {
 
 const FORWARD_TIMEOUT_MS = 5_000
 
-/** POSTs one event as the worker would: same body bytes, same headers, signed with the session's secret. */
-const forward = (url: string, secret: string, delivery: PendingForward) =>
+/**
+ * POSTs one event as the worker would: same body bytes, same headers, signed with the session's secret
+ * at `signedAt`. `durationMs` is the receiver's answer time on this process's clock, shown to the operator.
+ */
+const forward = (url: string, secret: string, delivery: PendingForward, signedAt: Date) =>
   Effect.promise(async () => {
     const started = Date.now()
     try {
@@ -63,7 +67,7 @@ const forward = (url: string, secret: string, delivery: PendingForward) =>
         signal: AbortSignal.timeout(FORWARD_TIMEOUT_MS),
         headers: {
           "content-type": "application/json",
-          "x-service-signature": signatureHeader(secret, delivery.body, new Date()),
+          "x-service-signature": signatureHeader(secret, delivery.body, signedAt),
           "x-service-event-id": delivery.eventId,
           "x-service-event-type": delivery.eventType
         }
@@ -99,7 +103,7 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
             events: [...session.events],
             threshold: null,
             secret: session.secret,
-            listenUntil: new Date(Date.now() + LISTEN_LEASE_SECONDS * 1000)
+            listenUntil: yield* timeFromNow(LISTEN_LEASE_SECONDS * 1000)
           })
         }`
         return session
@@ -126,8 +130,9 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
         )
         const forwarded: Array<Forwarded> = []
         for (const delivery of pending) {
-          const startedAt = new Date()
-          const outcome = yield* forward(url, session.secret, delivery)
+          const startedAt = yield* currentTime
+          const outcome = yield* forward(url, session.secret, delivery, startedAt)
+          const settledAt = yield* currentTime
           const delivered = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
           yield* Effect.zipRight(
             sql`INSERT INTO webhook_attempts ${
@@ -144,7 +149,7 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
             sql`UPDATE webhook_deliveries
                 SET status = ${delivered ? "DELIVERED" : "FAILED"}, attempts = attempts + 1, next_attempt_at = NULL,
                     last_status_code = ${outcome.statusCode}, last_error = ${outcome.error},
-                    delivered_at = ${delivered ? new Date() : null}, updated_at = now()
+                    delivered_at = ${delivered ? settledAt : null}, updated_at = now()
                 WHERE organization_id = ${session.organizationId} AND id = ${delivery.id} AND status = 'PENDING'`
           ).pipe(sql.withTransaction, dieOnSqlError)
           forwarded.push({ deliveryId: delivery.id, eventId: delivery.eventId, eventType: delivery.eventType, ...outcome })

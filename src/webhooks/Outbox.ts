@@ -14,6 +14,7 @@ import { makeId, type OrganizationId } from "../ids.ts"
 import type { Decimal } from "../money.ts"
 import { Money } from "../schema.ts"
 import type { EventType } from "./Webhook.ts"
+import { currentTime, currentTimeMillis } from "../time.ts"
 
 export type WalletChangeSource = "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT"
 
@@ -102,7 +103,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
         if (endpoints.length === 0) return
         const events: Array<Record<string, unknown>> = []
         const deliveries: Array<Record<string, unknown>> = []
-        const now = Date.now()
+        const now = yield* currentTimeMillis
         const record = (
           change: WalletChange,
           eventType: EventType,
@@ -185,7 +186,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
               ORDER BY id`
         )
         const id = makeId("evt")
-        const at = new Date()
+        const at = yield* currentTime
         if (recipients.length === 0) return { id, eventType, recipients: 0 }
         const change: WalletChange = {
           organizationId,

@@ -16,6 +16,7 @@ import { faultPoint } from "../Fault.ts"
 import { QUEUE_DEPTH_CAP, reportQueue, tally } from "../worker/Stats.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { signatureHeader } from "./Signature.ts"
+import { currentTime, currentTimeMillis } from "../time.ts"
 
 const MAX_IN_FLIGHT = 64
 const PER_ENDPOINT = 4
@@ -83,7 +84,7 @@ const describeFetchError = (error: unknown, timeoutMs: number): string => {
  * the request could drop the timeout unfired and the attempt then lasted as long as the receiver
  * took (nodejs/node#57736).
  */
-const post = (delivery: Claimed, timeoutMs: number): Effect.Effect<Outcome> =>
+const post = (delivery: Claimed, timeoutMs: number, signedAt: Date): Effect.Effect<Outcome> =>
   Effect.promise(async (interrupted) => {
     const controller = new AbortController()
     const timer = setTimeout(
@@ -101,7 +102,7 @@ const post = (delivery: Claimed, timeoutMs: number): Effect.Effect<Outcome> =>
         signal: controller.signal,
         headers: {
           "content-type": "application/json",
-          "x-service-signature": signatureHeader(delivery.secret, delivery.body, new Date()),
+          "x-service-signature": signatureHeader(delivery.secret, delivery.body, signedAt),
           "x-service-event-id": delivery.eventId,
           "x-service-event-type": delivery.eventType
         }
@@ -175,6 +176,7 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
     const settle = (delivery: Claimed, startedAt: Date, durationMs: number, outcome: Outcome, nextAttemptAt: Date | null) =>
       Effect.gen(function*() {
         const delivered = outcome.statusCode !== null && outcome.statusCode >= 200 && outcome.statusCode < 300
+        const settledAt = yield* currentTime
         yield* sql`INSERT INTO webhook_attempts ${
           sql.insert({
             organizationId: delivery.organizationId,
@@ -193,7 +195,7 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
                        next_attempt_at = ${delivered ? null : nextAttemptAt},
                        last_status_code = ${outcome.statusCode},
                        last_error = ${outcome.error},
-                       delivered_at = ${delivered ? new Date() : null},
+                       delivered_at = ${delivered ? settledAt : null},
                        updated_at = now()
                    WHERE organization_id = ${delivery.organizationId} AND id = ${delivery.id}
                      AND status = 'PENDING' AND attempts = ${delivery.attempts}`
@@ -211,9 +213,9 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
 
     const attempt = (delivery: Claimed, now: Date, retryDelaysMs: ReadonlyArray<number>, timeoutMs: number) =>
       Effect.gen(function*() {
-        const startedAt = new Date()
-        const outcome = yield* post(delivery, timeoutMs)
-        const durationMs = Date.now() - startedAt.getTime()
+        const startedAt = yield* currentTime
+        const outcome = yield* post(delivery, timeoutMs, startedAt)
+        const durationMs = (yield* currentTimeMillis) - startedAt.getTime()
         // Attempt n (1-based) that fails waits retryDelaysMs[n - 1]; past the schedule the delivery has failed.
         const delay = retryDelaysMs[delivery.attempts - 1]
         const nextAttemptAt = delay === undefined ? null : new Date(now.getTime() + durationMs + delay)

@@ -64,6 +64,7 @@ export const watchBatch = <E, R, E2, R2>(
 ): Effect.Effect<number, E | E2, R | R2> =>
   Effect.suspend(() => {
     const current: Tally = { byOrganization: {}, queue: null }
+    // What the operator watches: how long the batch took on this process's system clock.
     const started = Date.now()
     return Effect.tap(Effect.locally(batch, currentTally, current), (handled) =>
       onBatch({

@@ -10,6 +10,7 @@
  * already provided (a service offers its job, or `jobOf` builds one).
  */
 import { Duration, Effect, Schedule } from "effect"
+import { givenOrCurrentTime } from "../time.ts"
 import { type BatchReport, watchBatch } from "./Stats.ts"
 
 export interface WorkerJob {
@@ -31,7 +32,7 @@ export const jobOf = <R>(
 export interface WorkerOptions {
   /** Drain and stop instead of looping. */
   readonly once: boolean
-  /** The instant the cycle job treats as now (tests and `--now`); default: the clock. */
+  /** The instant the cycle job treats as now (`--now`); default: the Clock's (src/time.ts). */
   readonly now?: Date | undefined
   /** How long to sleep when every job is idle. */
   readonly idle: Duration.DurationInput
@@ -42,8 +43,6 @@ export interface WorkerOptions {
   readonly onBatch?: ((report: BatchReport) => Effect.Effect<void>) | undefined
 }
 
-const clock = (options: WorkerOptions) => options.now ?? new Date()
-
 /**
  * One batch of a job. A failed batch (a transient database error, say) is
  * retried a few times as a warning, so `--once` does not stop with work left;
@@ -51,7 +50,7 @@ const clock = (options: WorkerOptions) => options.now ?? new Date()
  * stops another. Every batch is one transaction: a failed one wrote nothing.
  */
 const batch = (job: WorkerJob, options: WorkerOptions) =>
-  Effect.suspend(() => job.runOnce(clock(options))).pipe(
+  Effect.flatMap(givenOrCurrentTime(options.now), job.runOnce).pipe(
     Effect.sandbox,
     Effect.tapError((cause) => Effect.logWarning(`worker job ${job.name} failed; retrying`, cause)),
     Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }),
