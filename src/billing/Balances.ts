@@ -129,8 +129,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
               AND ${sql.in("status", statuses)} ORDER BY id DESC LIMIT 1`
       )
 
-    const balances = (organizationId: string, customerId: string) =>
-      Effect.gen(function*() {
+    const balances = Effect.fn("Balances.balances")(function*(organizationId: string, customerId: string) {
         const customer = yield* customers.get(organizationId, customerId)
         const wallet = yield* wallets.get(organizationId, customerId)
         const [settings] = yield* Effect.orDie(sql<{ reservedWalletEnabled: boolean }>`
@@ -186,8 +185,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         } satisfies CustomerBalances
       })
 
-    const currentPlan = (organizationId: string, customerId: string) =>
-      Effect.gen(function*() {
+    const currentPlan = Effect.fn("Balances.currentPlan")(function*(organizationId: string, customerId: string) {
         const customer = yield* customers.get(organizationId, customerId)
         const found = yield* livePurchase(organizationId, customerId, ["SCHEDULED", "ACTIVE"])
         const currency = currencyOf(customer.currencyCode)
@@ -226,8 +224,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
      * Every allowance of the customer's ACTIVE purchase with `used` for each
      * kind (the spec's balances shape leaves it out for outcomes and units).
      */
-    const allowances = (organizationId: string, customerId: string) =>
-      Effect.gen(function*() {
+    const allowances = Effect.fn("Balances.allowances")(function*(organizationId: string, customerId: string) {
         yield* customers.get(organizationId, customerId)
         const purchase = yield* livePurchase(organizationId, customerId, ["ACTIVE"])
         if (Option.isNone(purchase)) return [] as Array<Allowance>

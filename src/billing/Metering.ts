@@ -25,7 +25,7 @@ export class Metering extends Effect.Service<Metering>()("Metering", {
     const sql = yield* SqlClient.SqlClient
 
     /** The customer's ACTIVE purchase and its snapshot, or None. */
-    const currentPurchase = (organizationId: string, customerId: string) =>
+    const currentPurchase = Effect.fn("Metering.currentPurchase")((organizationId: string, customerId: string) =>
       Effect.map(
         findOne(
           PurchaseRow,
@@ -40,7 +40,7 @@ export class Metering extends Effect.Service<Metering>()("Metering", {
           periodStart: row.periodStart!,
           periodEnd: row.periodEnd!
         }))
-      )
+      ))
 
     return { currentPurchase } as const
   })

@@ -168,13 +168,13 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       )
 
     /** Whether anything is due at `now`, claimed by another worker or not. */
-    const anyDue = (now: Date) =>
+    const anyDue = Effect.fn("Purchases.anyDue")((now: Date) =>
       Effect.map(
         orDie(sql`SELECT 1 FROM purchases
             WHERE (status = 'ACTIVE' AND period_end <= ${now}) OR (status = 'SCHEDULED' AND billing_date <= ${now})
             LIMIT 1`),
         (rows) => rows.length > 0
-      )
+      ))
 
     /** One purchase, locked for a step (create, cancel). */
     const lockOne = (organizationId: string, id: string) =>
@@ -360,24 +360,21 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * cycles behind is claimed again by the next batch). The number renewed;
      * 0 when nothing unclaimed is due.
      */
-    const renewBatch = (now: Date, limit: number) =>
-      Effect.gen(function*() {
+    const renewBatch = Effect.fn("Purchases.renewBatch")(function*(now: Date, limit: number) {
         const claimed = yield* claimDue(now, limit)
         if (claimed.length === 0) return claimed
         const states = yield* loadStates(claimed)
         yield* write(states.map((state) => renewal(state)), claimed)
         yield* faultPoint("cycles.before-commit") // tests: dies with the batch written, before its commit
         return claimed
-      }).pipe(
+      },
         sql.withTransaction,
         Effect.orDie,
         // Counted for the worker's watchers once committed.
         Effect.tap((claimed) => tally(claimed.map((purchase) => [purchase.organizationId, "renewed"]))),
-        Effect.map((claimed) => claimed.length)
-      )
+        Effect.map((claimed) => claimed.length))
 
-    const create = (organizationId: string, input: PurchaseCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Purchases.create")(function*(organizationId: string, input: PurchaseCreate) {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
         const now = new Date()
@@ -412,20 +409,19 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           yield* write((yield* loadStates([locked])).map((state) => renewal(state)), [locked])
         }
         return yield* findRow(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const list = Effect.fn("Purchases.list")((organizationId: string, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       findAll(
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               ${pageClause(sql, query.page)}`
-      )
+      ))
 
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = Effect.fn("Purchases.get")((organizationId: string, id: string) => findRow(organizationId, id))
 
-    const update = (organizationId: string, id: string, patch: PurchaseUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Purchases.update")(function*(organizationId: string, id: string, patch: PurchaseUpdate) {
         const purchase = yield* findRow(organizationId, id, true)
         if (purchase.status === "CANCELLED") {
           return yield* new Conflict({ message: `Purchase ${id} is cancelled` })
@@ -434,7 +430,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         yield* sql`UPDATE purchases SET auto_payment = ${patch.autoPayment}, updated_at = now()
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* findRow(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /**
      * Cancels: invoices ARREAR usage charged so far in a final USAGE invoice and
@@ -443,8 +439,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * allowance granted in advance), and voiding one is the operator's explicit
      * act (`billing invoice void`). Cancelling twice is 409.
      */
-    const cancel = (organizationId: string, id: string) =>
-      Effect.gen(function*() {
+    const cancel = Effect.fn("Purchases.cancel")(function*(organizationId: string, id: string) {
         const purchase = yield* lockOne(organizationId, id)
         if (purchase.status === "CANCELLED") {
           return yield* new Conflict({ message: `Purchase ${id} is already cancelled` })
@@ -457,7 +452,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               period_end = CASE WHEN period_end IS NULL THEN NULL ELSE ${now}::timestamptz END, updated_at = ${now}
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* findRow(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     return { create, list, get, update, cancel, renewBatch, anyDue } as const
   })

@@ -31,8 +31,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
     const sql = yield* SqlClient.SqlClient
     const models = yield* Models
 
-    const create = (organizationId: string, input: CreditCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Credits.create")(function*(organizationId: string, input: CreditCreate) {
         const [bundle] = yield* models.priceBundles(organizationId, [{ path: "modelBundle", items: input.modelBundle }])
         const rows = yield* sql`INSERT INTO credits ${
           sql.insert({
@@ -49,26 +48,25 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
           })
         } RETURNING *`.pipe(uniqueOr(() => agentKeyTaken(input.agentKey)), Effect.flatMap(decodeRows(Credit)))
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = findCataloguePage(sql, Credit, "credits")
+    const list = Effect.fn("Credits.list")(findCataloguePage(sql, Credit, "credits"))
 
     const findRow = findByIdOr(sql, Credit, "credits", notFound)
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = Effect.fn("Credits.get")((organizationId: string, id: string) => findRow(organizationId, id))
 
-    const findActiveByAgentKey = (organizationId: string, agentKey: string) =>
+    const findActiveByAgentKey = Effect.fn("Credits.findActiveByAgentKey")((organizationId: string, agentKey: string) =>
       findOne(
         Credit,
         sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND agent_key = ${agentKey} AND is_active`
-      )
+      ))
 
     /**
      * Only the fields sent change. A new modelBundle is priced at the current
      * rates; a new marginPercent alone re-prices pricePerCredit from the stored
      * basePrice, so a margin change never depends on today's rates.
      */
-    const update = (organizationId: string, id: string, patch: CreditUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Credits.update")(function*(organizationId: string, id: string, patch: CreditUpdate) {
         const current = yield* findRow(organizationId, id, true)
         const changes: Record<string, string | null> = {}
         if (patch.name !== undefined) changes.name = patch.name
@@ -94,7 +92,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
           Effect.flatMap(decodeRows(Credit))
         )
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     const setActive = (isActive: boolean) => (organizationId: string, id: string) =>
       Effect.gen(function*() {
@@ -114,9 +112,9 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
       findActiveByAgentKey,
       update,
       /** Archives; nothing is deleted, and archiving twice answers the same credit. */
-      archive: setActive(false),
+      archive: Effect.fn("Credits.archive")(setActive(false)),
       /** Makes the credit active again: 409 when another active credit took its agentKey meanwhile. */
-      unarchive: setActive(true)
+      unarchive: Effect.fn("Credits.unarchive")(setActive(true))
     } as const
   }),
   dependencies: [Models.Default]

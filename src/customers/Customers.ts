@@ -35,8 +35,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const create = (organizationId: string, input: CustomerCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Customers.create")(function*(organizationId: string, input: CustomerCreate) {
         const id = makeId("cus")
         const [currency] = yield* sql<{ currencyCode: string }>`
           SELECT currency_code FROM organizations WHERE id = ${organizationId}`
@@ -64,9 +63,9 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
           } RETURNING *`.pipe(uniqueOr(() => externalIdTaken(input.externalId ?? "")), Effect.flatMap(decodeRows(Customer)))
         if (input.externalId) yield* requeuePendingSignals(sql, organizationId, input.externalId)
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: string, query: CustomerListQuery) => {
+    const list = Effect.fn("Customers.list")((organizationId: string, query: CustomerListQuery) => {
       const pattern = query.q ? `%${escapeLike(query.q)}%` : null
       return findAll(
         Customer,
@@ -76,15 +75,14 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
               AND (${pattern}::text IS NULL OR name ILIKE ${pattern} OR email ILIKE ${pattern})
               ${pageClause(sql, query.page)}`
       )
-    }
+    })
 
     /** A customer by the service's id, archived or not. */
     const findRow = findByIdOr(sql, Customer, "customers", notFound)
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = Effect.fn("Customers.get")((organizationId: string, id: string) => findRow(organizationId, id))
 
     /** An active customer by the caller's externalId; a malformed value is 400. */
-    const getByExternalId = (organizationId: string, externalId: string) =>
-      Effect.gen(function*() {
+    const getByExternalId = Effect.fn("Customers.getByExternalId")(function*(organizationId: string, externalId: string) {
         if (!externalIdPattern.test(externalId)) {
           return yield* new BadRequest({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
         }
@@ -96,15 +94,14 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
-    const resolve = (organizationId: string, ref: CustomerRef) =>
+    const resolve = Effect.fn("Customers.resolve")((organizationId: string, ref: CustomerRef) =>
       ref.customerId !== undefined
         ? get(organizationId, ref.customerId)
         : ref.externalId !== undefined
         ? getByExternalId(organizationId, ref.externalId)
-        : Effect.fail(new BadRequest({ message: "customerId or externalId must be provided" }))
+        : Effect.fail(new BadRequest({ message: "customerId or externalId must be provided" })))
 
-    const update = (organizationId: string, id: string, patch: CustomerUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Customers.update")(function*(organizationId: string, id: string, patch: CustomerUpdate) {
         const current = yield* findRow(organizationId, id, true)
         yield* ensureActive(current)
         const changes: Record<string, unknown> = {}
@@ -120,11 +117,10 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         )
         if (patch.externalId) yield* requeuePendingSignals(sql, organizationId, patch.externalId)
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** Archives (the spec's DELETE); archiving twice answers the same customer. */
-    const archive = (organizationId: string, id: string) =>
-      Effect.gen(function*() {
+    const archive = Effect.fn("Customers.archive")(function*(organizationId: string, id: string) {
         yield* get(organizationId, id)
         const rows = yield* findAll(
           Customer,
@@ -135,11 +131,11 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** Customers are addressed by id or externalId alike by the `/customers/ext/...` twins. */
-    const idOfExternal = (organizationId: string, externalId: string) =>
-      Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id)
+    const idOfExternal = Effect.fn("Customers.idOfExternal")((organizationId: string, externalId: string) =>
+      Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id))
 
     /** The customer a write acts on: unknown is 404, archived 409 (`ensureActive`). */
-    const requireActive = (organizationId: string, id: string) => Effect.flatMap(get(organizationId, id), ensureActive)
+    const requireActive = Effect.fn("Customers.requireActive")((organizationId: string, id: string) => Effect.flatMap(get(organizationId, id), ensureActive))
 
     return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal, requireActive } as const
   })

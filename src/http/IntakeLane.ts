@@ -182,7 +182,7 @@ export class IntakeLane extends Effect.Service<IntakeLane>()("IntakeLane", {
 
     return {
       take,
-      stats: Effect.sync((): IntakeLaneStats => ({ answered, handedOver }))
+      stats: Effect.sync((): IntakeLaneStats => ({ answered, handedOver })).pipe(Effect.withSpan("IntakeLane.stats"))
     } as const
   })
 }) {}

@@ -132,7 +132,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           })),
           expiresAt: new Date(exp)
         })
-      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))))
+      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))), Effect.withSpan("PortalView.portalPage"))
 
     const invoicePage = (invoiceId: string, token: string, now = new Date()) =>
       Effect.gen(function*() {
@@ -149,7 +149,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         if (invoice.customerId !== claims.customerId) return Either.left<PageRefusal>("NotFound")
         const { header: names, organization } = yield* header(claims.org, claims.customerId)
         return Either.right<InvoicePageView>({ ...names, invoice, paymentInstructions: organization.paymentInstructions })
-      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))))
+      }).pipe(Effect.catchTag("NotFound", () => Effect.succeed(Either.left<PageRefusal>("NotFound"))), Effect.withSpan("PortalView.invoicePage"))
 
     return { portalPage, invoicePage } as const
   })

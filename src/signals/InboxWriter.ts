@@ -280,7 +280,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
      * each row's answer in order: written, refused, or (a row the database
      * itself refuses) a defect of that row alone.
      */
-    const write = (rows: ReadonlyArray<InboxRow>): Effect.Effect<ReadonlyArray<Exit.Exit<Written, Refusal>>> => {
+    const write = Effect.fn("InboxWriter.write")((rows: ReadonlyArray<InboxRow>): Effect.Effect<ReadonlyArray<Exit.Exit<Written, Refusal>>> => {
       if (rows.length === 0) return Effect.succeed([])
       return Effect.matchCauseEffect(insert(rows), {
         onSuccess: (checked) => answers(rows, checked),
@@ -290,7 +290,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
             ? Effect.succeed([Exit.die(Cause.squash(cause))])
             : Effect.forEach(rows, (row) => Effect.map(write([row]), (exits) => exits[0]!))
       })
-    }
+    })
 
     const queue = yield* Queue.unbounded<Pending>()
     /** Rows submitted and not answered yet: one arriving while another waits means requests overlap. */
@@ -386,11 +386,11 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
     }
 
     /** `enqueue` as an effect: interrupting it withdraws the request. */
-    const submit = (row: InboxRow): Effect.Effect<Written, Refusal> =>
+    const submit = Effect.fn("InboxWriter.submit")((row: InboxRow): Effect.Effect<Written, Refusal> =>
       Effect.async<Written, Refusal>((resume) => {
         const withdraw = enqueue(row, resume)
         return Effect.sync(withdraw)
-      })
+      }))
 
     const stats: Effect.Effect<InboxWriterStats> = Effect.sync(() => ({
       statements,
@@ -398,7 +398,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
       rows: offered,
       lingers,
       waiting: unanswered
-    }))
+    })).pipe(Effect.withSpan("InboxWriter.stats"))
 
     return { write, enqueue, submit, stats } as const
   })

@@ -264,7 +264,8 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
     const accept = <R extends QueuedRoute>(organizationId: string, route: R, input: SignalOf<R>) =>
       Effect.suspend(() => rowOf(organizationId, route, input as SignalInput)).pipe(
         Effect.flatMap(writer.submit),
-        Effect.map(acknowledgement)
+        Effect.map(acknowledgement),
+        Effect.withSpan("Signals.accept")
       )
 
     /** One batch item: its inbox row, or the error its single route would have answered. */
@@ -297,8 +298,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * order. Every accepted item is written by one statement (plus one look-up
      * when keys were taken), whatever the count.
      */
-    const acceptBatch = (organizationId: string, items: ReadonlyArray<unknown>) =>
-      Effect.gen(function*() {
+    const acceptBatch = Effect.fn("Signals.acceptBatch")(function*(organizationId: string, items: ReadonlyArray<unknown>) {
         if (items.length < 1 || items.length > maxBatchSize) {
           return yield* new BadRequest({
             message: `Invalid request: signals: must hold 1 to ${maxBatchSize.toLocaleString("en")} signals`
@@ -398,8 +398,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       })
 
     /** Closes an outcome run: 200 once; 404 for a run with no step of this customer; 409 when already closed. */
-    const completeOutcome = (organizationId: string, input: typeof OutcomeCompleteSignal.Type) =>
-      Effect.gen(function*() {
+    const completeOutcome = Effect.fn("Signals.completeOutcome")(function*(organizationId: string, input: typeof OutcomeCompleteSignal.Type) {
         const earlier = yield* replayed<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
         if (Option.isSome(earlier)) return earlier.value
         const customer = yield* activeCustomer(organizationId, input)
@@ -427,7 +426,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
           moment,
           { status: "COMPLETED", usageLog: null, rawId }
         )
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     type CompositeAttempt =
       | { readonly _tag: "Completed"; readonly answer: CompositeCompleted }
@@ -438,8 +437,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
      * the tag (200, billed once however often it is completed); otherwise parks
      * it (422) until the worker sees the last missing signal.
      */
-    const completeComposite = (organizationId: string, input: typeof CompositeCompleteSignal.Type) =>
-      Effect.gen(function*() {
+    const completeComposite = Effect.fn("Signals.completeComposite")(function*(organizationId: string, input: typeof CompositeCompleteSignal.Type) {
         const attempt = yield* Effect.gen(function*() {
           const earlier = yield* replayed<CompositeCompleted>(organizationId, "COMPOSITE_COMPLETE", input.idempotencyKey)
           if (Option.isSome(earlier)) return { _tag: "Completed", answer: earlier.value } as CompositeAttempt
@@ -496,7 +494,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
         return attempt.answer
       })
 
-    const list = (organizationId: string, query: SignalListQuery) =>
+    const list = Effect.fn("Signals.list")((organizationId: string, query: SignalListQuery) =>
       findAll(
         SignalRecord,
         sql`SELECT * FROM signals
@@ -504,17 +502,16 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
               ${pageClause(sql, query.page)}`
-      )
+      ))
 
     const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new NotFound({ message: `Signal ${id} not found` }))
-    const get = (organizationId: string, id: string) => findRow(organizationId, id)
+    const get = Effect.fn("Signals.get")((organizationId: string, id: string) => findRow(organizationId, id))
 
     /**
      * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
      * was billed, and replaying it would bill it twice.
      */
-    const replay = (organizationId: string, id: string) =>
-      Effect.gen(function*() {
+    const replay = Effect.fn("Signals.replay")(function*(organizationId: string, id: string) {
         const signal = yield* get(organizationId, id)
         if (signal.status === "PROCESSED") {
           return yield* new Conflict({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
@@ -529,8 +526,7 @@ export class Signals extends Effect.Service<Signals>()("Signals", {
       })
 
     /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
-    const replayable = (organizationId: string, customerId: string) =>
-      Effect.gen(function*() {
+    const replayable = Effect.fn("Signals.replayable")(function*(organizationId: string, customerId: string) {
         const customer = yield* customers.get(organizationId, customerId)
         return yield* orDie(
           sql<{ id: string }>`SELECT id FROM signals

@@ -109,8 +109,7 @@ export class Units extends Effect.Service<Units>()("Units", {
           (rows) => rows[0]?.name ?? "api"
         )
 
-    const create = (organizationId: string, input: UnitCreate, author: UnitAuthor) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Units.create")(function*(organizationId: string, input: UnitCreate, author: UnitAuthor) {
         const pricing = yield* resolvePricing(input, undefined)
         const rows = yield* sql`INSERT INTO units ${
           sql.insert({
@@ -124,17 +123,16 @@ export class Units extends Effect.Service<Units>()("Units", {
           })
         } RETURNING *`.pipe(uniqueOr(() => agentKeyTaken(input.agentKey)), Effect.flatMap(decodeRows(Unit)))
         return rows[0]!
-      }).pipe(dieOnSqlError)
+      }, dieOnSqlError)
 
-    const list = findCataloguePage(sql, Unit, "units")
+    const list = Effect.fn("Units.list")(findCataloguePage(sql, Unit, "units"))
 
     const find = findByIdOr(sql, Unit, "units", notFound)
 
     /** A unit by id, archived or not. */
-    const get = (organizationId: string, id: string) => find(organizationId, id, false)
+    const get = Effect.fn("Units.get")((organizationId: string, id: string) => find(organizationId, id, false))
 
-    const update = (organizationId: string, id: string, patch: UnitUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Units.update")(function*(organizationId: string, id: string, patch: UnitUpdate) {
         const current = yield* find(organizationId, id, true)
         const pricing = yield* resolvePricing(patch, current)
         const changes: Record<string, unknown> = { ...pricingColumns(pricing), updatedAt: new Date() }
@@ -147,7 +145,7 @@ export class Units extends Effect.Service<Units>()("Units", {
           Effect.flatMap(decodeRows(Unit))
         )
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /**
      * Archives or unarchives; doing it twice answers the same unit. Unarchiving
@@ -170,8 +168,8 @@ export class Units extends Effect.Service<Units>()("Units", {
       list,
       get,
       update,
-      archive: (organizationId: string, id: string) => setActive(organizationId, id, false),
-      unarchive: (organizationId: string, id: string) => setActive(organizationId, id, true)
+      archive: Effect.fn("Units.archive")((organizationId: string, id: string) => setActive(organizationId, id, false)),
+      unarchive: Effect.fn("Units.unarchive")((organizationId: string, id: string) => setActive(organizationId, id, true))
     } as const
   })
 }) {}

@@ -71,7 +71,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         )
       })
 
-    const list = (organizationId: string, query: DeliveryQuery) =>
+    const list = Effect.fn("WebhookDeliveries.list")((organizationId: string, query: DeliveryQuery) =>
       selectDeliveries(
         organizationId,
         sql.and([
@@ -82,18 +82,17 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         ]),
         query.limit,
         query.oldestFirst
-      )
+      ))
 
-    const get = (organizationId: string, id: string) =>
+    const get = Effect.fn("WebhookDeliveries.get")((organizationId: string, id: string) =>
       foundOr(() => new NotFound({ message: `Webhook delivery ${id} not found` }))(
         Effect.map(selectDeliveries(organizationId, sql.and([sql`d.id = ${id}`]), 1), Arr.head)
-      )
+      ))
 
     const EndpointState = Schema.Struct({ enabled: Schema.Boolean, removed: Schema.Boolean })
 
     /** Makes a delivery due now for one more attempt; if that fails too, automatic retries resume while any are left. */
-    const retry = (organizationId: string, id: string) =>
-      Effect.gen(function*() {
+    const retry = Effect.fn("WebhookDeliveries.retry")(function*(organizationId: string, id: string) {
         const delivery = yield* get(organizationId, id)
         const endpoint = yield* findOne(
           EndpointState,
@@ -109,7 +108,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         yield* sql`UPDATE webhook_deliveries SET status = 'PENDING', next_attempt_at = now(), updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     const findEvent = findByIdOr(
       sql,
@@ -118,10 +117,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       (id) => new NotFound({ message: `Webhook event ${id} not found` }),
       { columns: "id, event_type, customer_id, triggered_at, body" }
     )
-    const getEvent = (organizationId: string, id: string) => findEvent(organizationId, id)
+    const getEvent = Effect.fn("WebhookDeliveries.getEvent")((organizationId: string, id: string) => findEvent(organizationId, id))
 
     /** A new delivery of the event to each live, enabled endpoint that was sent it before. */
-    const replay = (organizationId: string, eventId: string): Effect.Effect<Replayed, NotFound> =>
+    const replay = Effect.fn("WebhookDeliveries.replay")((organizationId: string, eventId: string): Effect.Effect<Replayed, NotFound> =>
       Effect.gen(function*() {
         const event = yield* getEvent(organizationId, eventId)
         const previous = yield* findAll(
@@ -149,10 +148,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         }
         const deliveries = yield* Effect.forEach(ids, (id) => get(organizationId, id))
         return { event, deliveries }
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }).pipe(sql.withTransaction, dieOnSqlError))
 
     /** Event ids triggered in [since, until), oldest first: what a range replay walks through. */
-    const eventsBetween = (organizationId: string, since: Date, until: Date) =>
+    const eventsBetween = Effect.fn("WebhookDeliveries.eventsBetween")((organizationId: string, since: Date, until: Date) =>
       since.getTime() >= until.getTime()
         ? Effect.fail(new BadRequest({ message: "--since must be before --until" }))
         : Effect.map(
@@ -163,7 +162,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
                 ORDER BY triggered_at, id`
           ),
           (rows) => rows.map((row) => row.id)
-        )
+        ))
 
     return { list, get, retry, replay, getEvent, eventsBetween } as const
   })

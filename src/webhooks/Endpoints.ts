@@ -17,7 +17,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const add = (organizationId: string, input: EndpointCreate) =>
+    const add = Effect.fn("WebhookEndpoints.add")((organizationId: string, input: EndpointCreate) =>
       Effect.map(
         findAll(
           Endpoint,
@@ -33,21 +33,21 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
           } RETURNING *`
         ),
         (rows) => rows[0]!
-      )
+      ))
 
-    const list = (organizationId: string, options: { readonly includeRemoved?: boolean | undefined } = {}) =>
+    const list = Effect.fn("WebhookEndpoints.list")((organizationId: string, options: { readonly includeRemoved?: boolean | undefined } = {}) =>
       findAll(
         Endpoint,
         sql`SELECT * FROM webhook_endpoints
             WHERE organization_id = ${organizationId} AND (${options.includeRemoved ?? false} OR removed_at IS NULL)
               AND listen_until IS NULL
             ORDER BY id`
-      )
+      ))
 
     /** A live endpoint; a removed one is as gone as a missing one. */
     const findLive = findByIdOr(sql, Endpoint, "webhook_endpoints", (id) =>
       new NotFound({ message: `Webhook endpoint ${id} not found` }), { where: "removed_at IS NULL AND listen_until IS NULL" })
-    const get = (organizationId: string, id: string) => findLive(organizationId, id)
+    const get = Effect.fn("WebhookEndpoints.get")((organizationId: string, id: string) => findLive(organizationId, id))
 
     const change = (organizationId: string, id: string, changes: Record<string, unknown>) =>
       Effect.flatMap(get(organizationId, id), () =>
@@ -61,23 +61,22 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
         ))
 
     /** Takes effect at once: every later attempt, retries of earlier events included, is signed with the new secret. */
-    const rotateSecret = (organizationId: string, id: string) => change(organizationId, id, { secret: newSecret() })
+    const rotateSecret = Effect.fn("WebhookEndpoints.rotateSecret")((organizationId: string, id: string) => change(organizationId, id, { secret: newSecret() }))
 
-    const remove = (organizationId: string, id: string) =>
-      Effect.gen(function*() {
+    const remove = Effect.fn("WebhookEndpoints.remove")(function*(organizationId: string, id: string) {
         const removed = yield* change(organizationId, id, { enabled: false, removedAt: new Date() })
         yield* sql`UPDATE webhook_deliveries
                    SET status = 'CANCELLED', next_attempt_at = NULL, updated_at = now()
                    WHERE organization_id = ${organizationId} AND endpoint_id = ${id} AND status = 'PENDING'`
         return removed
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     return {
       add,
       list,
       get,
-      enable: (organizationId: string, id: string) => change(organizationId, id, { enabled: true }),
-      disable: (organizationId: string, id: string) => change(organizationId, id, { enabled: false }),
+      enable: Effect.fn("WebhookEndpoints.enable")((organizationId: string, id: string) => change(organizationId, id, { enabled: true })),
+      disable: Effect.fn("WebhookEndpoints.disable")((organizationId: string, id: string) => change(organizationId, id, { enabled: false })),
       rotateSecret,
       remove
     } as const
