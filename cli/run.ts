@@ -12,6 +12,7 @@ import { BadRequest, errorStatus, isServiceError } from "../src/errors.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
 import { AppServicesLive } from "../src/Services.ts"
+import { TelemetryLive } from "../src/Telemetry.ts"
 import { activeCommand } from "./activeCommand.ts"
 import { ExitCode, exitCodeOfStatus } from "./exitCodes.ts"
 import { describeInputIssues } from "./inputErrors.ts"
@@ -88,7 +89,9 @@ export const runOn = async <A, R>(
   effect: Effect.Effect<A, unknown, R>,
   presenter: Presenter<A>
 ): Promise<void> => {
-  const runtime = ManagedRuntime.make(layer.pipe(Layer.provide(quiet), Layer.provide(environmentConfig())))
+  const runtime = ManagedRuntime.make(
+    layer.pipe(Layer.provide(quiet), Layer.provide(TelemetryLive), Layer.provide(environmentConfig()))
+  )
   const exit = await runtime.runPromiseExit(effect)
   await runtime.dispose()
   if (Exit.isSuccess(exit)) {
