@@ -372,7 +372,8 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         Effect.orDie,
         // Counted for the worker's watchers once committed.
         Effect.tap((claimed) => tally(claimed.map((purchase) => [purchase.organizationId, "renewed"]))),
-        Effect.map((claimed) => claimed.length))
+        Effect.map((claimed) => claimed.length)
+      )
 
     const create = Effect.fn("Purchases.create")(function*(organizationId: string, input: PurchaseCreate) {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
