@@ -19,6 +19,7 @@ import { acceptDecimalText } from "../src/schema.ts"
 import { DatabaseLive } from "../src/db/Database.ts"
 import { MigrationsLive } from "../src/db/Migrations.ts"
 import { ApiKeys } from "../src/organizations/ApiKeys.ts"
+import { TelemetryLive } from "../src/Telemetry.ts"
 import { activeCommand } from "./activeCommand.ts"
 import { ExitCode, exitCodeOfStatus } from "./exitCodes.ts"
 import { describeInputIssues } from "./inputErrors.ts"
@@ -115,7 +116,9 @@ export const runOn = async <A, R>(
   effect: Effect.Effect<A, unknown, R>,
   presenter: Presenter<A>
 ): Promise<void> => {
-  const runtime = ManagedRuntime.make(layer.pipe(Layer.provide(quiet), Layer.provide(environmentConfig())))
+  const runtime = ManagedRuntime.make(
+    layer.pipe(Layer.provide(quiet), Layer.provide(TelemetryLive), Layer.provide(environmentConfig()))
+  )
   const exit = await runtime.runPromiseExit(effect)
   await runtime.dispose()
   if (Exit.isSuccess(exit)) {

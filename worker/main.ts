@@ -6,6 +6,7 @@
  */
 import { Effect, Layer, Logger } from "effect"
 import { AppServicesLive } from "../src/app/Services.ts"
+import { TelemetryLive } from "../src/Telemetry.ts"
 import { workerJobs } from "../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../src/worker/Worker.ts"
 
@@ -20,7 +21,7 @@ if (now !== undefined && Number.isNaN(now.getTime())) {
 
 const program = Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once, now, idle: pollInterval() })).pipe(
   Effect.tap((handled) => Effect.logInfo(`worker drained ${handled} item(s)`)),
-  Effect.provide(AppServicesLive.pipe(Layer.provide(Logger.json)))
+  Effect.provide(AppServicesLive.pipe(Layer.provide(Logger.json), Layer.provide(TelemetryLive)))
 )
 
 const controller = new AbortController()

@@ -10,6 +10,7 @@ import { Customers } from "../../src/customers/Customers.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { Wallets } from "../../src/billing/Wallets.ts"
 import { AppServicesLive } from "../../src/app/Services.ts"
+import { TelemetryLive } from "../../src/Telemetry.ts"
 import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen } from "../../src/webhooks/Listen.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
 import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
@@ -47,7 +48,7 @@ const forwardedLine = (forwarded: Forwarded, json: boolean) => {
 }
 
 const listen = async (options: ListenFlags) => {
-  const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs)))
+  const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs), Layer.provide(TelemetryLive)))
   const json = outputMode(options) !== "tty"
   const write = (line: string) => Effect.sync(() => writeOut(`${line}\n`))
 

@@ -14,6 +14,7 @@ import { fromEmbedded, fromUrl } from "../../src/db/Database.ts"
 import { markLongLived, serveDataDir } from "../../src/db/Embedded.ts"
 import { keepAllocationsYoung, limitHeapGrowth } from "../../src/HeapGrowth.ts"
 import { DatabaseConfig } from "../../src/config.ts"
+import { TelemetryLive } from "../../src/Telemetry.ts"
 import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
 import { workerJobs } from "../../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
@@ -41,11 +42,11 @@ const poolPerProcess = (processes: number) => Math.max(5, Math.ceil(totalPool / 
 const maxEmbeddedProcesses = 6
 
 /**
- * JSON log lines, and no tracing spans: nothing exports them, and every
- * request, statement and worker batch paid for building them. Fibers forked
- * while the layers are built (the inbox writer, the worker loop) inherit both.
+ * JSON log lines, and spans exported over OTLP or none made at all
+ * (src/Telemetry.ts). Fibers forked while the layers are built (the inbox
+ * writer, the worker loop, the server's requests) inherit both.
  */
-const processSettings = Layer.merge(Logger.json, Layer.setTracerEnabled(false))
+const processSettings = Layer.merge(Logger.json, TelemetryLive)
 
 const worker = Layer.scopedDiscard(Effect.forkScoped(Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once: false, idle: pollInterval() }))))
 

@@ -3,6 +3,7 @@ import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } f
 import { markLongLived } from "../../src/db/Embedded.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
+import { TelemetryLive } from "../../src/Telemetry.ts"
 import { workerJobNames, workerJobs } from "../../src/app/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
@@ -93,7 +94,7 @@ const drainOnce = async (options: WorkerFlags) => {
  * batch in flight rolls back and its work is taken again by the next worker.
  */
 const loop = async (options: WorkerFlags) => {
-  const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs)))
+  const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs), Layer.provide(TelemetryLive)))
   const live = outputMode(options) === "tty"
   const views = live ? await loadViews() : undefined
   const store = views && new views.WorkerStatsStore(workerJobNames)

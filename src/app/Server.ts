@@ -6,8 +6,9 @@
  *
  * The hot path is kept lean: the request log is buffered and sampled off the
  * event loop (`RequestLog.ts`), and no tracing span is made per request or per
- * statement (nothing exports spans; the platform's HTTP tracer alone built a
- * URL, a redacted copy of the headers and a dozen span attributes a request).
+ * statement unless spans are exported (src/Telemetry.ts: the platform's HTTP
+ * tracer alone built a URL, a redacted copy of the headers and a dozen span
+ * attributes a request).
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
@@ -27,6 +28,7 @@ import { PortalHttpLive } from "../portal/PortalHttp.ts"
 import { PortalPagesLive } from "../portal/PortalPages.ts"
 import { CreditsHttpLive } from "../credits/CreditsHttp.ts"
 import { OutcomesHttpLive } from "../outcomes/OutcomesHttp.ts"
+import { tracingEnabled } from "../Telemetry.ts"
 import { UnitsHttpLive } from "../units/UnitsHttp.ts"
 import { CompositesHttpLive } from "../composites/CompositesHttp.ts"
 import { PlansHttpLive } from "../plans/PlansHttp.ts"
@@ -130,12 +132,12 @@ const serverWithLane = (lane: Context.Tag.Service<IntakeLane>): Server => {
 }
 
 export const makeHttpServer = (options: HttpServerOptions) => {
+  // Request fibers inherit the serving fiber's tracer and its switch (src/Telemetry.ts): with the tracer
+  // off, the platform's request span is skipped before it builds anything.
   const serve = Layer.unwrapEffect(
-    Effect.map(RequestLog.RequestLog, (log) => HttpApiBuilder.serve(requestLogging(log)))
+    Effect.zipWith(RequestLog.RequestLog, tracingEnabled, (log, tracing) =>
+      HttpApiBuilder.serve(requestLogging(log)).pipe(HttpMiddleware.withTracerDisabledWhen(() => !tracing)))
   ).pipe(
-    HttpMiddleware.withTracerDisabledWhen(() => true),
-    // Request fibers inherit the serving fiber's refs: no spans for statements either.
-    Layer.locally(FiberRef.currentTracerEnabled, false),
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" })),
     Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
     // The customer's HTML pages (the portal, hosted invoices), outside /api/v1.

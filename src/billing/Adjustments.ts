@@ -214,8 +214,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         )
         : Effect.map(wallets.get(organizationId, customerId), (row) => wallet === "RESERVED" ? row.reservedBalance : row.balance)
 
-    const adjust = (organizationId: OrganizationId, customerId: CustomerId, endpoint: AdjustEndpoint, input: AdjustInput) =>
-      Effect.gen(function*() {
+    const adjust = Effect.fn("Adjustments.adjust")(function*(organizationId: OrganizationId, customerId: CustomerId, endpoint: AdjustEndpoint, input: AdjustInput) {
         const customer = yield* customers.get(organizationId, customerId)
         const customerArchived = customer.archivedAt !== null
         const walletKind = input.wallet ?? "ORDINARY"
@@ -327,7 +326,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
           customerArchived,
           ...flooring(input.delta, applied)
         } satisfies AdjustResult
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     return { adjust } as const
   })

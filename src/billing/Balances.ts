@@ -130,8 +130,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
               AND ${sql.in("status", statuses)} ORDER BY id DESC LIMIT 1`
       )
 
-    const balances = (organizationId: OrganizationId, customerId: CustomerId) =>
-      Effect.gen(function*() {
+    const balances = Effect.fn("Balances.balances")(function*(organizationId: OrganizationId, customerId: CustomerId) {
         const customer = yield* customers.get(organizationId, customerId)
         const wallet = yield* wallets.get(organizationId, customerId)
         const [settings] = yield* Effect.orDie(sql<{ reservedWalletEnabled: boolean }>`
@@ -187,8 +186,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         } satisfies CustomerBalances
       })
 
-    const currentPlan = (organizationId: OrganizationId, customerId: CustomerId) =>
-      Effect.gen(function*() {
+    const currentPlan = Effect.fn("Balances.currentPlan")(function*(organizationId: OrganizationId, customerId: CustomerId) {
         const customer = yield* customers.get(organizationId, customerId)
         const found = yield* livePurchase(organizationId, customerId, ["SCHEDULED", "ACTIVE"])
         const currency = currencyOf(customer.currencyCode)
@@ -227,8 +225,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
      * Every allowance of the customer's ACTIVE purchase with `used` for each
      * kind (the spec's balances shape leaves it out for outcomes and units).
      */
-    const allowances = (organizationId: OrganizationId, customerId: CustomerId) =>
-      Effect.gen(function*() {
+    const allowances = Effect.fn("Balances.allowances")(function*(organizationId: OrganizationId, customerId: CustomerId) {
         yield* customers.get(organizationId, customerId)
         const purchase = yield* livePurchase(organizationId, customerId, ["ACTIVE"])
         if (Option.isNone(purchase)) return [] as Array<Allowance>

@@ -295,10 +295,10 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
 
     const findRow = findByIdOr(sql, InvoiceRow, "invoices", notFound)
 
-    const get = (organizationId: OrganizationId, id: string) =>
-      Effect.map(Effect.flatMap(findRow(organizationId, id), (row) => withLines(organizationId, [row])), (list) => list[0]!)
+    const get = Effect.fn("Invoices.get")((organizationId: OrganizationId, id: string) =>
+      Effect.map(Effect.flatMap(findRow(organizationId, id), (row) => withLines(organizationId, [row])), (list) => list[0]!))
 
-    const list = (organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const list = Effect.fn("Invoices.list")((organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       Effect.flatMap(
         findAll(
           InvoiceRow,
@@ -307,7 +307,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
                 ${pageClause(sql, query.page)}`
         ),
         (rows) => withLines(organizationId, rows)
-      )
+      ))
 
     const recordPayment = (
       organizationId: OrganizationId,
@@ -341,8 +341,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
      * statements for any number of invoices. The wallet postings that paid them
      * go through the ledger, after this (their rows name the invoices).
      */
-    const writeIssued = (issued: ReadonlyArray<IssuedInvoice>, payments: ReadonlyArray<WalletPayment>) =>
-      Effect.gen(function*() {
+    const writeIssued = Effect.fn("Invoices.writeIssued")(function*(issued: ReadonlyArray<IssuedInvoice>, payments: ReadonlyArray<WalletPayment>) {
         if (issued.length === 0) return
         const paid = new Map(payments.map((payment) => [payment.invoiceId, payment] as const))
         yield* insertRows(sql, "invoices", issued.map((invoice) => invoiceRecord(invoice, paid.get(invoice.id)?.at ?? null)))
@@ -377,28 +376,25 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
           ))
 
     /** An operator records a payment received outside the service; the invoice becomes PAID. */
-    const pay = (organizationId: OrganizationId, id: string, reference: string | null) =>
-      Effect.gen(function*() {
+    const pay = Effect.fn("Invoices.pay")(function*(organizationId: OrganizationId, id: string, reference: string | null) {
         const invoice = yield* openInvoice(organizationId, id)
         yield* recordPayment(organizationId, invoice, "MANUAL", reference, yield* currentTime)
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const voidInvoice = (organizationId: OrganizationId, id: string) =>
-      Effect.gen(function*() {
+    const voidInvoice = Effect.fn("Invoices.voidInvoice")(function*(organizationId: OrganizationId, id: string) {
         yield* openInvoice(organizationId, id)
         const at = yield* currentTime
         yield* sql`UPDATE invoices SET status = 'VOID', voided_at = ${at}, updated_at = ${at}
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /**
      * A hosted pay link at `origin` for an OPEN invoice, signed so the hosted
      * page can trust it (src/links/InvoiceLinks.ts); not OPEN is 409.
      */
-    const payLink = (organizationId: OrganizationId, id: string, origin: string) =>
-      Effect.gen(function*() {
+    const payLink = Effect.fn("Invoices.payLink")(function*(organizationId: OrganizationId, id: string, origin: string) {
         const invoice = yield* findRow(organizationId, id)
         if (invoice.status !== "OPEN") {
           return yield* new InvoiceNotOpen({ message: `Invoice ${id} is ${invoice.status}; a pay link needs an OPEN invoice` })
@@ -414,7 +410,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       })
 
     /** A customer's latest invoices, newest first (the portal's list). */
-    const latestOfCustomer = (organizationId: OrganizationId, customerId: string, limit: number) =>
+    const latestOfCustomer = Effect.fn("Invoices.latestOfCustomer")((organizationId: OrganizationId, customerId: string, limit: number) =>
       Effect.flatMap(
         findAll(
           InvoiceRow,
@@ -422,18 +418,18 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
               ORDER BY id DESC LIMIT ${limit}`
         ),
         (rows) => withLines(organizationId, rows)
-      )
+      ))
 
-    const listPayments = (organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
+    const listPayments = Effect.fn("Invoices.listPayments")((organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       findAll(
         Payment,
         sql`SELECT * FROM payments WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               ${pageClause(sql, query.page)}`
-      )
+      ))
 
     const findPayment = findByIdOr(sql, Payment, "payments", (id) => new PaymentNotFound({ message: `Payment ${id} not found` }))
-    const getPayment = (organizationId: OrganizationId, id: string) => findPayment(organizationId, id)
+    const getPayment = Effect.fn("Invoices.getPayment")((organizationId: OrganizationId, id: string) => findPayment(organizationId, id))
 
     return { writeIssued, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const
   })

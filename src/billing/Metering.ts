@@ -26,7 +26,7 @@ export class Metering extends Effect.Service<Metering>()("Metering", {
     const sql = yield* SqlClient.SqlClient
 
     /** The customer's ACTIVE purchase and its snapshot, or None. */
-    const currentPurchase = (organizationId: OrganizationId, customerId: string) =>
+    const currentPurchase = Effect.fn("Metering.currentPurchase")((organizationId: OrganizationId, customerId: string) =>
       Effect.map(
         findOne(
           PurchaseRow,
@@ -41,7 +41,7 @@ export class Metering extends Effect.Service<Metering>()("Metering", {
           periodStart: row.periodStart!,
           periodEnd: row.periodEnd!
         }))
-      )
+      ))
 
     return { currentPurchase } as const
   })

@@ -170,13 +170,13 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       )
 
     /** Whether anything is due at `now`, claimed by another worker or not. */
-    const anyDue = (now: Date) =>
+    const anyDue = Effect.fn("Purchases.anyDue")((now: Date) =>
       Effect.map(
         orDie(sql`SELECT 1 FROM purchases
             WHERE (status = 'ACTIVE' AND period_end <= ${now}) OR (status = 'SCHEDULED' AND billing_date <= ${now})
             LIMIT 1`),
         (rows) => rows.length > 0
-      )
+      ))
 
     /** One purchase, locked for a step (create, cancel). */
     const lockOne = (organizationId: OrganizationId, id: PurchaseId) =>
@@ -362,15 +362,14 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * cycles behind is claimed again by the next batch). The number renewed;
      * 0 when nothing unclaimed is due.
      */
-    const renewBatch = (now: Date, limit: number) =>
-      Effect.gen(function*() {
+    const renewBatch = Effect.fn("Purchases.renewBatch")(function*(now: Date, limit: number) {
         const claimed = yield* claimDue(now, limit)
         if (claimed.length === 0) return claimed
         const states = yield* loadStates(claimed)
         yield* write(states.map((state) => renewal(state)), claimed)
         yield* faultPoint("cycles.before-commit") // tests: dies with the batch written, before its commit
         return claimed
-      }).pipe(
+      },
         sql.withTransaction,
         Effect.orDie,
         // Counted for the worker's watchers once committed.
@@ -378,8 +377,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         Effect.map((claimed) => claimed.length)
       )
 
-    const create = (organizationId: OrganizationId, input: PurchaseCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Purchases.create")(function*(organizationId: OrganizationId, input: PurchaseCreate) {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
         const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
         const now = yield* currentTime
@@ -414,20 +412,19 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           yield* write((yield* loadStates([locked])).map((state) => renewal(state)), [locked])
         }
         return yield* findRow(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: OrganizationId, query: { readonly customerId?: CustomerId | undefined; readonly page: Page }) =>
+    const list = Effect.fn("Purchases.list")((organizationId: OrganizationId, query: { readonly customerId?: CustomerId | undefined; readonly page: Page }) =>
       findAll(
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               ${pageClause(sql, query.page)}`
-      )
+      ))
 
-    const get = (organizationId: OrganizationId, id: PurchaseId) => findRow(organizationId, id)
+    const get = Effect.fn("Purchases.get")((organizationId: OrganizationId, id: PurchaseId) => findRow(organizationId, id))
 
-    const update = (organizationId: OrganizationId, id: PurchaseId, patch: PurchaseUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Purchases.update")(function*(organizationId: OrganizationId, id: PurchaseId, patch: PurchaseUpdate) {
         const purchase = yield* findRow(organizationId, id, true)
         if (purchase.status === "CANCELLED") {
           return yield* new PurchaseCancelled({ message: `Purchase ${id} is cancelled` })
@@ -436,7 +433,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         yield* sql`UPDATE purchases SET auto_payment = ${patch.autoPayment}, updated_at = now()
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* findRow(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /**
      * Cancels: invoices ARREAR usage charged so far in a final USAGE invoice and
@@ -445,8 +442,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * allowance granted in advance), and voiding one is the operator's explicit
      * act (`billing invoice void`). Cancelling twice is 409.
      */
-    const cancel = (organizationId: OrganizationId, id: PurchaseId) =>
-      Effect.gen(function*() {
+    const cancel = Effect.fn("Purchases.cancel")(function*(organizationId: OrganizationId, id: PurchaseId) {
         const purchase = yield* lockOne(organizationId, id)
         if (purchase.status === "CANCELLED") {
           return yield* new PurchaseCancelled({ message: `Purchase ${id} is already cancelled` })
@@ -459,7 +455,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               period_end = CASE WHEN period_end IS NULL THEN NULL ELSE ${now}::timestamptz END, updated_at = ${now}
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* findRow(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     return { create, list, get, update, cancel, renewBatch, anyDue } as const
   })

@@ -56,30 +56,28 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
      * Oldest first, archived included unless `activeOnly`, a page at a time
      * like every list (cursor: the previous page's last id).
      */
-    const list = (organizationId: OrganizationId, activeOnly: boolean, page: Page) =>
+    const list = Effect.fn("Taxes.list")((organizationId: OrganizationId, activeOnly: boolean, page: Page) =>
       findAll(
         Tax,
         sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId}
               ${activeClause(sql, activeOnly ? true : undefined)} ${pageClause(sql, page)}`
-      )
+      ))
 
     const findRow = findByIdOr(sql, Tax, "taxes", (id) => new TaxNotFound({ message: `Tax ${id} not found` }), {
       columns: taxColumns
     })
-    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
+    const get = Effect.fn("Taxes.get")((organizationId: OrganizationId, id: string) => findRow(organizationId, id))
 
-    const create = (organizationId: OrganizationId, input: TaxCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Taxes.create")(function*(organizationId: OrganizationId, input: TaxCreate) {
         yield* checkRate(input.ratePercent)
         const id = makeId("tax")
         yield* sql`INSERT INTO taxes ${
           sql.insert({ organizationId, id, name: input.name, ratePercent: toSql(input.ratePercent) })
         }`
         return yield* get(organizationId, id)
-      }).pipe(dieOnSqlError)
+      }, dieOnSqlError)
 
-    const update = (organizationId: OrganizationId, id: string, patch: TaxUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Taxes.update")(function*(organizationId: OrganizationId, id: string, patch: TaxUpdate) {
         yield* checkRate(patch.ratePercent)
         yield* get(organizationId, id)
         yield* sql`UPDATE taxes SET
@@ -89,7 +87,7 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
               updated_at = now()
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* get(organizationId, id)
-      }).pipe(dieOnSqlError)
+      }, dieOnSqlError)
 
     return { list, get, create, update } as const
   })

@@ -55,14 +55,14 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
       })
 
     /** The wallet as it stands (a customer who never had one has an empty one). */
-    const get = (organizationId: OrganizationId, customerId: CustomerId) =>
+    const get = Effect.fn("Wallets.get")((organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.map(
         findOne(WalletRow, sql`SELECT * FROM wallets WHERE organization_id = ${organizationId} AND customer_id = ${customerId}`),
         Option.getOrElse(() => emptyWallet(customerId))
-      )
+      ))
 
     /** Locks the wallet row for the rest of the caller's transaction, creating it on first use. */
-    const lock = (organizationId: OrganizationId, customerId: CustomerId) =>
+    const lock = Effect.fn("Wallets.lock")((organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.map(moneyLedger.lockWallets([{ organizationId, customerId }]), (locked) => {
         const row = locked.get(customerKey({ organizationId, customerId }))!
         return new WalletRow({
@@ -72,28 +72,27 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
           lowBalanceAlertUsd: row.lowBalanceAlertUsd,
           recurringGrantUsd: row.recurringGrantUsd
         })
-      })
+      }))
 
     /**
      * Moves the balance by `delta` (negative debits; never refused), writes the
      * ledger row and the webhook events, through the ledger. Must run inside
      * the caller's transaction.
      */
-    const move = (
+    const move = Effect.fn("Wallets.move")((
       organizationId: OrganizationId,
       customerId: CustomerId,
       delta: Decimal,
       entry: Omit<WalletPosting, keyof CustomerKey | "delta">
     ): Effect.Effect<WalletPosted> =>
-      moneyLedger.moveWallet({ organizationId, customerId, delta, ...entry })
+      moneyLedger.moveWallet({ organizationId, customerId, delta, ...entry }))
 
     /**
      * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row, no
      * webhook event (the spec: Reserved Wallet changes trigger neither event).
      * 422 where the workspace has not enabled it. Runs in the caller's transaction.
      */
-    const moveReserved = (organizationId: OrganizationId, customerId: CustomerId, delta: Decimal) =>
-      Effect.gen(function*() {
+    const moveReserved = Effect.fn("Wallets.moveReserved")(function*(organizationId: OrganizationId, customerId: CustomerId, delta: Decimal) {
         const [settings] = yield* Effect.orDie(sql<{ reservedWalletEnabled: boolean }>`
           SELECT reserved_wallet_enabled FROM organizations WHERE id = ${organizationId}`)
         if (!settings?.reservedWalletEnabled) {
@@ -105,8 +104,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
     const activeCustomer = customers.requireActive
 
     /** The low-balance alert level in USD; null falls back to each webhook endpoint's threshold. */
-    const setAlert = (organizationId: OrganizationId, customerId: CustomerId, threshold: Decimal | null) =>
-      Effect.gen(function*() {
+    const setAlert = Effect.fn("Wallets.setAlert")(function*(organizationId: OrganizationId, customerId: CustomerId, threshold: Decimal | null) {
         yield* activeCustomer(organizationId, customerId)
         yield* lock(organizationId, customerId)
         const rows = yield* findAll(
@@ -115,11 +113,10 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
               WHERE organization_id = ${organizationId} AND customer_id = ${customerId} RETURNING *`
         )
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** USD credited to the wallet at every cycle start; null stops it. */
-    const setRecurringGrant = (organizationId: OrganizationId, customerId: CustomerId, quantity: Decimal | null) =>
-      Effect.gen(function*() {
+    const setRecurringGrant = Effect.fn("Wallets.setRecurringGrant")(function*(organizationId: OrganizationId, customerId: CustomerId, quantity: Decimal | null) {
         yield* activeCustomer(organizationId, customerId)
         yield* lock(organizationId, customerId)
         const rows = yield* findAll(
@@ -128,11 +125,10 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
               WHERE organization_id = ${organizationId} AND customer_id = ${customerId} RETURNING *`
         )
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** The ledger, oldest first, one page at a time. */
-    const ledger = (organizationId: OrganizationId, customerId: CustomerId, page: Page) =>
-      Effect.gen(function*() {
+    const ledger = Effect.fn("Wallets.ledger")(function*(organizationId: OrganizationId, customerId: CustomerId, page: Page) {
         yield* customers.get(organizationId, customerId)
         const wallet = yield* get(organizationId, customerId)
         const entries = yield* findAll(

@@ -126,12 +126,11 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
     const findRow = findByIdOr(sql, CompositeRow, "composites", notFound)
 
     /** A composite by id, archived or not, with its members. */
-    const get = (organizationId: OrganizationId, id: string) =>
+    const get = Effect.fn("Composites.get")((organizationId: OrganizationId, id: string) =>
       Effect.flatMap(findRow(organizationId, id, false), (row) =>
-        Effect.map(withMembers(organizationId, [row]), (composites) => composites[0]!))
+        Effect.map(withMembers(organizationId, [row]), (composites) => composites[0]!)))
 
-    const create = (organizationId: OrganizationId, input: CompositeCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Composites.create")(function*(organizationId: OrganizationId, input: CompositeCreate) {
         const members = yield* membersOf(organizationId, input.entitlements)
         const id = makeId("comp")
         yield* sql`INSERT INTO composites ${
@@ -146,17 +145,16 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
         }`.pipe(uniqueOr(() => refIdTaken(input.refId)))
         yield* storeMembers(organizationId, id, members)
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     const page = findCataloguePage(sql, CompositeRow, "composites")
-    const list = (organizationId: OrganizationId, query: CatalogueListQuery) =>
+    const list = Effect.fn("Composites.list")((organizationId: OrganizationId, query: CatalogueListQuery) =>
       Effect.flatMap(
         page(organizationId, query),
         (rows) => withMembers(organizationId, rows)
-      )
+      ))
 
-    const update = (organizationId: OrganizationId, id: string, patch: CompositeUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Composites.update")(function*(organizationId: OrganizationId, id: string, patch: CompositeUpdate) {
         const current = yield* findRow(organizationId, id, true)
         if (patch.entitlements !== undefined) {
           yield* storeMembers(organizationId, id, yield* membersOf(organizationId, patch.entitlements))
@@ -171,7 +169,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
           uniqueOr(() => refIdTaken(patch.refId ?? current.refId))
         )
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /**
      * Archives or unarchives; doing it twice answers the same composite.
@@ -194,8 +192,8 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
       list,
       get,
       update,
-      archive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, false),
-      unarchive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, true)
+      archive: Effect.fn("Composites.archive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, false)),
+      unarchive: Effect.fn("Composites.unarchive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, true))
     } as const
   })
 }) {}

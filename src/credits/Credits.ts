@@ -32,8 +32,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
     const sql = yield* SqlClient.SqlClient
     const models = yield* Models
 
-    const create = (organizationId: OrganizationId, input: CreditCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Credits.create")(function*(organizationId: OrganizationId, input: CreditCreate) {
         const [bundle] = yield* models.priceBundles(organizationId, [{ path: "modelBundle", items: input.modelBundle }])
         const rows = yield* sql`INSERT INTO credits ${
           sql.insert({
@@ -50,26 +49,25 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
           })
         } RETURNING *`.pipe(uniqueOr(() => agentKeyTaken(input.agentKey)), Effect.flatMap(decodeRows(Credit)))
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = findCataloguePage(sql, Credit, "credits")
+    const list = Effect.fn("Credits.list")(findCataloguePage(sql, Credit, "credits"))
 
     const findRow = findByIdOr(sql, Credit, "credits", notFound)
-    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
+    const get = Effect.fn("Credits.get")((organizationId: OrganizationId, id: string) => findRow(organizationId, id))
 
-    const findActiveByAgentKey = (organizationId: OrganizationId, agentKey: string) =>
+    const findActiveByAgentKey = Effect.fn("Credits.findActiveByAgentKey")((organizationId: OrganizationId, agentKey: string) =>
       findOne(
         Credit,
         sql`SELECT * FROM credits WHERE organization_id = ${organizationId} AND agent_key = ${agentKey} AND is_active`
-      )
+      ))
 
     /**
      * Only the fields sent change. A new modelBundle is priced at the current
      * rates; a new marginPercent alone re-prices pricePerCredit from the stored
      * basePrice, so a margin change never depends on today's rates.
      */
-    const update = (organizationId: OrganizationId, id: string, patch: CreditUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Credits.update")(function*(organizationId: OrganizationId, id: string, patch: CreditUpdate) {
         const current = yield* findRow(organizationId, id, true)
         const changes: Record<string, string | null> = {}
         if (patch.name !== undefined) changes.name = patch.name
@@ -95,7 +93,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
           Effect.flatMap(decodeRows(Credit))
         )
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     const setActive = (isActive: boolean) => (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
@@ -115,9 +113,9 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
       findActiveByAgentKey,
       update,
       /** Archives; nothing is deleted, and archiving twice answers the same credit. */
-      archive: setActive(false),
+      archive: Effect.fn("Credits.archive")(setActive(false)),
       /** Makes the credit active again: 409 when another active credit took its agentKey meanwhile. */
-      unarchive: setActive(true)
+      unarchive: Effect.fn("Credits.unarchive")(setActive(true))
     } as const
   }),
   dependencies: [Models.Default]

@@ -44,8 +44,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
     const sql = yield* SqlClient.SqlClient
     const arrivals = yield* CustomerArrivals
 
-    const create = (organizationId: OrganizationId, input: CustomerCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Customers.create")(function*(organizationId: OrganizationId, input: CustomerCreate) {
         const id = CustomerId.make(makeId("cus"))
         const [currency] = yield* sql<{ currencyCode: string }>`
           SELECT currency_code FROM organizations WHERE id = ${organizationId}`
@@ -73,9 +72,9 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
           } RETURNING *`.pipe(uniqueOr(() => externalIdTaken(input.externalId ?? "")), Effect.flatMap(decodeRows(Customer)))
         if (input.externalId) yield* arrivals.arrived(organizationId, input.externalId)
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = (organizationId: OrganizationId, query: CustomerListQuery) => {
+    const list = Effect.fn("Customers.list")((organizationId: OrganizationId, query: CustomerListQuery) => {
       const pattern = query.q ? `%${escapeLike(query.q)}%` : null
       return findAll(
         Customer,
@@ -85,15 +84,14 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
               AND (${pattern}::text IS NULL OR name ILIKE ${pattern} OR email ILIKE ${pattern})
               ${pageClause(sql, query.page)}`
       )
-    }
+    })
 
     /** A customer by the service's id, archived or not. */
     const findRow = findByIdOr(sql, Customer, "customers", notFound)
-    const get = (organizationId: OrganizationId, id: CustomerId) => findRow(organizationId, id)
+    const get = Effect.fn("Customers.get")((organizationId: OrganizationId, id: CustomerId) => findRow(organizationId, id))
 
     /** An active customer by the caller's externalId; a malformed value is 400. */
-    const getByExternalId = (organizationId: OrganizationId, externalId: string) =>
-      Effect.gen(function*() {
+    const getByExternalId = Effect.fn("Customers.getByExternalId")(function*(organizationId: OrganizationId, externalId: string) {
         if (!externalIdPattern.test(externalId)) {
           return yield* new InvalidExternalId({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
         }
@@ -105,7 +103,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** The spec's resolution rules: customerId wins, then externalId, and one of them is required. */
-    const resolve = (
+    const resolve = Effect.fn("Customers.resolve")((
       organizationId: OrganizationId,
       ref: CustomerRef
     ): Effect.Effect<Customer, CustomerNotFound | InvalidExternalId | CustomerRefMissing> =>
@@ -113,10 +111,9 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         named._tag === "ById"
           // The client's id, looked up as sent: one that names nothing is a not-found.
           ? get(organizationId, CustomerId.make(named.customerId))
-          : getByExternalId(organizationId, named.externalId))
+          : getByExternalId(organizationId, named.externalId)))
 
-    const update = (organizationId: OrganizationId, id: CustomerId, patch: CustomerUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Customers.update")(function*(organizationId: OrganizationId, id: CustomerId, patch: CustomerUpdate) {
         const current = yield* findRow(organizationId, id, true)
         yield* ensureActive(current)
         const changes: Record<string, unknown> = {}
@@ -132,11 +129,10 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         )
         if (patch.externalId) yield* arrivals.arrived(organizationId, patch.externalId)
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** Archives (the spec's DELETE); archiving twice answers the same customer. */
-    const archive = (organizationId: OrganizationId, id: CustomerId) =>
-      Effect.gen(function*() {
+    const archive = Effect.fn("Customers.archive")(function*(organizationId: OrganizationId, id: CustomerId) {
         yield* get(organizationId, id)
         const rows = yield* findAll(
           Customer,
@@ -147,11 +143,11 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
       })
 
     /** Customers are addressed by id or externalId alike by the `/customers/ext/...` twins. */
-    const idOfExternal = (organizationId: OrganizationId, externalId: string) =>
-      Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id)
+    const idOfExternal = Effect.fn("Customers.idOfExternal")((organizationId: OrganizationId, externalId: string) =>
+      Effect.map(getByExternalId(organizationId, externalId), (customer) => customer.id))
 
     /** The customer a write acts on: unknown is 404, archived 409 (`ensureActive`). */
-    const requireActive = (organizationId: OrganizationId, id: CustomerId) => Effect.flatMap(get(organizationId, id), ensureActive)
+    const requireActive = Effect.fn("Customers.requireActive")((organizationId: OrganizationId, id: CustomerId) => Effect.flatMap(get(organizationId, id), ensureActive))
 
     return { create, list, get, getByExternalId, resolve, update, archive, idOfExternal, requireActive } as const
   })

@@ -124,8 +124,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * Locks the wallets of `keys` for the rest of the transaction, creating the
      * missing ones: two statements for any number of customers.
      */
-    const lockWallets = (keys: ReadonlyArray<CustomerKey>) =>
-      Effect.gen(function*() {
+    const lockWallets = Effect.fn("Ledger.lockWallets")(function*(keys: ReadonlyArray<CustomerKey>) {
         const locked = new Map<string, LockedWallet>()
         if (keys.length === 0) return locked
         const { customers, organizations } = keyColumns(keys)
@@ -151,8 +150,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * kept current): one ledger row a posting, each wallet written once, and
      * the webhook events of every change. Postings apply in the order given.
      */
-    const postToWallets = (locked: Map<string, LockedWallet>, postings: ReadonlyArray<WalletPosting>) =>
-      Effect.gen(function*() {
+    const postToWallets = Effect.fn("Ledger.postToWallets")(function*(locked: Map<string, LockedWallet>, postings: ReadonlyArray<WalletPosting>) {
         const results: Array<WalletPosted> = []
         if (postings.length === 0) return results
         const ledgerRows: Array<Record<string, unknown>> = []
@@ -207,8 +205,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       })
 
     /** One wallet move (locks, posts, tells the outbox): a set of one. */
-    const moveWallet = (posting: WalletPosting) =>
-      Effect.gen(function*() {
+    const moveWallet = Effect.fn("Ledger.moveWallet")(function*(posting: WalletPosting) {
         const locked = yield* lockWallets([posting])
         const [posted] = yield* postToWallets(locked, [posting])
         return posted!
@@ -222,7 +219,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * cycle's row (`cycle_balances`, one more statement when there are any),
      * never the purchase's current one.
      */
-    const moveBalances = (moves: ReadonlyArray<BalanceMove>) => {
+    const moveBalances = Effect.fn("Ledger.moveBalances")((moves: ReadonlyArray<BalanceMove>) => {
       if (moves.length === 0) return Effect.void
       type Row = { -readonly [K in keyof BalanceMove]: BalanceMove[K] }
       const current = new Map<string, Row>()
@@ -287,10 +284,10 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
             AND b.cycle_index = v.cycle_index AND b.component_id = v.component_id`)
       })
       return Effect.asVoid(Effect.zipRight(moveCurrent, moveClosed))
-    }
+    })
 
     /** Adds to purchases' spent_this_cycle, aggregated per purchase: one statement. */
-    const addSpent = (moves: ReadonlyArray<SpentMove>) => {
+    const addSpent = Effect.fn("Ledger.addSpent")((moves: ReadonlyArray<SpentMove>) => {
       const byPurchase = new Map<string, SpentMove>()
       for (const move of moves) {
         if (BigDecimal.isZero(move.amount)) continue
@@ -304,23 +301,23 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           FROM unnest(${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
                       ${rows.map((row) => toSql(row.amount))}::numeric[]) AS v(organization_id, id, amount)
           WHERE p.organization_id = v.organization_id AND p.id = v.id`))
-    }
+    })
 
     /** Creates the balance rows of purchases starting their first cycle: one statement. */
-    const createBalances = (rows: ReadonlyArray<BalanceValues>) =>
+    const createBalances = Effect.fn("Ledger.createBalances")((rows: ReadonlyArray<BalanceValues>) =>
       insertRows(sql, "purchase_balances", rows.map((row) => ({
         organizationId: row.organizationId,
         purchaseId: row.purchaseId,
         ...balanceColumns(row),
         originalGranted: row.originalGranted === null ? null : toSql(row.originalGranted)
-      })))
+      }))))
 
     /**
      * Sets balance rows to the values given (a cycle start re-grants them, a
      * cycle end clears what it invoiced): one statement for any number of rows.
      * The caller holds the rows' locks and computed the values from them.
      */
-    const setBalances = (rows: ReadonlyArray<BalanceValues>) => {
+    const setBalances = Effect.fn("Ledger.setBalances")((rows: ReadonlyArray<BalanceValues>) => {
       if (rows.length === 0) return Effect.void
       const column = (pick: (row: BalanceValues) => Decimal) => rows.map((row) => toSql(pick(row)))
       return Effect.asVoid(orDie(sql`UPDATE purchase_balances AS b SET
@@ -336,15 +333,14 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
                  cycle_quantity, arrear_amount)
           WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
             AND b.component_id = v.component_id`))
-    }
+    })
 
     /**
      * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row and
      * no webhook event (the spec: Reserved Wallet changes trigger neither).
      * What was applied may differ from `delta` when the floor took part of it.
      */
-    const moveReservedWallet = (key: CustomerKey, delta: Decimal) =>
-      Effect.gen(function*() {
+    const moveReservedWallet = Effect.fn("Ledger.moveReservedWallet")(function*(key: CustomerKey, delta: Decimal) {
         const locked = yield* lockWallets([key])
         const wallet = locked.get(customerKey(key))!
         const reservedBalance = BigDecimal.normalize(BigDecimal.max(add(wallet.reservedBalance, delta), BigDecimal.fromBigInt(0n)))

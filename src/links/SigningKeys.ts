@@ -11,24 +11,23 @@ export class SigningKeys extends Effect.Service<SigningKeys>()("SigningKeys", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const secretOf = (organizationId: OrganizationId) =>
-      Effect.gen(function*() {
+    const secretOf = Effect.fn("SigningKeys.secretOf")(function*(organizationId: OrganizationId) {
         yield* sql`INSERT INTO signing_keys (organization_id, secret) VALUES (${organizationId}, ${randomToken(32)})
             ON CONFLICT DO NOTHING`
         const rows = yield* sql<{ secret: string }>`
           SELECT secret FROM signing_keys WHERE organization_id = ${organizationId}`
         return rows[0]!.secret
-      }).pipe(Effect.orDie)
+      }, Effect.orDie)
 
     /**
      * The secret to verify with, never made: a token naming an organisation
      * that has none (or does not exist) was not signed by us.
      */
-    const existingSecretOf = (organizationId: OrganizationId) =>
+    const existingSecretOf = Effect.fn("SigningKeys.existingSecretOf")((organizationId: OrganizationId) =>
       Effect.map(
         sql<{ secret: string }>`SELECT secret FROM signing_keys WHERE organization_id = ${organizationId}`,
         (rows) => Option.fromNullable(rows[0]?.secret)
-      ).pipe(Effect.orDie)
+      ).pipe(Effect.orDie))
 
     return { secretOf, existingSecretOf } as const
   })

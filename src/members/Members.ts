@@ -53,14 +53,14 @@ export class Members extends Effect.Service<Members>()("Members", {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
 
-    const get = (organizationId: OrganizationId, customerId: CustomerId, id: string) =>
+    const get = Effect.fn("Members.get")((organizationId: OrganizationId, customerId: CustomerId, id: string) =>
       foundOr(() => new MemberNotFound({ message: `Member ${id} not found` }))(findOne(
         Member,
         sql`SELECT * FROM customer_members
             WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
-      ))
+      )))
 
-    const list = (organizationId: OrganizationId, customerId: CustomerId, page: Page) =>
+    const list = Effect.fn("Members.list")((organizationId: OrganizationId, customerId: CustomerId, page: Page) =>
       Effect.zipRight(
         customers.get(organizationId, customerId),
         findAll(
@@ -69,10 +69,9 @@ export class Members extends Effect.Service<Members>()("Members", {
               WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
                 ${pageClause(sql, page)}`
         )
-      )
+      ))
 
-    const create = (organizationId: OrganizationId, customerId: CustomerId, input: MemberCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Members.create")(function*(organizationId: OrganizationId, customerId: CustomerId, input: MemberCreate) {
         yield* customers.requireActive(organizationId, customerId)
         const rows = yield* sql`INSERT INTO customer_members ${
           sql.insert({
@@ -85,10 +84,9 @@ export class Members extends Effect.Service<Members>()("Members", {
           })
         } RETURNING *`.pipe(uniqueOr(() => duplicate(input.email)), Effect.flatMap(decodeRows(Member)))
         return rows[0]!
-      }).pipe(dieOnSqlError)
+      }, dieOnSqlError)
 
-    const update = (organizationId: OrganizationId, customerId: CustomerId, id: string, patch: MemberUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Members.update")(function*(organizationId: OrganizationId, customerId: CustomerId, id: string, patch: MemberUpdate) {
         yield* customers.requireActive(organizationId, customerId)
         yield* get(organizationId, customerId, id)
         yield* sql`UPDATE customer_members SET
@@ -100,24 +98,23 @@ export class Members extends Effect.Service<Members>()("Members", {
           uniqueOr(() => duplicate(patch.email ?? ""))
         )
         return yield* get(organizationId, customerId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const remove = (organizationId: OrganizationId, customerId: CustomerId, id: string) =>
-      Effect.gen(function*() {
+    const remove = Effect.fn("Members.remove")(function*(organizationId: OrganizationId, customerId: CustomerId, id: string) {
         yield* customers.requireActive(organizationId, customerId)
         const member = yield* get(organizationId, customerId, id)
         yield* sql`DELETE FROM customer_members
             WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND id = ${id}`
         return member
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** The member a signal names by e-mail, matched case-insensitively. */
-    const findByEmail = (organizationId: OrganizationId, customerId: CustomerId, email: string) =>
+    const findByEmail = Effect.fn("Members.findByEmail")((organizationId: OrganizationId, customerId: CustomerId, email: string) =>
       findOne(
         Member,
         sql`SELECT * FROM customer_members WHERE organization_id = ${organizationId}
               AND customer_id = ${customerId} AND lower(email) = lower(${email})`
-      )
+      ))
 
     return { list, get, create, update, remove, findByEmail } as const
   })

@@ -46,15 +46,14 @@ export class Models extends Effect.Service<Models>()("Models", {
     const find = (organizationId: OrganizationId, id: string) =>
       findOne(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} AND id = ${id}`)
 
-    const get = (organizationId: OrganizationId, id: string) =>
-      foundOr(() => new ModelNotFound({ message: `Model ${id} not found` }))(find(organizationId, id))
+    const get = Effect.fn("Models.get")((organizationId: OrganizationId, id: string) =>
+      foundOr(() => new ModelNotFound({ message: `Model ${id} not found` }))(find(organizationId, id)))
 
-    const list = (organizationId: OrganizationId) =>
-      findAll(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} ORDER BY id`)
+    const list = Effect.fn("Models.list")((organizationId: OrganizationId) =>
+      findAll(Model, sql`SELECT ${columns(sql)} FROM models WHERE organization_id = ${organizationId} ORDER BY id`))
 
     /** Creates the model or changes the fields given; a new model needs name, input and output. */
-    const set = (organizationId: OrganizationId, input: ModelSet) =>
-      Effect.gen(function*() {
+    const set = Effect.fn("Models.set")(function*(organizationId: OrganizationId, input: ModelSet) {
         const current = yield* findOne(
           Model,
           sql`SELECT ${columns(sql)} FROM models
@@ -91,7 +90,7 @@ export class Models extends Effect.Service<Models>()("Models", {
           }
         }
         return yield* get(organizationId, input.id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     const setEnabled = (enabled: boolean) => (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
@@ -107,8 +106,7 @@ export class Models extends Effect.Service<Models>()("Models", {
       })
 
     /** The enabled models by id; any id that is unknown or disabled fails 422. */
-    const ratesFor = (organizationId: OrganizationId, modelIds: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
+    const ratesFor = Effect.fn("Models.ratesFor")(function*(organizationId: OrganizationId, modelIds: ReadonlyArray<string>) {
         const wanted = [...new Set(modelIds)]
         const found = wanted.length === 0 ? [] : yield* findAll(
           Model,
@@ -125,8 +123,7 @@ export class Models extends Effect.Service<Models>()("Models", {
      * Prices each bundle at the workspace's current rates. Every model of every
      * bundle must be enabled (422) and every item's weights valid (400).
      */
-    const priceBundles = (organizationId: OrganizationId, bundles: ReadonlyArray<BundleToPrice>) =>
-      Effect.gen(function*() {
+    const priceBundles = Effect.fn("Models.priceBundles")(function*(organizationId: OrganizationId, bundles: ReadonlyArray<BundleToPrice>) {
         const models = yield* ratesFor(organizationId, bundles.flatMap((bundle) => bundle.items.map((i) => i.modelId)))
         const modelOf = (id: string) => models.get(id)!
         for (const bundle of bundles) {
@@ -145,8 +142,8 @@ export class Models extends Effect.Service<Models>()("Models", {
       list,
       get,
       set,
-      enable: setEnabled(true),
-      disable: setEnabled(false),
+      enable: Effect.fn("Models.enable")(setEnabled(true)),
+      disable: Effect.fn("Models.disable")(setEnabled(false)),
       ratesFor,
       priceBundles
     } as const

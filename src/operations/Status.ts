@@ -49,8 +49,7 @@ export class OperationsStatus extends Effect.Service<OperationsStatus>()("Operat
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const snapshot = (organizationId: OrganizationId) =>
-      Effect.gen(function*() {
+    const snapshot = Effect.fn("OperationsStatus.snapshot")(function*(organizationId: OrganizationId) {
         const [signals, deliveries, purchases, now] = yield* Effect.all([
           findAll(
             CountRow,

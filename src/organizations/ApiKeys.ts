@@ -77,8 +77,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
       )
     }
 
-    const create = (organizationId: OrganizationId, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("ApiKeys.create")(function*(organizationId: OrganizationId, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) {
         const secret = `sk_${randomToken(24)}`
         const id = makeId("key")
         const rows = yield* findAll(
@@ -91,15 +90,15 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         return { apiKey: rows[0]!, secret }
       })
 
-    const list = (organizationId: OrganizationId) =>
-      findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ORDER BY id`)
+    const list = Effect.fn("ApiKeys.list")((organizationId: OrganizationId) =>
+      findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ORDER BY id`))
 
     /**
      * Revokes a key. The notification is sent in the same transaction, so
      * PostgreSQL delivers it exactly when the revocation commits (and not if
      * it rolls back); this process's own cache drops the key at once.
      */
-    const revoke = (organizationId: OrganizationId, id: string) =>
+    const revoke = Effect.fn("ApiKeys.revoke")((organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const revoked = yield* findOne(
           ApiKey,
@@ -113,7 +112,7 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         sql.withTransaction,
         dieOnSqlError,
         Effect.tap(() => Effect.sync(() => cache.invalidateKey(id)))
-      )
+      ))
 
     const lookup = (hash: string) =>
       findOne(
@@ -166,14 +165,14 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
       cachedDecision(hashKey(secret))
 
     /** The organisation a presented key belongs to, or 401. */
-    const authenticate = (secret: string): Effect.Effect<Caller, ApiKeyRefused> =>
+    const authenticate = Effect.fn("ApiKeys.authenticate")((secret: string): Effect.Effect<Caller, ApiKeyRefused> =>
       Effect.suspend(() => {
         const hash = hashKey(secret)
         return cachedDecision(hash) ?? Effect.flatMap(load(hash), (row) => decide(Option.getOrUndefined(row)))
-      })
+      }))
 
     /** The key cache's counters and listener state (tests, diagnostics). */
-    const cacheStats: Effect.Effect<KeyCacheStats> = Effect.sync(() => cache.stats())
+    const cacheStats: Effect.Effect<KeyCacheStats> = Effect.sync(() => cache.stats()).pipe(Effect.withSpan("ApiKeys.cacheStats"))
 
     return { create, list, revoke, authenticate, authenticateCached, cacheStats } as const
   })

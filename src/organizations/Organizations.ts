@@ -55,8 +55,7 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
     const sql = yield* SqlClient.SqlClient
     const keys = yield* ApiKeys
 
-    const create = (input: { readonly name: string; readonly currencyCode?: string | undefined }) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Organizations.create")(function*(input: { readonly name: string; readonly currencyCode?: string | undefined }) {
         const name = input.name.trim()
         if (name.length === 0 || name.length > 120) {
           return yield* new InvalidOrganizationSettings({ message: "name must be 1 to 120 characters" })
@@ -84,17 +83,16 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
         }`)
         const { secret } = yield* keys.create(id, { name: "default" })
         return { organization, apiKey: secret }
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = findAll(Organization, sql`SELECT * FROM organizations ORDER BY id`)
+    const list = findAll(Organization, sql`SELECT * FROM organizations ORDER BY id`).pipe(Effect.withSpan("Organizations.list"))
 
-    const get = (id: string) =>
+    const get = Effect.fn("Organizations.get")((id: string) =>
       foundOr(() => new OrganizationNotFound({ message: `Organization ${id} not found` }))(
         findOne(Organization, sql`SELECT * FROM organizations WHERE id = ${id}`)
-      )
+      ))
 
-    const updateSettings = (id: string, settings: OrganizationSettings) =>
-      Effect.gen(function*() {
+    const updateSettings = Effect.fn("Organizations.updateSettings")(function*(id: string, settings: OrganizationSettings) {
         yield* get(id)
         const instructions = settings.paymentInstructions?.trim()
         if (instructions !== undefined && instructions.length > MAX_PAYMENT_INSTRUCTIONS) {

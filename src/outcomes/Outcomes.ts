@@ -113,8 +113,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
         })
       }`
 
-    const create = (organizationId: OrganizationId, input: OutcomeCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Outcomes.create")(function*(organizationId: OrganizationId, input: OutcomeCreate) {
         const repeated = repeatedStepKey(input.steps.map((step) => step.agentKey))
         if (repeated) return yield* repeated
         const priced = yield* models.priceBundles(
@@ -149,21 +148,20 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
           }, index + 1, true).pipe(uniqueOr(() => stepKeyTaken(step.agentKey)))
         }
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
-    const list = findCataloguePage(sql, Outcome, "outcomes")
+    const list = Effect.fn("Outcomes.list")(findCataloguePage(sql, Outcome, "outcomes"))
 
-    const get = (organizationId: OrganizationId, id: string) =>
-      Effect.flatMap(findRow(organizationId, id), withSteps(organizationId))
+    const get = Effect.fn("Outcomes.get")((organizationId: OrganizationId, id: string) =>
+      Effect.flatMap(findRow(organizationId, id), withSteps(organizationId)))
 
-    const findActiveByAgentKey = (organizationId: OrganizationId, agentKey: string) =>
+    const findActiveByAgentKey = Effect.fn("Outcomes.findActiveByAgentKey")((organizationId: OrganizationId, agentKey: string) =>
       findOne(
         Outcome,
         sql`SELECT * FROM outcomes WHERE organization_id = ${organizationId} AND agent_key = ${agentKey} AND is_active`
-      )
+      ))
 
-    const findStepByAgentKey = (organizationId: OrganizationId, agentKey: string) =>
-      Effect.gen(function*() {
+    const findStepByAgentKey = Effect.fn("Outcomes.findStepByAgentKey")(function*(organizationId: OrganizationId, agentKey: string) {
         const step = yield* findOne(
           StepWithOutcome,
           sql`SELECT ${stepColumns} FROM outcome_steps
@@ -255,8 +253,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
      * list (kept steps without a new bundle keep their stored price); a new
      * marginPercent alone re-prices pricePerOutcome from the stored basePrice.
      */
-    const update = (organizationId: OrganizationId, id: string, patch: OutcomeUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Outcomes.update")(function*(organizationId: OrganizationId, id: string, patch: OutcomeUpdate) {
         const current = yield* findRow(organizationId, id, true)
         const changes: Record<string, string | null> = {}
         if (patch.name !== undefined) changes.name = patch.name
@@ -285,22 +282,20 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
           )
         }
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** Archives; nothing is deleted, the steps give up their keys, and archiving twice answers the same outcome. */
-    const archive = (organizationId: OrganizationId, id: string) =>
-      Effect.gen(function*() {
+    const archive = Effect.fn("Outcomes.archive")(function*(organizationId: OrganizationId, id: string) {
         yield* findRow(organizationId, id, true)
         yield* sql`UPDATE outcomes SET is_active = false, updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`
         yield* sql`UPDATE outcome_steps SET key_claimed = false
                    WHERE organization_id = ${organizationId} AND outcome_id = ${id}`
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** Makes the outcome active again: 409 when its key or a step's key was taken meanwhile. */
-    const unarchive = (organizationId: OrganizationId, id: string) =>
-      Effect.gen(function*() {
+    const unarchive = Effect.fn("Outcomes.unarchive")(function*(organizationId: OrganizationId, id: string) {
         const found = yield* findRow(organizationId, id, true)
         yield* sql`UPDATE outcomes SET is_active = true, updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`.pipe(
@@ -314,7 +309,7 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
           uniqueOr(() => stepKeyTaken())
         )
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     return { create, list, get, findActiveByAgentKey, findStepByAgentKey, update, archive, unarchive } as const
   }),

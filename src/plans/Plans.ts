@@ -347,12 +347,12 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
 
     const findRow = findByIdOr(sql, PlanRow, "plans", notFound)
 
-    const getPriced = (organizationId: OrganizationId, id: string) =>
+    const getPriced = Effect.fn("Plans.getPriced")((organizationId: OrganizationId, id: string) =>
       Effect.flatMap(findRow(organizationId, id, false), (row) =>
-        Effect.map(priced(organizationId, [row]), (plans) => plans[0]!))
+        Effect.map(priced(organizationId, [row]), (plans) => plans[0]!)))
 
-    const get = (organizationId: OrganizationId, id: string) =>
-      Effect.map(getPriced(organizationId, id), (pricedPlan) => pricedPlan.plan)
+    const get = Effect.fn("Plans.get")((organizationId: OrganizationId, id: string) =>
+      Effect.map(getPriced(organizationId, id), (pricedPlan) => pricedPlan.plan))
 
     /** The plan as stored now, checked as a whole: funding rule and a cost of 0 or more. */
     const checkedPlan = (organizationId: OrganizationId, id: string) =>
@@ -370,8 +370,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         return plan
       })
 
-    const create = (organizationId: OrganizationId, input: PlanCreate) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Plans.create")(function*(organizationId: OrganizationId, input: PlanCreate) {
         const specs = yield* specsOf(organizationId, input.entitlements)
         const id = makeId("plan")
         const [organization] = yield* sql<{ currencyCode: string }>`
@@ -390,17 +389,16 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         }`
         yield* storeComponents(organizationId, id, specs)
         return yield* checkedPlan(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     const page = findCataloguePage(sql, PlanRow, "plans")
-    const list = (organizationId: OrganizationId, query: CatalogueListQuery) =>
+    const list = Effect.fn("Plans.list")((organizationId: OrganizationId, query: CatalogueListQuery) =>
       Effect.flatMap(
         page(organizationId, query),
         (rows) => Effect.map(priced(organizationId, rows), (plans) => plans.map((p) => p.plan))
-      )
+      ))
 
-    const update = (organizationId: OrganizationId, id: string, patch: PlanUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Plans.update")(function*(organizationId: OrganizationId, id: string, patch: PlanUpdate) {
         yield* findRow(organizationId, id, true)
         if (patch.entitlements !== undefined) {
           yield* storeComponents(organizationId, id, yield* specsOf(organizationId, patch.entitlements))
@@ -413,7 +411,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         if (patch.walletFundedArrear !== undefined) changes.walletFundedArrear = patch.walletFundedArrear
         yield* sql`UPDATE plans SET ${sql.update(changes)} WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* checkedPlan(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /** Archives or unarchives; an archived plan is not purchasable. Doing it twice answers the same plan. */
     const setActive = (organizationId: OrganizationId, id: string, active: boolean) =>
@@ -430,8 +428,8 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
       get,
       getPriced,
       update,
-      archive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, false),
-      unarchive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, true)
+      archive: Effect.fn("Plans.archive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, false)),
+      unarchive: Effect.fn("Plans.unarchive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, true))
     } as const
   })
 }) {}

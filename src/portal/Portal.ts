@@ -26,12 +26,11 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
     const keys = yield* SigningKeys
 
     /** A token for the customer, and the portal's URL at `origin`. */
-    const mint = (
+    const mint = Effect.fn("Portal.mint")(function*(
       organizationId: OrganizationId,
       input: { readonly customerId: CustomerId; readonly organizationId?: string | undefined },
       origin: string
-    ) =>
-      Effect.gen(function*() {
+    ) {
         if (input.organizationId !== undefined && input.organizationId !== organizationId) {
           return yield* new OrganizationMismatch({ message: "organizationId does not match the API key's organisation" })
         }
@@ -49,7 +48,7 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
         return Either.isRight(checked) && checked.right.org === organizationId
           ? Option.some(checked.right)
           : Option.none<PortalClaims>()
-      })
+      }).pipe(Effect.withSpan("Portal.verify"))
 
     /** Whatever token a person brought: its claims, or why it is refused. */
     const open = (token: string, at?: Date): Effect.Effect<Either.Either<PortalClaims, TokenRefusal>> =>
@@ -64,7 +63,7 @@ export class Portal extends Effect.Service<Portal>()("Portal", {
                 onSome: (secret) => checkToken(secret, "pt", token, PortalClaims, now)
               })
           )
-      })
+      }).pipe(Effect.withSpan("Portal.open"))
 
     return { mint, verify, open } as const
   })

@@ -144,7 +144,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           CustomerNotFound: notFoundPage,
           PurchaseNotFound: notFoundPage
         })
-      )
+      , Effect.withSpan("PortalView.portalPage"))
 
     const invoicePage = (invoiceId: string, token: string, at?: Date) =>
       Effect.gen(function*() {
@@ -168,7 +168,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           CustomerNotFound: notFoundPage,
           InvoiceNotFound: notFoundPage
         })
-      )
+      , Effect.withSpan("PortalView.invoicePage"))
 
     return { portalPage, invoicePage } as const
   })

@@ -119,8 +119,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
       })
 
     /** Closes an outcome run: 200 once; 404 for a run with no step of this customer; 409 when already closed. */
-    const completeOutcome = (organizationId: OrganizationId, input: typeof OutcomeCompleteSignal.Type) =>
-      Effect.gen(function*() {
+    const completeOutcome = Effect.fn("Completions.completeOutcome")(function*(organizationId: OrganizationId, input: typeof OutcomeCompleteSignal.Type) {
         const earlier = yield* replayedAnswer<OutcomeCompleted>(organizationId, "OUTCOME_COMPLETE", input.idempotencyKey)
         if (Option.isSome(earlier)) return earlier.value
         const customer = yield* activeCustomer(organizationId, input)
@@ -148,7 +147,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
           moment,
           { status: "COMPLETED", usageLog: null, rawId }
         )
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     type CompositeAttempt =
       | { readonly _tag: "Completed"; readonly answer: CompositeCompleted }
@@ -159,8 +158,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
      * the tag (200, billed once however often it is completed); otherwise parks
      * it (422) until the worker sees the last missing signal.
      */
-    const completeComposite = (organizationId: OrganizationId, input: typeof CompositeCompleteSignal.Type) =>
-      Effect.gen(function*() {
+    const completeComposite = Effect.fn("Completions.completeComposite")(function*(organizationId: OrganizationId, input: typeof CompositeCompleteSignal.Type) {
         const attempt = yield* Effect.gen(function*() {
           const earlier = yield* replayedAnswer<CompositeCompleted>(organizationId, "COMPOSITE_COMPLETE", input.idempotencyKey)
           if (Option.isSome(earlier)) return { _tag: "Completed", answer: earlier.value } as CompositeAttempt

@@ -22,7 +22,7 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
 
-    const list = (organizationId: OrganizationId, query: SignalListQuery) =>
+    const list = Effect.fn("InboxView.list")((organizationId: OrganizationId, query: SignalListQuery) =>
       findAll(
         SignalRecord,
         sql`SELECT * FROM signals
@@ -30,17 +30,16 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
               ${pageClause(sql, query.page)}`
-      )
+      ))
 
     const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new SignalNotFound({ message: `Signal ${id} not found` }))
-    const get = (organizationId: OrganizationId, id: string) => findRow(organizationId, id)
+    const get = Effect.fn("InboxView.get")((organizationId: OrganizationId, id: string) => findRow(organizationId, id))
 
     /**
      * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
      * was billed, and replaying it would bill it twice.
      */
-    const replay = (organizationId: OrganizationId, id: string) =>
-      Effect.gen(function*() {
+    const replay = Effect.fn("InboxView.replay")(function*(organizationId: OrganizationId, id: string) {
         const signal = yield* get(organizationId, id)
         if (signal.status === "PROCESSED") {
           return yield* new SignalAlreadyProcessed({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
@@ -55,8 +54,7 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
       })
 
     /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
-    const replayable = (organizationId: OrganizationId, customerId: CustomerId) =>
-      Effect.gen(function*() {
+    const replayable = Effect.fn("InboxView.replayable")(function*(organizationId: OrganizationId, customerId: CustomerId) {
         const customer = yield* customers.get(organizationId, customerId)
         return yield* orDie(
           sql<{ id: string }>`SELECT id FROM signals

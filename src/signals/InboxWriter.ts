@@ -313,7 +313,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
         statements++
       }
     }
-    const write = (rows: ReadonlyArray<InboxRow>) => insertSignals(sql, rows, count)
+    const write = (rows: ReadonlyArray<InboxRow>) => insertSignals(sql, rows, count).pipe(Effect.withSpan("InboxWriter.write"))
 
     const queue = yield* Queue.unbounded<Pending>()
     /** Single rows submitted and not answered yet: one arriving while another waits means requests overlap. */
@@ -446,7 +446,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
       rows: offered,
       lingers,
       waiting: unanswered + batchesWaiting
-    }))
+    })).pipe(Effect.withSpan("InboxWriter.stats"))
 
     return { enqueue, stats } as const
   })

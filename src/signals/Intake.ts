@@ -145,8 +145,7 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
      * order. Every accepted item is written by one statement (plus one look-up
      * when keys were taken), whatever the count.
      */
-    const acceptBatch = (organizationId: OrganizationId, items: ReadonlyArray<unknown>) =>
-      Effect.gen(function*() {
+    const acceptBatch = Effect.fn("Intake.acceptBatch")(function*(organizationId: OrganizationId, items: ReadonlyArray<unknown>) {
         if (items.length < 1 || items.length > maxBatchSize) {
           return yield* new InvalidSignal({
             message: `Invalid request: signals: must hold 1 to ${maxBatchSize.toLocaleString("en")} signals`

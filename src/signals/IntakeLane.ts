@@ -194,7 +194,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
 
     return {
       take,
-      stats: Effect.sync((): IntakeLaneStats => ({ answered, handedOver }))
+      stats: Effect.sync((): IntakeLaneStats => ({ answered, handedOver })).pipe(Effect.withSpan("IntakeLane.stats"))
     } as const
   })
 

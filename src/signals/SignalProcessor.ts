@@ -557,8 +557,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** The signals of the last batch left waiting for their purchase's renewal. */
     let lastWaiting: Array<Waiting> = []
 
-    const batch = (limit: number) =>
-      Effect.gen(function*() {
+    const batch = Effect.fn("SignalProcessor.priceBatch")(function*(limit: number) {
         lastResults = []
         lastWaiting = []
         const records = yield* claim(limit)
@@ -612,7 +611,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         lastResults = results
         yield* faultPoint("signals.before-commit")
         return records.length - waiting
-      }).pipe(sql.withTransaction, orDie)
+      }, sql.withTransaction, orDie)
 
     /**
      * The usage log's partitions of this month and the next exist before a row
@@ -713,7 +712,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     const runOnce: Effect.Effect<number> = Effect.tap(
       waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
       (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
-    )
+    ).pipe(Effect.withSpan("SignalProcessor.runOnce"))
 
     /** The worker job: one batch of queued signals per call. */
     const job: WorkerJob = { name: signalsJobName, runOnce: () => runOnce }

@@ -110,8 +110,7 @@ export class Units extends Effect.Service<Units>()("Units", {
           (rows) => rows[0]?.name ?? "api"
         )
 
-    const create = (organizationId: OrganizationId, input: UnitCreate, author: UnitAuthor) =>
-      Effect.gen(function*() {
+    const create = Effect.fn("Units.create")(function*(organizationId: OrganizationId, input: UnitCreate, author: UnitAuthor) {
         const pricing = yield* resolvePricing(input, undefined)
         const rows = yield* sql`INSERT INTO units ${
           sql.insert({
@@ -125,17 +124,16 @@ export class Units extends Effect.Service<Units>()("Units", {
           })
         } RETURNING *`.pipe(uniqueOr(() => agentKeyTaken(input.agentKey)), Effect.flatMap(decodeRows(Unit)))
         return rows[0]!
-      }).pipe(dieOnSqlError)
+      }, dieOnSqlError)
 
-    const list = findCataloguePage(sql, Unit, "units")
+    const list = Effect.fn("Units.list")(findCataloguePage(sql, Unit, "units"))
 
     const find = findByIdOr(sql, Unit, "units", notFound)
 
     /** A unit by id, archived or not. */
-    const get = (organizationId: OrganizationId, id: string) => find(organizationId, id, false)
+    const get = Effect.fn("Units.get")((organizationId: OrganizationId, id: string) => find(organizationId, id, false))
 
-    const update = (organizationId: OrganizationId, id: string, patch: UnitUpdate) =>
-      Effect.gen(function*() {
+    const update = Effect.fn("Units.update")(function*(organizationId: OrganizationId, id: string, patch: UnitUpdate) {
         const current = yield* find(organizationId, id, true)
         const pricing = yield* resolvePricing(patch, current)
         const changes: Record<string, unknown> = { ...pricingColumns(pricing), updatedAt: yield* currentTime }
@@ -148,7 +146,7 @@ export class Units extends Effect.Service<Units>()("Units", {
           Effect.flatMap(decodeRows(Unit))
         )
         return rows[0]!
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     /**
      * Archives or unarchives; doing it twice answers the same unit. Unarchiving
@@ -171,8 +169,8 @@ export class Units extends Effect.Service<Units>()("Units", {
       list,
       get,
       update,
-      archive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, false),
-      unarchive: (organizationId: OrganizationId, id: string) => setActive(organizationId, id, true)
+      archive: Effect.fn("Units.archive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, false)),
+      unarchive: Effect.fn("Units.unarchive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, true))
     } as const
   })
 }) {}

@@ -162,8 +162,7 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
       }
     }
 
-    const reverse = (organizationId: OrganizationId, id: string, input: ReverseInput) =>
-      Effect.gen(function*() {
+    const reverse = Effect.fn("Reversals.reverse")(function*(organizationId: OrganizationId, id: string, input: ReverseInput) {
         const reversalId = makeId("usg")
         if (input.idempotencyKey !== undefined) {
           const inserted = yield* sql`INSERT INTO usage_reversal_keys ${
@@ -351,7 +350,7 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
         yield* sql`UPDATE usage_log SET reversed_by = ${reversalId}
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* record(organizationId, reversalId)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     return { reverse } as const
   })

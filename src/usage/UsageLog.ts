@@ -58,8 +58,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
           AND (${query.meter ?? null}::text IS NULL OR u.meter = ${query.meter ?? null})`
 
     /** A customer's rows, oldest first unless the page asks for newest first; another organisation's customer is 404. */
-    const forCustomer = (organizationId: OrganizationId, customerId: CustomerId, query: UsageQuery) =>
-      Effect.gen(function*() {
+    const forCustomer = Effect.fn("UsageLog.forCustomer")(function*(organizationId: OrganizationId, customerId: CustomerId, query: UsageQuery) {
         yield* customers.get(organizationId, customerId)
         return yield* findAll(
           UsageRecord,
@@ -70,8 +69,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
       })
 
     /** Rows by id in the order asked, duplicates removed; ids matching nothing are `notFound`. */
-    const lookup = (organizationId: OrganizationId, ids: ReadonlyArray<string>) =>
-      Effect.gen(function*() {
+    const lookup = Effect.fn("UsageLog.lookup")(function*(organizationId: OrganizationId, ids: ReadonlyArray<string>) {
         const wanted = [...new Set(ids)]
         const rows = yield* findAll(
           UsageRecord,
@@ -85,8 +83,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
       })
 
     /** Per-meter totals of a customer's usage in the range. */
-    const totals = (organizationId: OrganizationId, customerId: CustomerId, query: Omit<UsageQuery, "page">) =>
-      Effect.gen(function*() {
+    const totals = Effect.fn("UsageLog.totals")(function*(organizationId: OrganizationId, customerId: CustomerId, query: Omit<UsageQuery, "page">) {
         yield* customers.get(organizationId, customerId)
         return yield* findAll(
           UsageTotal,
@@ -99,7 +96,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
       })
 
     /** A customer's customer cost per UTC day (of the usage's `timestamp`) and meter in [from, to), for the portal's chart. */
-    const daily = (organizationId: OrganizationId, customerId: CustomerId, range: { readonly from: Date; readonly to: Date }) =>
+    const daily = Effect.fn("UsageLog.daily")((organizationId: OrganizationId, customerId: CustomerId, range: { readonly from: Date; readonly to: Date }) =>
       findAll(
         DailyUsage,
         sql`SELECT to_char(${moment} AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, u.meter,
@@ -108,16 +105,16 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
             WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId}
               AND ${moment} >= ${range.from} AND ${moment} < ${range.to}
             GROUP BY 1, 2 ORDER BY 1, 2`
-      )
+      ))
 
     /** A customer's latest rows, newest first. */
-    const latest = (organizationId: OrganizationId, customerId: CustomerId, limit: number) =>
+    const latest = Effect.fn("UsageLog.latest")((organizationId: OrganizationId, customerId: CustomerId, limit: number) =>
       findAll(
         UsageRecord,
         sql`${selectRows}
             WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId}
             ORDER BY u.id DESC LIMIT ${limit}`
-      )
+      ))
 
     return { forCustomer, lookup, totals, daily, latest } as const
   })

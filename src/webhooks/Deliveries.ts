@@ -78,7 +78,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         )
       })
 
-    const list = (organizationId: OrganizationId, query: DeliveryQuery) =>
+    const list = Effect.fn("WebhookDeliveries.list")((organizationId: OrganizationId, query: DeliveryQuery) =>
       selectDeliveries(
         organizationId,
         sql.and([
@@ -89,18 +89,17 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         ]),
         query.limit,
         query.oldestFirst
-      )
+      ))
 
-    const get = (organizationId: OrganizationId, id: string) =>
+    const get = Effect.fn("WebhookDeliveries.get")((organizationId: OrganizationId, id: string) =>
       foundOr(() => new WebhookDeliveryNotFound({ message: `Webhook delivery ${id} not found` }))(
         Effect.map(selectDeliveries(organizationId, sql.and([sql`d.id = ${id}`]), 1), Arr.head)
-      )
+      ))
 
     const EndpointState = Schema.Struct({ enabled: Schema.Boolean, removed: Schema.Boolean })
 
     /** Makes a delivery due now for one more attempt; if that fails too, automatic retries resume while any are left. */
-    const retry = (organizationId: OrganizationId, id: string) =>
-      Effect.gen(function*() {
+    const retry = Effect.fn("WebhookDeliveries.retry")(function*(organizationId: OrganizationId, id: string) {
         const delivery = yield* get(organizationId, id)
         const endpoint = yield* findOne(
           EndpointState,
@@ -116,7 +115,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         yield* sql`UPDATE webhook_deliveries SET status = 'PENDING', next_attempt_at = now(), updated_at = now()
                    WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* get(organizationId, id)
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     const findEvent = findByIdOr(
       sql,
@@ -125,10 +124,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       (id) => new WebhookEventNotFound({ message: `Webhook event ${id} not found` }),
       { columns: "id, event_type, customer_id, triggered_at, body" }
     )
-    const getEvent = (organizationId: OrganizationId, id: string) => findEvent(organizationId, id)
+    const getEvent = Effect.fn("WebhookDeliveries.getEvent")((organizationId: OrganizationId, id: string) => findEvent(organizationId, id))
 
     /** A new delivery of the event to each live, enabled endpoint that was sent it before. */
-    const replay = (organizationId: OrganizationId, eventId: string): Effect.Effect<Replayed, WebhookEventNotFound> =>
+    const replay = Effect.fn("WebhookDeliveries.replay")((organizationId: OrganizationId, eventId: string): Effect.Effect<Replayed, WebhookEventNotFound> =>
       Effect.gen(function*() {
         const event = yield* getEvent(organizationId, eventId)
         const previous = yield* findAll(
@@ -158,10 +157,10 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         // Inserted just above in this transaction: one missing would be our bug, not the caller's.
         const deliveries = yield* Effect.forEach(ids, (id) => Effect.orDie(get(organizationId, id)))
         return { event, deliveries }
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }).pipe(sql.withTransaction, dieOnSqlError))
 
     /** Event ids triggered in [since, until), oldest first: what a range replay walks through. */
-    const eventsBetween = (organizationId: OrganizationId, since: Date, until: Date) =>
+    const eventsBetween = Effect.fn("WebhookDeliveries.eventsBetween")((organizationId: OrganizationId, since: Date, until: Date) =>
       since.getTime() >= until.getTime()
         ? Effect.fail(new InvalidTimeRange({ message: "--since must be before --until" }))
         : Effect.map(
@@ -172,7 +171,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
                 ORDER BY triggered_at, id`
           ),
           (rows) => rows.map((row) => row.id)
-        )
+        ))
 
     return { list, get, retry, replay, getEvent, eventsBetween } as const
   })

@@ -18,7 +18,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
-    const add = (organizationId: OrganizationId, input: EndpointCreate) =>
+    const add = Effect.fn("WebhookEndpoints.add")((organizationId: OrganizationId, input: EndpointCreate) =>
       Effect.map(
         findAll(
           Endpoint,
@@ -34,21 +34,21 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
           } RETURNING *`
         ),
         (rows) => rows[0]!
-      )
+      ))
 
-    const list = (organizationId: OrganizationId, options: { readonly includeRemoved?: boolean | undefined } = {}) =>
+    const list = Effect.fn("WebhookEndpoints.list")((organizationId: OrganizationId, options: { readonly includeRemoved?: boolean | undefined } = {}) =>
       findAll(
         Endpoint,
         sql`SELECT * FROM webhook_endpoints
             WHERE organization_id = ${organizationId} AND (${options.includeRemoved ?? false} OR removed_at IS NULL)
               AND listen_until IS NULL
             ORDER BY id`
-      )
+      ))
 
     /** A live endpoint; a removed one is as gone as a missing one. */
     const findLive = findByIdOr(sql, Endpoint, "webhook_endpoints", (id) =>
       new WebhookEndpointNotFound({ message: `Webhook endpoint ${id} not found` }), { where: "removed_at IS NULL AND listen_until IS NULL" })
-    const get = (organizationId: OrganizationId, id: string) => findLive(organizationId, id)
+    const get = Effect.fn("WebhookEndpoints.get")((organizationId: OrganizationId, id: string) => findLive(organizationId, id))
 
     const change = (organizationId: OrganizationId, id: string, changes: Record<string, unknown>) =>
       Effect.flatMap(Effect.zip(get(organizationId, id), currentTime), ([, updatedAt]) =>
@@ -62,23 +62,22 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
         ))
 
     /** Takes effect at once: every later attempt, retries of earlier events included, is signed with the new secret. */
-    const rotateSecret = (organizationId: OrganizationId, id: string) => change(organizationId, id, { secret: newSecret() })
+    const rotateSecret = Effect.fn("WebhookEndpoints.rotateSecret")((organizationId: OrganizationId, id: string) => change(organizationId, id, { secret: newSecret() }))
 
-    const remove = (organizationId: OrganizationId, id: string) =>
-      Effect.gen(function*() {
+    const remove = Effect.fn("WebhookEndpoints.remove")(function*(organizationId: OrganizationId, id: string) {
         const removed = yield* change(organizationId, id, { enabled: false, removedAt: yield* currentTime })
         yield* sql`UPDATE webhook_deliveries
                    SET status = 'CANCELLED', next_attempt_at = NULL, updated_at = now()
                    WHERE organization_id = ${organizationId} AND endpoint_id = ${id} AND status = 'PENDING'`
         return removed
-      }).pipe(sql.withTransaction, dieOnSqlError)
+      }, sql.withTransaction, dieOnSqlError)
 
     return {
       add,
       list,
       get,
-      enable: (organizationId: OrganizationId, id: string) => change(organizationId, id, { enabled: true }),
-      disable: (organizationId: OrganizationId, id: string) => change(organizationId, id, { enabled: false }),
+      enable: Effect.fn("WebhookEndpoints.enable")((organizationId: OrganizationId, id: string) => change(organizationId, id, { enabled: true })),
+      disable: Effect.fn("WebhookEndpoints.disable")((organizationId: OrganizationId, id: string) => change(organizationId, id, { enabled: false })),
       rotateSecret,
       remove
     } as const

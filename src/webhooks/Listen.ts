@@ -87,8 +87,7 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
     const sql = yield* SqlClient.SqlClient
 
     /** Opens a session: subscribed from now on, with a secret of its own. */
-    const open = (organizationId: OrganizationId, url: string, events: ReadonlyArray<EventType> | undefined) =>
-      Effect.gen(function*() {
+    const open = Effect.fn("WebhookListen.open")(function*(organizationId: OrganizationId, url: string, events: ReadonlyArray<EventType> | undefined) {
         const session: ListenSession = {
           organizationId,
           endpointId: makeId("whe"),
@@ -107,17 +106,16 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
           })
         }`
         return session
-      }).pipe(dieOnSqlError)
+      }, dieOnSqlError)
 
     /** Keeps the session subscribed for another lease. */
-    const heartbeat = (session: ListenSession) =>
+    const heartbeat = Effect.fn("WebhookListen.heartbeat")((session: ListenSession) =>
       dieOnSqlError(sql`UPDATE webhook_endpoints
         SET listen_until = now() + make_interval(secs => ${LISTEN_LEASE_SECONDS}), updated_at = now()
-        WHERE organization_id = ${session.organizationId} AND id = ${session.endpointId}`)
+        WHERE organization_id = ${session.organizationId} AND id = ${session.endpointId}`))
 
     /** Forwards what is waiting, oldest first; one attempt each, recorded like a worker's. */
-    const forwardPending = (session: ListenSession, url: string) =>
-      Effect.gen(function*() {
+    const forwardPending = Effect.fn("WebhookListen.forwardPending")(function*(session: ListenSession, url: string) {
         const pending = yield* findAll(
           Pending,
           sql`SELECT d.id, d.attempts, d.event_id, v.event_type, v.triggered_at, v.body
@@ -158,21 +156,21 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
       })
 
     /** Ends a session: unsubscribed at once, and whatever it had not forwarded is cancelled. */
-    const close = (session: ListenSession) =>
+    const close = Effect.fn("WebhookListen.close")((session: ListenSession) =>
       Effect.zipRight(
         sql`UPDATE webhook_endpoints SET enabled = false, removed_at = now(), listen_until = now(), updated_at = now()
             WHERE organization_id = ${session.organizationId} AND id = ${session.endpointId}`,
         sql`UPDATE webhook_deliveries SET status = 'CANCELLED', next_attempt_at = NULL, updated_at = now()
             WHERE organization_id = ${session.organizationId} AND endpoint_id = ${session.endpointId} AND status = 'PENDING'`
-      ).pipe(sql.withTransaction, dieOnSqlError)
+      ).pipe(sql.withTransaction, dieOnSqlError))
 
     /** Sessions whose process died: their lease passed; cancel what they left pending. */
-    const sweepExpired = (organizationId: OrganizationId) =>
+    const sweepExpired = Effect.fn("WebhookListen.sweepExpired")((organizationId: OrganizationId) =>
       dieOnSqlError(sql`UPDATE webhook_deliveries d
         SET status = 'CANCELLED', next_attempt_at = NULL, updated_at = now()
         FROM webhook_endpoints e
         WHERE e.organization_id = ${organizationId} AND e.listen_until IS NOT NULL AND e.listen_until < now()
-          AND d.organization_id = e.organization_id AND d.endpoint_id = e.id AND d.status = 'PENDING'`)
+          AND d.organization_id = e.organization_id AND d.endpoint_id = e.id AND d.status = 'PENDING'`))
 
     return { open, heartbeat, forwardPending, close, sweepExpired } as const
   })

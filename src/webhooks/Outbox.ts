@@ -88,7 +88,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
      * subscribed when the changes commit gets the events, nobody else ever;
      * an event nobody receives is not stored.
      */
-    const walletChangedMany = (changes: ReadonlyArray<WalletChange>): Effect.Effect<void> =>
+    const walletChangedMany = Effect.fn("WebhookOutbox.walletChangedMany")((changes: ReadonlyArray<WalletChange>): Effect.Effect<void> =>
       Effect.gen(function*() {
         const moved = changes.filter((change) => !BigDecimal.equals(change.previousBalance, change.currentBalance))
         if (moved.length === 0) return
@@ -160,9 +160,9 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
         }
         yield* insertRows(sql, "webhook_events", events)
         yield* insertRows(sql, "webhook_deliveries", deliveries)
-      })
+      }))
 
-    const walletChanged = (change: WalletChange): Effect.Effect<void> => walletChangedMany([change])
+    const walletChanged = Effect.fn("WebhookOutbox.walletChanged")((change: WalletChange): Effect.Effect<void> => walletChangedMany([change]))
 
     /**
      * `billing trigger EVENT`: an event of that type for a real customer of the
@@ -172,12 +172,10 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
      * the type, thresholds aside, through the same deliveries as a real event.
      * The number of recipients; none stores nothing, as for real events.
      */
-    const testEvent = (
+    const testEvent = Effect.fn("WebhookOutbox.testEvent")(function*(
       organizationId: OrganizationId,
       eventType: EventType,
-      customer: { readonly id: string; readonly externalId: string | null; readonly balance: Decimal }
-    ) =>
-      Effect.gen(function*() {
+      customer: { readonly id: string; readonly externalId: string | null; readonly balance: Decimal }) {
         const recipients = yield* findAll(
           Subscriber,
           sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
@@ -222,7 +220,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
           }))
         )
         return { id, eventType, recipients: recipients.length }
-      }).pipe(sql.withTransaction)
+      }, sql.withTransaction)
 
     return { walletChanged, walletChangedMany, testEvent } as const
   })

@@ -249,7 +249,7 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
      * started or saw finish; while any is still in flight it never returns 0,
      * so `billing worker --once` waits for them.
      */
-    const runDue = (now: Date): Effect.Effect<number> =>
+    const runDue = Effect.fn("WebhookSender.runDue")((now: Date): Effect.Effect<number> =>
       Effect.gen(function*() {
         const { retryDelaysMs, timeoutMs } = yield* Effect.orDie(DeliveryConfig)
         let sending = 0
@@ -274,7 +274,7 @@ export class WebhookSender extends Effect.Service<WebhookSender>()("WebhookSende
         yield* tally(settled)
         if (claimed.length + finished > 0) yield* reportQueue(queueState(now))
         return claimed.length + finished + (inFlight.size > 0 ? 1 : 0)
-      })
+      }))
 
     /** The worker job: the deliveries due at each call's `now`. */
     const job: WorkerJob = { name: webhookDeliveryJobName, runOnce: runDue }

@@ -18,6 +18,7 @@ import { MigrationsLive } from "../../src/db/Migrations.ts"
 import { makeHttpServer } from "../../src/app/Server.ts"
 import { Organizations } from "../../src/organizations/Organizations.ts"
 import { ServicesLive } from "../../src/app/Services.ts"
+import { TelemetryLive } from "../../src/Telemetry.ts"
 import { spawnBilling } from "./Cli.ts"
 import { startPrism, violationsOf } from "./Prism.ts"
 import { EmptyTestDatabaseLive, TestDatabaseLive, TestDatabaseUrl } from "./TestDatabase.ts"
@@ -29,7 +30,9 @@ const makeLayer = (ownDatabase = false) => {
   const services = ServicesLive.pipe(Layer.provideMerge(database))
   return makeHttpServer({ port: 0, host: "127.0.0.1" }).pipe(
     Layer.provideMerge(services),
-    Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
+    Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
+    // As `billing serve`: spans exported when OTEL_EXPORTER_OTLP_ENDPOINT is set, the tracer off otherwise.
+    Layer.provide(TelemetryLive)
   )
 }
 
