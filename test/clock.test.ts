@@ -25,20 +25,30 @@ import { PurchaseCreate } from "../src/billing/Purchase.ts"
 import { Purchases } from "../src/billing/Purchases.ts"
 import { CustomerCreate } from "../src/customers/Customer.ts"
 import { Customers } from "../src/customers/Customers.ts"
+import { Ledger } from "../src/ledger/Ledger.ts"
 import { decimal } from "../src/money.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { PlanCreate } from "../src/plans/Plan.ts"
 import { Plans } from "../src/plans/Plans.ts"
-import { ServicesLive } from "../src/app/Services.ts"
 import { currentTime } from "../src/time.ts"
 import { WebhookEndpoints } from "../src/webhooks/Endpoints.ts"
 import { WebhookOutbox } from "../src/webhooks/Outbox.ts"
 import { WebhookSender } from "../src/webhooks/Sender.ts"
 import { EndpointCreate } from "../src/webhooks/Webhook.ts"
 import { runWorker } from "../src/worker/Worker.ts"
-import { MigratedTestDatabase } from "./support/Layers.ts"
+import { onTestDatabase } from "./support/Layers.ts"
 
-const TestServices = ServicesLive.pipe(Layer.provideMerge(MigratedTestDatabase))
+/** The services these tests call, with what they depend on: not the whole graph. */
+const TestServices = onTestDatabase(Layer.mergeAll(
+  Organizations.Default,
+  Customers.Default,
+  Plans.Default,
+  Purchases.Default,
+  Ledger.Default,
+  WebhookEndpoints.Default,
+  WebhookOutbox.Default,
+  WebhookSender.Default
+))
 type Services = Layer.Layer.Success<typeof TestServices>
 
 let runtime: ManagedRuntime.ManagedRuntime<Services, unknown>

@@ -7,7 +7,7 @@ import { customerIdOf } from "../customerRef.ts"
 import { listFooter, nextCursorOf } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { bodyOf, decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
-import { CustomersLive } from "../../src/app/Services.ts"
+import { CustomersLive } from "../../src/app/CustomersLive.ts"
 import { CustomerId } from "../../src/ids.ts"
 
 const run = runnerOn(CustomersLive)

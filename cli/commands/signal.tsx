@@ -13,13 +13,9 @@ import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { CustomerId, type OrganizationId } from "../../src/ids.ts"
-import { CustomersLive } from "../../src/app/Services.ts"
-import { InboxWriter } from "../../src/signals/InboxWriter.ts"
+import { withArrivalsAnswered } from "../../src/app/CustomersLive.ts"
 
-const run = runnerOn(Layer.mergeAll(Intake.Default, InboxView.Default).pipe(
-  Layer.provide(InboxWriter.Default),
-  Layer.provideMerge(CustomersLive)
-))
+const run = runnerOn(withArrivalsAnswered(Layer.merge(Intake.Default, InboxView.Default)))
 
 const signalJson = encode(SignalRecord)
 

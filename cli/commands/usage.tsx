@@ -1,17 +1,17 @@
 import type { Command } from "commander"
 import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
-import { BigDecimal, Effect, Layer, Schema } from "effect"
+import { BigDecimal, Effect, Schema } from "effect"
 import { Box } from "../ui/ink.ts"
 import { UsageLogParams } from "../../src/usage/UsageApi.ts"
 import { UsageLog, UsageTotal } from "../../src/usage/UsageLog.ts"
 import { toEntry, UsageLogEntry } from "../../src/usage/UsageLogEntry.ts"
 import { Table } from "../ui/Table.tsx"
 import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
-import { CustomersLive } from "../../src/app/Services.ts"
+import { withArrivalsAnswered } from "../../src/app/CustomersLive.ts"
 import { registerUsageReverse } from "./usageReverse.tsx"
 import { CustomerId } from "../../src/ids.ts"
 
-const run = runnerOn(UsageLog.Default.pipe(Layer.provideMerge(CustomersLive)))
+const run = runnerOn(withArrivalsAnswered(UsageLog.Default))
 
 const entryJson = encode(UsageLogEntry)
 const totalJson = encode(UsageTotal)

@@ -1,19 +1,13 @@
 /** `billing usage reverse ID`: the CLI door of POST /signal/usage-log/{id}/reverse (src/usage/Reversals.ts). */
 import type { Command } from "commander"
-import { BigDecimal, Effect, Layer } from "effect"
+import { BigDecimal, Effect } from "effect"
 import { ReverseRequest, Reversals } from "../../src/usage/Reversals.ts"
 import { toEntry, UsageLogEntry } from "../../src/usage/UsageLogEntry.ts"
 import { Details } from "../ui/Table.tsx"
 import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
-import { CustomersLive } from "../../src/app/Services.ts"
-import { Ledger } from "../../src/ledger/Ledger.ts"
-import { UsageLog } from "../../src/usage/UsageLog.ts"
-import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
+import { withArrivalsAnswered } from "../../src/app/CustomersLive.ts"
 
-const run = runnerOn(Reversals.Default.pipe(
-  Layer.provideMerge(Layer.merge(UsageLog.Default, Ledger.Default)),
-  Layer.provideMerge(Layer.merge(CustomersLive, WebhookOutbox.Default))
-))
+const run = runnerOn(withArrivalsAnswered(Reversals.Default))
 
 interface ReverseOptions {
   readonly json?: boolean

@@ -1,32 +1,39 @@
 /**
- * The billing engine's services, wired together. Needs the SQL client and the
- * webhook outbox; `src/app/Services.ts` puts it below the features that meter
- * usage against it (signals read the current purchase through Metering, and Members).
+ * The billing engine: purchases, balances, wallets, adjustments, invoices,
+ * taxes, members and portal tokens, with what they name (customers, plans, the
+ * ledger and its outbox). Each brings its own dependencies; listed here are the
+ * ones its callers (src/app/Services.ts, the CLI's billing commands) use.
  */
 import { Layer } from "effect"
-import { Customers } from "../customers/Customers.ts"
-import { Members } from "../members/Members.ts"
-import { Portal } from "../portal/Portal.ts"
-import { SigningKeys } from "../links/SigningKeys.ts"
 import { Adjustments } from "../billing/Adjustments.ts"
 import { Balances } from "../billing/Balances.ts"
-import { Ledger } from "../ledger/Ledger.ts"
 import { Invoices } from "../billing/Invoices.ts"
 import { Metering } from "../billing/Metering.ts"
 import { Purchases } from "../billing/Purchases.ts"
 import { Taxes } from "../billing/Taxes.ts"
 import { Wallets } from "../billing/Wallets.ts"
+import { Customers } from "../customers/Customers.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { SigningKeys } from "../links/SigningKeys.ts"
+import { Members } from "../members/Members.ts"
+import { Plans } from "../plans/Plans.ts"
+import { Portal } from "../portal/Portal.ts"
+import { WebhookOutbox } from "../webhooks/Outbox.ts"
+import { withArrivalsAnswered } from "./CustomersLive.ts"
 
-export const BillingLive = Layer.mergeAll(
+export const BillingLive = withArrivalsAnswered(Layer.mergeAll(
   Metering.Default,
   Purchases.Default,
   Balances.Default,
+  Wallets.Default,
   Adjustments.Default,
+  Invoices.Default,
+  Taxes.Default,
   Members.Default,
-  Portal.Default
-).pipe(
-  Layer.provideMerge(Invoices.Default),
-  Layer.provideMerge(Layer.mergeAll(Wallets.Default, Taxes.Default, SigningKeys.Default)),
-  Layer.provideMerge(Ledger.Default),
-  Layer.provide(Customers.Default)
-)
+  Portal.Default,
+  SigningKeys.Default,
+  Ledger.Default,
+  WebhookOutbox.Default,
+  Plans.Default,
+  Customers.Default
+))

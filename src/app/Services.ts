@@ -1,52 +1,65 @@
 /**
  * Every domain service, wired once. The API server, the CLI and the worker all
  * run on this layer; only what they put in front of it differs.
+ *
+ * Each service declares the services it needs (`dependencies`), so `X.Default`
+ * is whole but for the database and the ports it calls up through. Listing a
+ * service here that another already names costs nothing: a layer is built once
+ * per build however many layers name it (Effect shares layers by reference), so
+ * the graph holds one ledger, one outbox, one inbox writer with its fibers.
+ * What stays open is filled here: customers' arrivals (a port of the customers
+ * floor) by signals; the database by whoever runs the graph.
  */
 import { Layer } from "effect"
 import { BillingLive } from "./BillingLive.ts"
-import { Customers } from "../customers/Customers.ts"
-import { Credits } from "../credits/Credits.ts"
-import { Models } from "../models/Models.ts"
-import { Outcomes } from "../outcomes/Outcomes.ts"
-import { Units } from "../units/Units.ts"
+import { withArrivalsAnswered } from "./CustomersLive.ts"
 import { Composites } from "../composites/Composites.ts"
-import { Plans } from "../plans/Plans.ts"
+import { Credits } from "../credits/Credits.ts"
 import { DatabaseLive } from "../db/Database.ts"
 import { MigrationsLive } from "../db/Migrations.ts"
+import { Models } from "../models/Models.ts"
+import { OperationsStatus } from "../operations/Status.ts"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { Organizations } from "../organizations/Organizations.ts"
-import { OperationsStatus } from "../operations/Status.ts"
-import { WebhookOutbox } from "../webhooks/Outbox.ts"
-import { SignalsLive } from "./SignalsLive.ts"
-import { RequeueOnArrivalLive } from "../signals/Requeue.ts"
+import { Outcomes } from "../outcomes/Outcomes.ts"
+import { PortalView } from "../portal/PortalView.ts"
+import { Completions } from "../signals/Completions.ts"
+import { InboxView } from "../signals/InboxView.ts"
+import { InboxWriter } from "../signals/InboxWriter.ts"
+import { Intake } from "../signals/Intake.ts"
+import { SignalProcessor } from "../signals/SignalProcessor.ts"
+import { Units } from "../units/Units.ts"
+import { Reversals } from "../usage/Reversals.ts"
+import { UsageLog } from "../usage/UsageLog.ts"
 import { WebhookDeliveries } from "../webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../webhooks/Endpoints.ts"
 import { WebhookListen } from "../webhooks/Listen.ts"
 import { WebhookSender } from "../webhooks/Sender.ts"
-import { PortalView } from "../portal/PortalView.ts"
 
-// Services that others depend on sit in the lower layer; customers' arrivals are answered by signals.
-const FoundationLive = Layer.mergeAll(RequeueOnArrivalLive, ApiKeys.Default, WebhookOutbox.Default, Models.Default, Credits.Default, Outcomes.Default, Units.Default, Composites.Default, Plans.Default)
-
-// The billing engine (Metering, Wallets, Members, ...) sits below the features that meter usage.
-const BillingFoundationLive = BillingLive.pipe(Layer.provideMerge(FoundationLive))
-
-const FeaturesLive = Layer.mergeAll(
+/** Every service, on the environment's database once it is given one. */
+export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
+  BillingLive,
+  ApiKeys.Default,
   Organizations.Default,
-  Customers.Default,
+  Models.Default,
+  Credits.Default,
+  Outcomes.Default,
+  Units.Default,
+  Composites.Default,
   WebhookEndpoints.Default,
   WebhookDeliveries.Default,
   WebhookSender.Default,
   WebhookListen.Default,
-  SignalsLive,
-  OperationsStatus.Default
-).pipe(Layer.provideMerge(BillingFoundationLive))
-
-/** Customers with signals answering its arrivals: what a door that needs Customers alone builds. */
-export const CustomersLive = Customers.Default.pipe(Layer.provide(RequeueOnArrivalLive))
-
-/** The customer's pages read through most services: they sit on top. */
-export const ServicesLive = PortalView.Default.pipe(Layer.provideMerge(FeaturesLive))
+  InboxWriter.Default,
+  Intake.Default,
+  Completions.Default,
+  InboxView.Default,
+  SignalProcessor.Default,
+  UsageLog.Default,
+  Reversals.Default,
+  OperationsStatus.Default,
+  PortalView.Default
+))
 
 /** The database of the environment, migrated before anything uses it. */
 export const MigratedDatabaseLive = Layer.provideMerge(MigrationsLive, DatabaseLive)

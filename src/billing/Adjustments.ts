@@ -140,6 +140,7 @@ const keyNoun: Record<Exclude<AdjustEndpoint, "wallet">, string> = {
 }
 
 export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
+  dependencies: [Customers.Default, Wallets.Default, Ledger.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers

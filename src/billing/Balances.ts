@@ -118,6 +118,7 @@ const totalsByTarget = (
 const currencyOf = (code: string) => ({ code, rateUsd: ONE })
 
 export class Balances extends Effect.Service<Balances>()("Balances", {
+  dependencies: [Customers.Default, Wallets.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers

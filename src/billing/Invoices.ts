@@ -258,6 +258,7 @@ const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.
 const notFound = (id: string) => new InvoiceNotFound({ message: `Invoice ${id} not found` })
 
 export class Invoices extends Effect.Service<Invoices>()("Invoices", {
+  dependencies: [SigningKeys.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const signingKeys = yield* SigningKeys

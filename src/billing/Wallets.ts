@@ -40,6 +40,7 @@ export class LedgerEntry extends Schema.Class<LedgerEntry>("LedgerEntry")({
 }) {}
 
 export class Wallets extends Effect.Service<Wallets>()("Wallets", {
+  dependencies: [Customers.Default, Ledger.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const moneyLedger = yield* Ledger

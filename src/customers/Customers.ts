@@ -39,6 +39,12 @@ export interface CustomerListQuery {
   readonly includeArchived?: boolean | undefined
 }
 
+/**
+ * Declares no dependencies: its one need besides the database is the
+ * `CustomerArrivals` port, answered from the signals floor above, so
+ * `Customers.Default` (and every service built on it) leaves that port open for
+ * the composition root to fill (src/app/Services.ts).
+ */
 export class Customers extends Effect.Service<Customers>()("Customers", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient

@@ -116,6 +116,7 @@ export const balanceColumns = (
 })
 
 export class Ledger extends Effect.Service<Ledger>()("Ledger", {
+  dependencies: [WebhookOutbox.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const outbox = yield* WebhookOutbox

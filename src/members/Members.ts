@@ -49,6 +49,7 @@ export type MemberUpdate = typeof MemberUpdate.Type
 const duplicate = (email: string) => new MemberEmailTaken({ message: `A member with e-mail ${email} already exists for this customer` })
 
 export class Members extends Effect.Service<Members>()("Members", {
+  dependencies: [Customers.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers

@@ -122,5 +122,5 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
 
     return { create, list, get, updateSettings } as const
   }),
-  dependencies: []
+  dependencies: [ApiKeys.Default]
 }) {}

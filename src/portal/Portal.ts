@@ -21,6 +21,7 @@ export type PortalClaims = typeof PortalClaims.Type
 export const portalUrl = (origin: string, token: string) => `${origin}/portal?token=${encodeURIComponent(token)}`
 
 export class Portal extends Effect.Service<Portal>()("Portal", {
+  dependencies: [Customers.Default, SigningKeys.Default],
   effect: Effect.gen(function*() {
     const customers = yield* Customers
     const keys = yield* SigningKeys

@@ -76,6 +76,7 @@ export const utcDays = (from: Date, to: Date): Array<string> => {
 const notFoundPage = () => Effect.succeed(Either.left<PageRefusal>("NotFound"))
 
 export class PortalView extends Effect.Service<PortalView>()("PortalView", {
+  dependencies: [Customers.Default, Balances.Default, Invoices.Default, SigningKeys.Default, Purchases.Default, Organizations.Default, Portal.Default, UsageLog.Default],
   effect: Effect.gen(function*() {
     const portal = yield* Portal
     const keys = yield* SigningKeys

@@ -40,6 +40,7 @@ import {
 const Sent = Schema.Struct({ id: Schema.String, messageId: Schema.String, response: Schema.NullOr(Schema.Unknown) })
 
 export class Completions extends Effect.Service<Completions>()("Completions", {
+  dependencies: [Customers.Default, Metering.Default, Members.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers

@@ -18,6 +18,7 @@ export interface SignalListQuery {
 }
 
 export class InboxView extends Effect.Service<InboxView>()("InboxView", {
+  dependencies: [Customers.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers

@@ -111,6 +111,7 @@ const acknowledgement = (written: Written): Acknowledgement => ({
 })
 
 export class Intake extends Effect.Service<Intake>()("Intake", {
+  dependencies: [InboxWriter.Default],
   effect: Effect.gen(function*() {
     const writer = yield* InboxWriter
     // Intake reads the time synchronously (the lane calls `accept` outside any fiber): this layer's Clock, read

@@ -199,6 +199,7 @@ const usageRow = (
 export const signalsJobName = "signals"
 
 export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalProcessor", {
+  dependencies: [Ledger.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger

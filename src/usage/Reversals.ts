@@ -126,6 +126,7 @@ const componentTypeOf: Record<string, string | null> = {
 }
 
 export class Reversals extends Effect.Service<Reversals>()("Reversals", {
+  dependencies: [Ledger.Default, UsageLog.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger

@@ -37,6 +37,7 @@ export class DailyUsage extends Schema.Class<DailyUsage>("DailyUsage")({
 }) {}
 
 export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
+  dependencies: [Customers.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
