@@ -225,7 +225,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         ? sql.literal("")
         : sql`AND NOT (organization_id || '/' || coalesce(customer_id, 'ext:' || external_id) = ANY(${keys}::text[]))`
 
-    /** A filter on `signals` rows keeping only `only` (a failed batch's half, see `isolate`); empty when unset. */
+    /** A filter on `signals` rows keeping only `only` (a failed batch's half, see `isolateOnDataFault`); empty when unset. */
     const onlyIds = (only: ReadonlyArray<string> | undefined) =>
       only === undefined ? sql.literal("") : sql`AND id = ANY(${only}::text[])`
 
