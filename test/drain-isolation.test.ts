@@ -2,8 +2,9 @@
  * One bad signal never holds up the others (docs/signals.md, "The worker"):
  * - a stored body that no longer decodes fails that signal alone (500);
  * - a signal whose writes the database refuses makes its batch roll back; the
- *   worker then prices those signals one per transaction, so only that one
- *   ends FAILED (500) and every other is billed exactly once.
+ *   worker then prices those signals again in halves (test/fault-batches.test.ts
+ *   counts the transactions), so only that one ends FAILED (500) and every
+ *   other is billed exactly once.
  * The database's refusal is a test-only trigger on the usage log.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -67,7 +68,7 @@ describe("one bad signal in a batch", () => {
     expect(Number(await creditsUsed()) - Number(before)).toBeCloseTo(2.4, 12)
   })
 
-  it("fails alone when the database refuses its writes, the others priced one by one", async () => {
+  it("fails alone when the database refuses its writes, the others priced in halves", async () => {
     const ids = await send(4)
     await query(app, `CREATE FUNCTION refuse_one_usage_row() RETURNS trigger LANGUAGE plpgsql AS $$
       BEGIN

@@ -24,9 +24,10 @@
  * join their composite occurrence one by one), so a batch of BATCH_SIZE costs
  * a few hundredths of a statement per signal.
  */
-import { SqlClient, type SqlError } from "@effect/sql"
-import { BigDecimal, Cause, Data, Effect, Either, Schedule, Schema } from "effect"
-import { findAll, insertRows, orDie, sqlState } from "../db/Sql.ts"
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Cause, Data, Effect, Either, Schema } from "effect"
+import { faultOf, transientBackoff } from "../db/Faults.ts"
+import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { currentTimeMillis } from "../time.ts"
 import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
@@ -110,16 +111,8 @@ interface Waiting {
 /** The queue's two lanes: today's signals, and late ones (a backfill: `signals.late`). */
 type Lane = "ON_TIME" | "LATE"
 
-/** Deadlocks and serialisation failures: the batch is rolled back and tried again. */
-const retryableStates = new Set(["40P01", "40001"])
-
-const isRetryable = (cause: Cause.Cause<unknown>) =>
-  [...Cause.defects(cause), ...Cause.failures(cause)].some((error) =>
-    typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "SqlError" &&
-    retryableStates.has(sqlState(error as SqlError.SqlError) ?? "")
-  )
-
-class RetryableBatch extends Data.TaggedError("RetryableBatch") {}
+/** A batch that failed for a reason that passes (src/db/Faults.ts): tried again whole. */
+class TransientBatchFailure extends Data.TaggedError("TransientBatchFailure")<{ readonly cause: Cause.Cause<unknown> }> {}
 
 const Candidate = Schema.Struct({
   organizationId: Schema.NullOr(Schema.String),
@@ -233,6 +226,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         ? sql.literal("")
         : sql`AND NOT (organization_id || '/' || coalesce(customer_id, 'ext:' || external_id) = ANY(${keys}::text[]))`
 
+    /** A filter on `signals` rows keeping only `only` (a failed batch's half, see `isolateOnDataFault`); empty when unset. */
+    const onlyIds = (only: ReadonlyArray<string> | undefined) =>
+      only === undefined ? sql.literal("") : sql`AND id = ANY(${only}::text[])`
+
     /** Lets back in the customers whose purchase renewed (or ended): one statement, only while some wait. */
     const lapseDeferrals = Effect.suspend(() => {
       if (deferred.size === 0) return Effect.void
@@ -267,19 +264,20 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     let nextLane: Lane = "ON_TIME"
 
     /** The customers at the head of one lane, and whether the other lane has queued signals. */
-    const candidatesOf = (lane: Lane, limit: number, keys: ReadonlyArray<string>) =>
+    const candidatesOf = (lane: Lane, limit: number, keys: ReadonlyArray<string>, only: ReadonlyArray<string> | undefined) =>
       findAll(
         Candidate,
         sql`SELECT c.organization_id, c.customer_key, f.other_lane FROM (
               SELECT EXISTS (SELECT 1 FROM signals WHERE status = 'QUEUED' AND ${
           sql.literal(lane === "LATE" ? "NOT late" : "late")
-        } ${notDeferred(keys)}) AS other_lane) f
+        } ${notDeferred(keys)} ${onlyIds(only)}) AS other_lane) f
             LEFT JOIN LATERAL (
               SELECT organization_id, customer_key, first FROM (
                 SELECT head.organization_id, coalesce(head.customer_id, held.id, 'ext:' || head.external_id) AS customer_key,
                        min(head.id) AS first
                 FROM (SELECT organization_id, customer_id, external_id, id FROM signals
                       WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${notDeferred(keys)}
+                        ${onlyIds(only)}
                       ORDER BY id LIMIT ${limit * 4}) head
                 LEFT JOIN customers held
                   ON head.customer_id IS NULL AND held.organization_id = head.organization_id
@@ -303,7 +301,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      * batch take the later signals of one key before the earlier ones of the
      * other, and price them out of the order they were sent.
      */
-    const claimLane = (lane: Lane, limit: number, candidates: ReadonlyArray<typeof Candidate.Type>) =>
+    const claimLane = (
+      lane: Lane,
+      limit: number,
+      candidates: ReadonlyArray<typeof Candidate.Type>,
+      only: ReadonlyArray<string> | undefined
+    ) =>
       Effect.gen(function*() {
         const claimed: Array<SignalRecord> = []
         for (const candidate of candidates) {
@@ -317,7 +320,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
                        composite_value, member, body, coalesce(occurred_at, received_at) AS moment
                 FROM signals
-                WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")}
+                WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
                   AND organization_id = ${candidate.organizationId}
                   AND (customer_id = ${candidate.customerKey}
                        OR (customer_id IS NULL AND 'ext:' || external_id = ${candidate.customerKey})
@@ -335,23 +338,27 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
 
     const other = (lane: Lane): Lane => (lane === "ON_TIME" ? "LATE" : "ON_TIME")
 
-    /** One lane's batch: the preferred lane, or the other one when the preferred has nothing to claim. */
-    const claim = (limit: number) =>
+    /**
+     * One lane's batch: the preferred lane, or the other one when the
+     * preferred has nothing to claim. With `only`, just those signals (the
+     * half of a failed batch), leaving the lanes' turns as they were.
+     */
+    const claim = (limit: number, only?: ReadonlyArray<string>) =>
       Effect.gen(function*() {
         yield* lapseDeferrals
         const keys = deferredKeys()
         const lane = nextLane
-        const candidates = yield* candidatesOf(lane, limit, keys)
+        const candidates = yield* candidatesOf(lane, limit, keys, only)
         const otherHasWork = candidates[0]?.otherLane ?? false
-        const claimed = yield* claimLane(lane, limit, candidates)
+        const claimed = yield* claimLane(lane, limit, candidates, only)
         if (claimed.length > 0 || !otherHasWork) {
-          nextLane = otherHasWork ? other(lane) : lane
+          if (only === undefined) nextLane = otherHasWork ? other(lane) : lane
           return claimed
         }
         // This lane had nothing this worker could take: the other lane's batch now.
-        const fallback = yield* candidatesOf(other(lane), limit, keys)
-        nextLane = (fallback[0]?.otherLane ?? false) ? lane : other(lane)
-        return yield* claimLane(other(lane), limit, fallback)
+        const fallback = yield* candidatesOf(other(lane), limit, keys, only)
+        if (only === undefined) nextLane = (fallback[0]?.otherLane ?? false) ? lane : other(lane)
+        return yield* claimLane(other(lane), limit, fallback, only)
       })
 
     /** The signal's customer: missing (404), archived (409), or None when its externalId is not held yet. */
@@ -549,7 +556,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           WHERE s.organization_id = v.organization_id AND s.id = v.id`)
     }
 
-    /** The ids of the last batch claimed, to fail its signal when a batch of one cannot commit. */
+    /** The signals of the last batch claimed: when it fails, the ones to isolate. */
     let lastClaimed: ReadonlyArray<SignalRecord> = []
 
     /** How the last batch's signals ended, counted for watchers once the batch committed. */
@@ -558,10 +565,11 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** The signals of the last batch left waiting for their purchase's renewal. */
     let lastWaiting: Array<Waiting> = []
 
-    const batch = Effect.fn("SignalProcessor.priceBatch")(function*(limit: number) {
+    const batch = Effect.fn("SignalProcessor.priceBatch")(function*(limit: number, only?: ReadonlyArray<string>) {
+        lastClaimed = []
         lastResults = []
         lastWaiting = []
-        const records = yield* claim(limit)
+        const records = yield* claim(limit, only)
         lastClaimed = records
         if (records.length === 0) return 0
         const results: Array<readonly [SignalRecord, Ended]> = []
@@ -637,50 +645,87 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
                   attempts = attempts + 1, processed_at = now()
                 WHERE organization_id = ${signal.organizationId} AND id = ${signal.id} AND status = 'QUEUED'`)
 
-    /**
-     * Batches left to run one signal at a time. A batch whose writes fail for
-     * a reason other than a deadlock holds a signal the database refuses; the
-     * next batches run singly, so that signal fails alone and the rest go on.
-     */
-    let isolating = 0
-
     /** The next batch's size while the process warms up (FIRST_BATCH_SIZE). */
     let rampedSize = FIRST_BATCH_SIZE
 
-    /** One batch, retried from scratch when the database rolled it back for a deadlock. */
-    const oneBatch = Effect.suspend(() => {
-      const limit = isolating > 0 ? 1 : rampedSize
-      return Effect.zipRight(ensurePartitions, batch(limit)).pipe(
-        Effect.catchAllCause((cause) => (isRetryable(cause) ? Effect.fail(new RetryableBatch()) : Effect.failCause(cause))),
-        Effect.retry({ while: (e) => e instanceof RetryableBatch, schedule: Schedule.spaced("20 millis"), times: 10 }),
+    /**
+     * One batch (of `only`, when given), tried again whole while it fails for
+     * a reason that passes: a lost or refused connection, the server shutting
+     * down or starting, a deadlock (src/db/Faults.ts). Each try is one
+     * transaction that wrote nothing when it failed, so trying again bills
+     * nothing twice; the pause (50 ms doubling to 500 ms) notices a database
+     * that answers again within half a second. Once it commits, what it did is
+     * counted and its waiting customers sit out the claims.
+     */
+    const attempt = (limit: number, only?: ReadonlyArray<string>) => {
+      let failures = 0
+      return Effect.zipRight(ensurePartitions, batch(limit, only)).pipe(
+        Effect.catchAllCause((cause) =>
+          !Cause.isInterruptedOnly(cause) && faultOf(cause) === "Transient"
+            ? Effect.fail(new TransientBatchFailure({ cause }))
+            : Effect.failCause(cause)
+        ),
+        Effect.tapError((failure) =>
+          failures++ === 0
+            ? Effect.logWarning("a batch of signals failed for a reason that passes; trying it again whole", failure.cause)
+            : Effect.void
+        ),
+        Effect.retry({ while: (failure) => failure._tag === "TransientBatchFailure", schedule: transientBackoff }),
+        Effect.catchTag("TransientBatchFailure", (failure) => Effect.failCause(failure.cause)),
         Effect.tap(() => tally(lastResults.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
         Effect.tap(() =>
           Effect.sync(() => {
             for (const wait of lastWaiting) deferred.set(`${wait.organizationId}/${wait.customerId}`, wait)
           })
-        ),
+        )
+      )
+    }
+
+    /**
+     * After a batch failed: when the database refused it for a signal's data
+     * (anything not transient), its claimed signals are priced again as two
+     * batches of half each, in order, each its own transaction restricted to
+     * those ids, and a half that fails is halved again. One refused signal
+     * among n thus fails alone (FAILED, 500) in about 2·log2(n) transactions
+     * while the others are priced. A transient failure that outlasted its
+     * retries, or one before anything was claimed, goes to the worker's loop.
+     */
+    const isolateOnDataFault = (cause: Cause.Cause<unknown>): Effect.Effect<number, unknown> => {
+      const failed = lastClaimed
+      if (Cause.isInterruptedOnly(cause) || faultOf(cause) === "Transient" || failed.length === 0) {
+        return Effect.failCause(cause)
+      }
+      if (failed.length === 1) {
+        const signal = failed[0]!
+        return Effect.zipRight(
+          Effect.logError(`signal ${signal.id} could not be written; marked FAILED`, cause),
+          Effect.as(Effect.zipRight(failAlone(signal), tally([[signal.organizationId, "failed"]])), 1)
+        )
+      }
+      const middle = Math.ceil(failed.length / 2)
+      return Effect.zipRight(
+        Effect.logWarning(`a batch of ${failed.length} signals could not be written; trying it again in halves`, cause),
+        Effect.zipWith(priceHalf(failed.slice(0, middle)), Effect.suspend(() => priceHalf(failed.slice(middle))), (a, b) => a + b)
+      )
+    }
+
+    const priceHalf = (signals: ReadonlyArray<SignalRecord>): Effect.Effect<number, unknown> => {
+      const ids = signals.map((signal) => signal.id)
+      return Effect.catchAllCause(attempt(ids.length, ids), isolateOnDataFault)
+    }
+
+    /** One batch, its size ramped up after each that commits. */
+    const oneBatch = Effect.suspend(() =>
+      attempt(rampedSize).pipe(
         Effect.tap((handled) =>
           Effect.sync(() => {
-            if (isolating > 0) isolating -= Math.max(handled, 1)
-            else if (handled > 0) rampedSize = Math.min(BATCH_SIZE, rampedSize * 2)
+            if (handled > 0) rampedSize = Math.min(BATCH_SIZE, rampedSize * 2)
           })
         ),
-        Effect.catchAllCause((cause) => {
-          if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause)
-          const failed = lastClaimed
-          if (limit === 1 && failed.length === 1) {
-            isolating -= 1
-            return Effect.zipRight(
-              Effect.logError(`signal ${failed[0]!.id} could not be written; marked FAILED`, cause),
-              Effect.as(Effect.zipRight(failAlone(failed[0]!), tally([[failed[0]!.organizationId, "failed"]])), 1)
-            )
-          }
-          isolating = failed.length
-          return Effect.as(Effect.logWarning("a batch of signals could not be written; retrying them one by one", cause), 0)
-        }),
+        Effect.catchAllCause(isolateOnDataFault),
         Effect.orDie
       )
-    })
+    )
 
     /** Between batches, so a batch's rows never linger (src/Memory.ts). */
     const collect = periodicCollection(20 * BATCH_SIZE)

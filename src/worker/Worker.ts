@@ -9,7 +9,8 @@
  * The kit knows no service: a job arrives built, its feature's services
  * already provided (a service offers its job, or `jobOf` builds one).
  */
-import { Duration, Effect, Schedule } from "effect"
+import { type Cause, Duration, Effect, Schedule } from "effect"
+import { faultOf, transientBackoff } from "../db/Faults.ts"
 import { givenOrCurrentTime } from "../time.ts"
 import { type BatchReport, watchBatch } from "./Stats.ts"
 
@@ -44,16 +45,27 @@ export interface WorkerOptions {
 }
 
 /**
- * One batch of a job. A failed batch (a transient database error, say) is
- * retried a few times as a warning, so `--once` does not stop with work left;
- * only then is it logged as an error and counted as idle, so one job never
- * stops another. Every batch is one transaction: a failed one wrote nothing.
+ * When a failed batch is tried again: while its failure is transient (a lost
+ * connection, a restarting server: src/db/Faults.ts) at most 500 ms apart for
+ * TRANSIENT_RETRY_WINDOW, so the database answering again is noticed at once;
+ * any other failure three times, 100 ms doubling.
+ */
+const retryFailedBatch = Schedule.union(
+  Schedule.whileInput(transientBackoff, (cause: Cause.Cause<unknown>) => faultOf(cause) === "Transient"),
+  Schedule.intersect(Schedule.exponential("100 millis"), Schedule.recurs(3))
+)
+
+/**
+ * One batch of a job. A failed batch is retried as a warning
+ * (`retryFailedBatch`), so `--once` does not stop with work left; only then is
+ * it logged as an error and counted as idle, so one job never stops another.
+ * Every batch is one transaction: a failed one wrote nothing.
  */
 const batch = (job: WorkerJob, options: WorkerOptions) =>
   Effect.flatMap(givenOrCurrentTime(options.now), job.runOnce).pipe(
     Effect.sandbox,
     Effect.tapError((cause) => Effect.logWarning(`worker job ${job.name} failed; retrying`, cause)),
-    Effect.retry({ times: 3, schedule: Schedule.exponential("100 millis") }),
+    Effect.retry(retryFailedBatch),
     Effect.catchAll((cause) => Effect.as(Effect.logError(`worker job ${job.name} failed`, cause), 0))
   )
 
