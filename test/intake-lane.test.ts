@@ -68,9 +68,12 @@ const writerRows = () => app.run(Effect.map(Effect.flatMap(InboxWriter, (writer)
 const inboxCount = async () =>
   Number((await query<{ n: string }>(app, "SELECT count(*) AS n FROM signals WHERE organization_id = $1", [acme.organizationId]))[0]!.n)
 
-/** The envelope of an answer without the ids a new signal gets. */
-const withoutIds = (body: any) =>
-  body?.result?.rawId === undefined ? body : { ...body, result: { ...body.result, rawId: "sig", messageId: "msg" } }
+/** The envelope of an answer without the ids a new signal gets (a batch's results too). */
+const withoutIds = (body: any): any => {
+  const anonymous = (result: any) => result?.rawId === undefined ? result : { ...result, rawId: "sig", messageId: "msg" }
+  if (Array.isArray(body?.result?.results)) return { ...body, result: { results: body.result.results.map(anonymous) } }
+  return body?.result?.rawId === undefined ? body : { ...body, result: anonymous(body.result) }
+}
 
 /**
  * Sends `text` both ways; expects the same answer and that the lane answered
@@ -109,12 +112,13 @@ beforeAll(async () => {
 afterAll(() => app.close())
 
 describe("the intake lane", () => {
-  it("takes its routes from the API definition: the four queued endpoints, prefix included", () => {
+  it("takes its routes from the API definition: the four queued endpoints and the batch, prefix included", () => {
     expect(Object.fromEntries(laneRoutesOf(Api))).toEqual({
       "/api/v1/signal/credit": "CREDIT",
       "/api/v1/signal/outcome": "OUTCOME",
       "/api/v1/signal/unit": "UNIT",
-      "/api/v1/signal/wallet": "WALLET"
+      "/api/v1/signal/wallet": "WALLET",
+      "/api/v1/signal/batch": "BATCH"
     })
   })
 
@@ -158,6 +162,46 @@ describe("the intake lane", () => {
     // The unknown and the archived customer are refused by the inbox writer's statement, once per door:
     // the lane never retries a refused request through the full server.
     expect((await writerRows()) - rowsBefore).toBe(2 * 2)
+  })
+
+  it("answers a batch with the full server's envelope, each item as its route would, and writes each accepted item once", async () => {
+    const inboxBefore = await inboxCount()
+    const text = JSON.stringify({
+      signals: [
+        { type: "credit", customerId, agentKey: "chat", usage },
+        { type: "credit", customerId: "cus_missing", agentKey: "chat", usage },
+        { type: "unit", customerId: archivedId, agentKey: "pages" },
+        { type: "wallet", usage },
+        { type: "outcome_complete", customerId, runId: "r" },
+        { type: "credit", customerId, agentKey: "chat", usage, surprise: 1 },
+        "not an object"
+      ]
+    })
+    const answer = await sameBothWays("/signal/batch", text, "answered", { "x-request-id": "req-lane-batch" })
+    expect(answer.status).toBe(202)
+    expect(answer.body.statusDetail).toEqual({ status: "SUCCESS", message: "1 of 7 signals accepted for processing" })
+    expect(answer.body.result.results.map((result: any) => result.queued ? 202 : result.error.statusCode))
+      .toEqual([202, 404, 409, 400, 400, 400, 400])
+    expect(answer.headers["x-request-id"]).toBe("req-lane-batch")
+    expect(await inboxCount()).toBe(inboxBefore + 2)
+  })
+
+  it("leaves a batch body that is not a list of 1 to 1,000 signals to the full server", async () => {
+    const inboxBefore = await inboxCount()
+    const item = { type: "credit", customerId, agentKey: "chat", usage }
+    const bodies = [
+      JSON.stringify({ signals: [] }),
+      JSON.stringify({ signals: Array.from({ length: 1001 }, () => item) }),
+      JSON.stringify({ signals: [item], extra: true }),
+      JSON.stringify({ signals: { 0: item } }),
+      JSON.stringify([item]),
+      "{not json"
+    ]
+    for (const text of bodies) {
+      const answer = await sameBothWays("/signal/batch", text, "handedOver")
+      expect(answer.status, text.slice(0, 60)).toBe(400)
+    }
+    expect(await inboxCount()).toBe(inboxBefore)
   })
 
   it("answers an unknown or revoked key 401 itself", async () => {

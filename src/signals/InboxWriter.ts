@@ -89,8 +89,7 @@ const Checked = Schema.Struct({
   customerFound: Schema.Boolean,
   customerArchived: Schema.Boolean,
   tooOld: Schema.Boolean,
-  lateUsageDays: Schema.NullOr(Schema.Int),
-  inserted: Schema.Boolean
+  lateUsageDays: Schema.NullOr(Schema.Int)
 })
 
 const Holder = Schema.Struct({
@@ -111,7 +110,12 @@ export interface StatementCounter {
 
 const uncounted: StatementCounter = { insert: () => {}, lookup: () => {} }
 
-/** The insert: one row per input row, saying whether it went in and what its customerId named. */
+/**
+ * The insert: one row per input row that did NOT go in, saying what its customerId named.
+ * A row absent from the answer went in (RETURNING named it): nearly every row of a
+ * batch, so the answer is empty in the common case rather than a row to parse and
+ * check per signal.
+ */
 const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
   const payload = JSON.stringify(rows.map((row, ord) => ({
     ord,
@@ -166,8 +170,9 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
           RETURNING id
         )
         SELECT checked.ord, checked.customer_found, checked.customer_archived, checked.too_old,
-               checked.late_usage_days, inserted.id IS NOT NULL AS inserted
-        FROM checked LEFT JOIN inserted ON inserted.id = checked.id`,
+               checked.late_usage_days
+        FROM checked LEFT JOIN inserted ON inserted.id = checked.id
+        WHERE inserted.id IS NULL`,
     decodeRows(Checked)
   )
 }
@@ -201,31 +206,32 @@ const holdersOf = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
 const answers = (
   sql: SqlClient.SqlClient,
   rows: ReadonlyArray<InboxRow>,
-  checked: ReadonlyArray<typeof Checked.Type>,
+  notInserted: ReadonlyArray<typeof Checked.Type>,
   count: StatementCounter
 ) =>
   Effect.gen(function*() {
-    const byOrd = new Array<typeof Checked.Type>(rows.length)
-    for (const result of checked) byOrd[result.ord] = result
+    // The rows that did not go in, by position; every other row did.
+    const byOrd = new Array<typeof Checked.Type | undefined>(rows.length)
+    for (const result of notInserted) byOrd[result.ord] = result
     const keyOfRow = (row: InboxRow) =>
       row.idempotencyKey === null ? undefined : keyOf(row.organizationId, row.route, row.idempotencyKey)
     // The row of this set that went in under each key.
     const insertedUnder = new Map<string, number>()
     rows.forEach((row, ord) => {
       const key = keyOfRow(row)
-      if (key !== undefined && byOrd[ord]!.inserted) insertedUnder.set(key, ord)
+      if (key !== undefined && byOrd[ord] === undefined) insertedUnder.set(key, ord)
     })
     // Keys taken before this set: one look-up for all of them, only when there are some.
     const taken = rows.filter((row, ord) => {
       const key = keyOfRow(row)
-      return key !== undefined && !byOrd[ord]!.inserted && !insertedUnder.has(key)
+      return key !== undefined && byOrd[ord] !== undefined && !insertedUnder.has(key)
     })
     if (taken.length > 0) count.lookup()
     // The inserted rows are committed whatever happens to the look-up: only the others depend on it.
     const holders = taken.length === 0 ? Exit.succeed(new Map()) : yield* Effect.exit(holdersOf(sql, taken))
     return rows.map((row, ord): Exit.Exit<Written, Refusal> => {
-      const result = byOrd[ord]!
-      if (result.inserted) return Exit.succeed({ id: row.id, messageId: row.messageId, replayed: false })
+      const result = byOrd[ord]
+      if (result === undefined) return Exit.succeed({ id: row.id, messageId: row.messageId, replayed: false })
       const key = keyOfRow(row)
       const earlier = key === undefined ? undefined : insertedUnder.get(key)
       if (earlier !== undefined && earlier < ord) {

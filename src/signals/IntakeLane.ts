@@ -1,17 +1,19 @@
 /**
  * The intake lane: the four queued signal routes (`POST /api/v1/signal/credit`,
- * `outcome`, `unit`, `wallet`) answered straight from Node's request, without
+ * `outcome`, `unit`, `wallet`) and the batch (`POST /api/v1/signal/batch`)
+ * answered straight from Node's request, without
  * the platform's per-request machinery (request wrapper, router, middleware
  * chain, schema-driven response). That machinery alone holds a bare endpoint
  * to about a quarter of what Node answers on this machine (docs/benchmarks.md,
  * "The intake lane"), and these routes carry nearly all of a customer's traffic.
  *
  * The lane is a door, not a second implementation. Its routes are the
- * SignalsApi endpoints annotated `QueuedEndpoint`, found in the API it is
- * given (`HttpApi.reflect`), paths and prefix as the full server routes them.
- * It applies the same body rules (BodyGuard's functions), decodes with the
- * route's schema, calls the same services as the HttpApi handler (`ApiKeys`,
- * `Intake.accept`), answers the same `Accepted` envelope with the server kit's
+ * SignalsApi endpoints annotated `QueuedEndpoint` or `BatchEndpoint`, found in
+ * the API it is given (`HttpApi.reflect`), paths and prefix as the full server
+ * routes them. It applies the same body rules (BodyGuard's functions), decodes
+ * with the route's schema, calls the same services as the HttpApi handler
+ * (`ApiKeys`, `Intake.accept`, `Intake.acceptBatch`), answers the same
+ * `Accepted` (or batch) envelope with the server kit's
  * request id and answer writing (RequestLog.ts, Envelope.ts), maps failures
  * with the one mapping (`failureAnswer`) and writes the same request-log line.
  * A request whose key is in the key cache (nearly all) runs no fiber at all:
@@ -22,6 +24,14 @@
  * replayed, body and all, into the full HttpApi server before anything is
  * written, and answered there: for these, the documented answer comes from one
  * place only.
+ *
+ * A batch of 100 signals spent most of its time in the platform's machinery:
+ * the body read twice (BodyGuard, then the payload), the `SignalBatch` decode
+ * walking every item before `acceptBatch` decodes each again with its route's
+ * schema, and the 100 results encoded through a union schema although they
+ * are plain JSON already (docs/benchmarks.md, "Batch intake"). The lane checks
+ * only the batch's own shape (an object holding just `signals`, 1 to 1,000
+ * items) and leaves every item to `acceptBatch`, as the HttpApi handler does.
  *
  * A body's `timestamp` is judged like the rest: its form by the route's schema
  * (a string without a zone offset goes to the full server, which answers the
@@ -41,24 +51,32 @@ import { errorBody, failureAnswer, successBody, writeAnswer } from "../http/Enve
 import * as RequestLog from "../http/RequestLog.ts"
 import { awaitAnswer } from "./InboxWriter.ts"
 import { decodeQueued, Intake, type IntakeRefusal, type QueuedRoute } from "./Intake.ts"
-import type { Acknowledgement } from "./Signal.ts"
-import { acceptedMessage, QueuedEndpoint } from "./SignalsApi.ts"
+import { type Acknowledgement, maxBatchSize, type SignalBatchResult } from "./Signal.ts"
+import { acceptedMessage, BatchEndpoint, batchAcceptedMessage, QueuedEndpoint } from "./SignalsApi.ts"
 
-/** The lane's routes: each POST endpoint of `api` annotated as queued, by its full path. */
-export const laneRoutesOf = (api: HttpApi.HttpApi.Any): ReadonlyMap<string, QueuedRoute> => {
-  const routes = new Map<string, QueuedRoute>()
+/** What a lane route takes: one signal of a queued route, or a batch. */
+export type LaneRoute = QueuedRoute | "BATCH"
+
+/** The lane's routes: each POST endpoint of `api` annotated as queued or as the batch, by its full path. */
+export const laneRoutesOf = (api: HttpApi.HttpApi.Any): ReadonlyMap<string, LaneRoute> => {
+  const routes = new Map<string, LaneRoute>()
   HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
+      if (endpoint.method !== "POST") return
       const route = Context.getOption(endpoint.annotations, QueuedEndpoint)
-      if (Option.isSome(route) && endpoint.method === "POST") routes.set(endpoint.path, route.value)
+      if (Option.isSome(route)) routes.set(endpoint.path, route.value)
+      else if (Option.isSome(Context.getOption(endpoint.annotations, BatchEndpoint))) routes.set(endpoint.path, "BATCH")
     }
   })
   return routes
 }
 
-/** The largest body the lane reads; a bigger one (a signal is a few hundred bytes) goes to the full server. */
-const maxLaneBody = 64 * 1024
+/**
+ * The largest body the lane reads; a bigger one goes to the full server. A signal is a few
+ * hundred bytes; a batch of 1,000 a few hundred kilobytes.
+ */
+const maxLaneBody = (route: LaneRoute) => route === "BATCH" ? 4 * 1024 * 1024 : 64 * 1024
 
 /**
  * The 202 body. An `Acknowledgement` (strings and a literal) encodes to itself, so the
@@ -66,6 +84,31 @@ const maxLaneBody = 64 * 1024
  * allocations (docs/benchmarks.md). test/intake-lane.test.ts compares it with the full server's.
  */
 const acceptedBody = (acknowledgement: Acknowledgement) => successBody(202, acceptedMessage, acknowledgement)
+
+/** The batch's 202 body: its results are plain JSON already (strings, numbers, literals), written directly too. */
+const batchAcceptedBody = (result: SignalBatchResult) => successBody(202, batchAcceptedMessage(result), result)
+
+/** The JSON value of a body, when the body rules let the lane judge it; undefined when the full server must. */
+const parsedBody = (text: string): unknown => {
+  if (jsonDepthExceeds(text, MAX_JSON_DEPTH) || mayHoldLoneSurrogate(text)) return undefined
+  try {
+    return JSON.parse(text)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * A batch body's items when it has the `SignalBatch` shape: an object of `signals` alone, 1 to
+ * 1,000 of them; undefined otherwise (the full server answers its 400). The items are
+ * `acceptBatch`'s to judge, one by one, as they are for the HttpApi handler.
+ */
+const batchItemsOf = (body: unknown): ReadonlyArray<unknown> | undefined => {
+  if (typeof body !== "object" || body === null || Array.isArray(body)) return undefined
+  const signals = (body as { readonly signals?: unknown }).signals
+  for (const key in body) if (key !== "signals") return undefined
+  return Array.isArray(signals) && signals.length >= 1 && signals.length <= maxBatchSize ? signals : undefined
+}
 
 /**
  * A request whose body has been read, as the full server reads a request: the
@@ -105,13 +148,8 @@ const make = (api: HttpApi.HttpApi.Any) =>
 
     /** The request's signal, decoded by its route's schema; undefined when the full server must judge the body. */
     const decodedSignal = (route: QueuedRoute, text: string) => {
-      if (jsonDepthExceeds(text, MAX_JSON_DEPTH) || mayHoldLoneSurrogate(text)) return undefined
-      let body: unknown
-      try {
-        body = JSON.parse(text)
-      } catch {
-        return undefined
-      }
+      const body = parsedBody(text)
+      if (body === undefined) return undefined
       const decoded = decodeQueued(route, body)
       return Either.isLeft(decoded) ? undefined : decoded.right
     }
@@ -133,7 +171,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
       const contentType = headers["content-type"]
       if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) return false
       const length = Number(headers["content-length"])
-      if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxLaneBody)) return false
+      if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxLaneBody(route))) return false
       const secret = bearerToken(headers["authorization"])
       if (secret === undefined) return false
 
@@ -165,6 +203,26 @@ const make = (api: HttpApi.HttpApi.Any) =>
         }
         const settled = (exit: Exit.Exit<Acknowledgement, ServiceError>) =>
           Exit.isSuccess(exit) ? finished(202, acceptedBody(exit.value)) : refused(exit.cause)
+
+        if (route === "BATCH") {
+          const items = batchItemsOf(parsedBody(body.toString("utf8")))
+          if (items === undefined) return handOver()
+          // One fiber for the whole batch (its items share one statement): the key, then acceptBatch.
+          const cached = keys.authenticateCached(secret)
+          if (cached !== undefined && Either.isLeft(cached)) return refused(Cause.fail(cached.left))
+          const caller = cached === undefined ? keys.authenticate(secret) : Effect.succeed(cached.right)
+          const fiber = runFork(
+            Effect.flatMap(caller, (caller) => intake.acceptBatch(caller.organizationId, items)).pipe(
+              Effect.annotateLogs("requestId", requestId),
+              Effect.exit,
+              Effect.map((exit) => Exit.isSuccess(exit) ? finished(202, batchAcceptedBody(exit.value)) : refused(exit.cause))
+            )
+          )
+          response.on("close", () => {
+            if (!response.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
+          })
+          return
+        }
 
         const signal = decodedSignal(route, body.toString("utf8"))
         if (signal === undefined) return handOver()

@@ -28,15 +28,16 @@ export const acceptedMessage = "Signal accepted for processing"
  */
 export class QueuedEndpoint extends Context.Tag("signals/QueuedEndpoint")<QueuedEndpoint, QueuedRoute>() {}
 
+/** Marks the batch endpoint, which the intake lane answers too (IntakeLane.ts). */
+export class BatchEndpoint extends Context.Tag("signals/BatchEndpoint")<BatchEndpoint, true>() {}
+
+/** The message of the batch's 202 (also written by src/signals/IntakeLane.ts). */
+export const batchAcceptedMessage = ({ results }: SignalBatchResult) =>
+  `${results.filter((result) => result.queued).length} of ${results.length} signals accepted for processing`
+
 const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
 
-const BatchAccepted = Success(SignalBatchResult, {
-  status: 202,
-  message: ({ results }) => {
-    const queued = results.filter((result) => result.queued).length
-    return `${queued} of ${results.length} signals accepted for processing`
-  }
-})
+const BatchAccepted = Success(SignalBatchResult, { status: 202, message: batchAcceptedMessage })
 
 /** The `timestamp` every signal route accepts (docs/signals.md "Usage in its own time"). */
 const timestampRule = "An optional `timestamp` (ISO 8601 with a zone offset) says when the usage happened; the " +
@@ -133,6 +134,7 @@ export class SignalsApi extends HttpApiGroup.make("signals")
     HttpApiEndpoint.post("batch", "/signal/batch")
       .setPayload(SignalBatch)
       .addSuccess(BatchAccepted)
+      .annotate(BatchEndpoint, true)
       .annotateContext(documented({
         summary: "Send up to 1,000 signals at once",
         description: "1 to 1,000 credit, outcome step, unit and wallet signals, each with its `type`. Each item is validated, " +
