@@ -782,22 +782,40 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     const concurrency = yield* SignalConcurrency
 
     /**
-     * One round of `concurrency` batches side by side, each its own
-     * transaction; what they handled together. When every queued signal
-     * belongs to customers other workers hold right now, the first waits for
-     * them rather than reporting idle, so that `worker --once` never stops
-     * while signals remain; the others, finding nothing (the first, or
-     * another worker, holds every customer left), end at once.
+     * Whether the last round priced anything. Only then does a round run
+     * `concurrency` batches: the first round of a process or after an idle
+     * spell is one batch, so the first signals of a backlog are priced by one
+     * batch (of FIRST_BATCH_SIZE at start) with the process's CPU to itself,
+     * not by several that finish together later, and an idle poll costs one
+     * claim, not `concurrency`.
+     */
+    let lastRoundBusy = false
+
+    /**
+     * One round of batches side by side, each its own transaction; what they
+     * handled together. When every queued signal belongs to customers other
+     * workers hold right now, the first waits for them rather than reporting
+     * idle, so that `worker --once` never stops while signals remain; the
+     * others, finding nothing (the first, or another worker, holds every
+     * customer left), end at once.
      */
     const runOnce: Effect.Effect<number> = Effect.tap(
       Effect.map(
-        Effect.all([
-          waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
-          ...Array.from({ length: concurrency - 1 }, () => oneBatch)
-        ], { concurrency: "unbounded" }),
+        Effect.suspend(() =>
+          Effect.all([
+            waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
+            ...Array.from({ length: lastRoundBusy ? concurrency - 1 : 0 }, () => oneBatch)
+          ], { concurrency: "unbounded" })
+        ),
         (handled) => handled.reduce((a, b) => a + b, 0)
       ),
-      (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
+      (handled) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            lastRoundBusy = handled > 0
+          }),
+          handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
+        )
     ).pipe(Effect.withSpan("SignalProcessor.runOnce"))
 
     /** The worker job: one batch of queued signals per call. */
