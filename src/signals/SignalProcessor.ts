@@ -299,6 +299,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      */
     let nextLane: Lane = "ON_TIME"
 
+    /**
+     * Whether the last claim saw work in both lanes. Then a claim passes the
+     * turn on as it starts, so the batches of one round (claimed side by
+     * side, `SignalConcurrency`) alternate between the lanes too.
+     */
+    let bothLanesBusy = false
+
     /** The customers at the head of one lane, and whether the other lane has queued signals. */
     const candidatesOf = (lane: Lane, limit: number, keys: ReadonlyArray<string>, only: ReadonlyArray<string> | undefined) =>
       findAll(
@@ -384,16 +391,23 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         yield* lapseDeferrals
         const keys = deferredKeys()
         const lane = nextLane
+        if (only === undefined && bothLanesBusy) nextLane = other(lane)
         const candidates = yield* candidatesOf(lane, limit, keys, only)
         const otherHasWork = candidates[0]?.otherLane ?? false
         const claimed = yield* claimLane(lane, limit, candidates, only)
         if (claimed.length > 0 || !otherHasWork) {
-          if (only === undefined) nextLane = otherHasWork ? other(lane) : lane
+          if (only === undefined) {
+            nextLane = otherHasWork ? other(lane) : lane
+            bothLanesBusy = otherHasWork
+          }
           return claimed
         }
         // This lane had nothing this worker could take: the other lane's batch now.
         const fallback = yield* candidatesOf(other(lane), limit, keys, only)
-        if (only === undefined) nextLane = (fallback[0]?.otherLane ?? false) ? lane : other(lane)
+        if (only === undefined) {
+          bothLanesBusy = fallback[0]?.otherLane ?? false
+          nextLane = bothLanesBusy ? lane : other(lane)
+        }
         return yield* claimLane(other(lane), limit, fallback, only)
       })
 
