@@ -25,7 +25,8 @@
  * a few hundredths of a statement per signal.
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Cause, Data, Effect, Either, Schema } from "effect"
+import { BigDecimal, Cause, Config, Data, Effect, Either, Option, Schema } from "effect"
+import { DatabaseConfig } from "../config.ts"
 import { faultOf, transientBackoff } from "../db/Faults.ts"
 import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
@@ -188,6 +189,41 @@ const usageRow = (
   }
 }
 
+/**
+ * What one try of a batch claimed and how its signals ended, kept by that try
+ * alone: batches run side by side (`SignalConcurrency`), so none may read
+ * another's. When the try fails, `claimed` are the signals to isolate; once it
+ * commits, `results` are counted and `waiting` customers sit out the claims.
+ */
+interface BatchTry {
+  claimed: ReadonlyArray<SignalRecord>
+  results: ReadonlyArray<readonly [SignalRecord, Ended]>
+  readonly waiting: Array<Waiting>
+}
+
+const newTry = (): BatchTry => ({ claimed: [], results: [], waiting: [] })
+
+/**
+ * How many batches one worker prices at once, each its own transaction on its
+ * own connection. One batch at a time left both the worker's CPU and
+ * PostgreSQL idle most of the drain (it waits on each statement in turn);
+ * claims take disjoint customers (the advisory lock), so side by side batches
+ * never price the same customer and never wait on each other's rows.
+ * `BILLING_SIGNAL_CONCURRENCY` sets it; the default is DEFAULT_CONCURRENCY on
+ * PostgreSQL, 1 on the embedded database (one session: batches would only
+ * queue behind each other).
+ */
+const DEFAULT_CONCURRENCY = 4
+
+export const SignalConcurrency = Effect.map(
+  Config.all({
+    database: DatabaseConfig,
+    concurrency: Config.option(Config.integer("BILLING_SIGNAL_CONCURRENCY"))
+  }),
+  ({ concurrency, database }) =>
+    Math.max(1, Option.getOrElse(concurrency, () => Option.isSome(database.url) ? DEFAULT_CONCURRENCY : 1))
+).pipe(Effect.orDie)
+
 /** The signal processor's worker job, by name (the worker's view lists it before the services are built). */
 export const signalsJobName = "signals"
 
@@ -262,6 +298,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      * signal costs no statement more.
      */
     let nextLane: Lane = "ON_TIME"
+
+    /**
+     * Whether the last claim saw work in both lanes. Then a claim passes the
+     * turn on as it starts, so the batches of one round (claimed side by
+     * side, `SignalConcurrency`) alternate between the lanes too.
+     */
+    let bothLanesBusy = false
 
     /** The customers at the head of one lane, and whether the other lane has queued signals. */
     const candidatesOf = (lane: Lane, limit: number, keys: ReadonlyArray<string>, only: ReadonlyArray<string> | undefined) =>
@@ -348,16 +391,23 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         yield* lapseDeferrals
         const keys = deferredKeys()
         const lane = nextLane
+        if (only === undefined && bothLanesBusy) nextLane = other(lane)
         const candidates = yield* candidatesOf(lane, limit, keys, only)
         const otherHasWork = candidates[0]?.otherLane ?? false
         const claimed = yield* claimLane(lane, limit, candidates, only)
         if (claimed.length > 0 || !otherHasWork) {
-          if (only === undefined) nextLane = otherHasWork ? other(lane) : lane
+          if (only === undefined) {
+            nextLane = otherHasWork ? other(lane) : lane
+            bothLanesBusy = otherHasWork
+          }
           return claimed
         }
         // This lane had nothing this worker could take: the other lane's batch now.
         const fallback = yield* candidatesOf(other(lane), limit, keys, only)
-        if (only === undefined) nextLane = (fallback[0]?.otherLane ?? false) ? lane : other(lane)
+        if (only === undefined) {
+          bothLanesBusy = fallback[0]?.otherLane ?? false
+          nextLane = bothLanesBusy ? lane : other(lane)
+        }
         return yield* claimLane(other(lane), limit, fallback, only)
       })
 
@@ -556,21 +606,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           WHERE s.organization_id = v.organization_id AND s.id = v.id`)
     }
 
-    /** The signals of the last batch claimed: when it fails, the ones to isolate. */
-    let lastClaimed: ReadonlyArray<SignalRecord> = []
-
-    /** How the last batch's signals ended, counted for watchers once the batch committed. */
-    let lastResults: ReadonlyArray<readonly [SignalRecord, Ended]> = []
-
-    /** The signals of the last batch left waiting for their purchase's renewal. */
-    let lastWaiting: Array<Waiting> = []
-
-    const batch = Effect.fn("SignalProcessor.priceBatch")(function*(limit: number, only?: ReadonlyArray<string>) {
-        lastClaimed = []
-        lastResults = []
-        lastWaiting = []
+    const batch = Effect.fn("SignalProcessor.priceBatch")(function*(
+        limit: number,
+        only: ReadonlyArray<string> | undefined,
+        tried: BatchTry
+      ) {
         const records = yield* claim(limit, only)
-        lastClaimed = records
+        tried.claimed = records
         if (records.length === 0) return 0
         const results: Array<readonly [SignalRecord, Ended]> = []
         const decoded: Array<DecodedSignal> = []
@@ -595,7 +637,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             if (outcome._tag === "Waiting") {
               // Stays QUEUED, nothing written; once the batch commits, its customer sits out the claims
               // until the renewal (a batch rolled back and retried must not defer the customer's other signals).
-              lastWaiting.push(outcome)
+              tried.waiting.push(outcome)
               waiting++
               continue
             }
@@ -617,7 +659,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
         yield* finish(results)
-        lastResults = results
+        tried.results = results
         yield* faultPoint("signals.before-commit")
         return records.length - waiting
       }, sql.withTransaction, orDie)
@@ -659,7 +701,8 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      */
     const attempt = (limit: number, only?: ReadonlyArray<string>) => {
       let failures = 0
-      return Effect.zipRight(ensurePartitions, batch(limit, only)).pipe(
+      let tried = newTry()
+      return Effect.zipRight(ensurePartitions, Effect.suspend(() => batch(limit, only, tried = newTry()))).pipe(
         Effect.catchAllCause((cause) =>
           !Cause.isInterruptedOnly(cause) && faultOf(cause) === "Transient"
             ? Effect.fail(new TransientBatchFailure({ cause }))
@@ -672,12 +715,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         ),
         Effect.retry({ while: (failure) => failure._tag === "TransientBatchFailure", schedule: transientBackoff }),
         Effect.catchTag("TransientBatchFailure", (failure) => Effect.failCause(failure.cause)),
-        Effect.tap(() => tally(lastResults.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
+        Effect.tap(() => tally(tried.results.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
         Effect.tap(() =>
           Effect.sync(() => {
-            for (const wait of lastWaiting) deferred.set(`${wait.organizationId}/${wait.customerId}`, wait)
+            for (const wait of tried.waiting) deferred.set(`${wait.organizationId}/${wait.customerId}`, wait)
           })
-        )
+        ),
+        Effect.catchAllCause((cause) => isolateOnDataFault(cause, tried.claimed))
       )
     }
 
@@ -690,8 +734,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      * while the others are priced. A transient failure that outlasted its
      * retries, or one before anything was claimed, goes to the worker's loop.
      */
-    const isolateOnDataFault = (cause: Cause.Cause<unknown>): Effect.Effect<number, unknown> => {
-      const failed = lastClaimed
+    const isolateOnDataFault = (cause: Cause.Cause<unknown>, failed: ReadonlyArray<SignalRecord>): Effect.Effect<number, unknown> => {
       if (Cause.isInterruptedOnly(cause) || faultOf(cause) === "Transient" || failed.length === 0) {
         return Effect.failCause(cause)
       }
@@ -709,10 +752,11 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       )
     }
 
-    const priceHalf = (signals: ReadonlyArray<SignalRecord>): Effect.Effect<number, unknown> => {
-      const ids = signals.map((signal) => signal.id)
-      return Effect.catchAllCause(attempt(ids.length, ids), isolateOnDataFault)
-    }
+    const priceHalf = (signals: ReadonlyArray<SignalRecord>): Effect.Effect<number, unknown> =>
+      Effect.suspend(() => {
+        const ids = signals.map((signal) => signal.id)
+        return attempt(ids.length, ids)
+      })
 
     /** One batch, its size ramped up after each that commits. */
     const oneBatch = Effect.suspend(() =>
@@ -722,7 +766,6 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             if (handled > 0) rampedSize = Math.min(BATCH_SIZE, rampedSize * 2)
           })
         ),
-        Effect.catchAllCause(isolateOnDataFault),
         Effect.orDie
       )
     )
@@ -750,14 +793,43 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       }))
     )
 
+    const concurrency = yield* SignalConcurrency
+
     /**
-     * One batch. When every queued signal belongs to customers other workers
-     * hold right now, it waits for them rather than reporting idle, so that
-     * `worker --once` never stops while signals remain.
+     * Whether the last round priced anything. Only then does a round run
+     * `concurrency` batches: the first round of a process or after an idle
+     * spell is one batch, so the first signals of a backlog are priced by one
+     * batch (of FIRST_BATCH_SIZE at start) with the process's CPU to itself,
+     * not by several that finish together later, and an idle poll costs one
+     * claim, not `concurrency`.
+     */
+    let lastRoundBusy = false
+
+    /**
+     * One round of batches side by side, each its own transaction; what they
+     * handled together. When every queued signal belongs to customers other
+     * workers hold right now, the first waits for them rather than reporting
+     * idle, so that `worker --once` never stops while signals remain; the
+     * others, finding nothing (the first, or another worker, holds every
+     * customer left), end at once.
      */
     const runOnce: Effect.Effect<number> = Effect.tap(
-      waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
-      (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
+      Effect.map(
+        Effect.suspend(() =>
+          Effect.all([
+            waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
+            ...Array.from({ length: lastRoundBusy ? concurrency - 1 : 0 }, () => oneBatch)
+          ], { concurrency: "unbounded" })
+        ),
+        (handled) => handled.reduce((a, b) => a + b, 0)
+      ),
+      (handled) =>
+        Effect.zipRight(
+          Effect.sync(() => {
+            lastRoundBusy = handled > 0
+          }),
+          handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
+        )
     ).pipe(Effect.withSpan("SignalProcessor.runOnce"))
 
     /** The worker job: one batch of queued signals per call. */
