@@ -161,11 +161,18 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      */
     const claimDue = (now: Date, limit: number) =>
       Effect.flatMap(
+        // The due keys are sorted and claimed alone, then read whole: sorting whole rows with their snapshots
+        // spilled to disk (a third of a second a batch at 5,000 due). The outer FOR UPDATE, on rows this
+        // transaction already holds, reads each one's latest version rather than the statement's snapshot.
         orDie(sql`SELECT ${sql.literal(lockedColumns)} FROM purchases p
-            WHERE (p.status = 'ACTIVE' AND p.period_end <= ${now}) OR (p.status = 'SCHEDULED' AND p.billing_date <= ${now})
+            WHERE (p.organization_id, p.id) IN (
+              SELECT d.organization_id, d.id FROM purchases d
+              WHERE (d.status = 'ACTIVE' AND d.period_end <= ${now}) OR (d.status = 'SCHEDULED' AND d.billing_date <= ${now})
+              ORDER BY coalesce(d.period_end, d.billing_date), d.organization_id, d.id
+              LIMIT ${limit}
+              FOR UPDATE SKIP LOCKED)
             ORDER BY coalesce(p.period_end, p.billing_date), p.organization_id, p.id
-            LIMIT ${limit}
-            FOR UPDATE OF p SKIP LOCKED`),
+            FOR UPDATE OF p`),
         decodeLocked
       )
 
@@ -212,17 +219,27 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         )
         const owed = ending.ids.length === 0 ? [] : yield* findAll(
           OwedCycleBalance,
-          sql`SELECT cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id, cb.customer_id,
+          // The owed rows are found first, per customer, through the partial index `cycle_balances_owed`
+          // (almost always none), then joined: left to itself the planner joined the customers with
+          // purchase_cycles on the organisation alone (a cross product growing with every cycle recorded,
+          // 1.5 s a batch by the end of a billing day) while statistics still called the new rows few.
+          sql`WITH owed AS MATERIALIZED (
+                SELECT cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id
+                FROM unnest(${ending.organizations}::text[], ${ending.ids}::text[]) AS k(organization_id, customer_id)
+                JOIN cycle_balances cb ON cb.organization_id = k.organization_id AND cb.customer_id = k.customer_id
+                  AND cb.arrear_amount <> cb.invoiced_arrear
+              )
+              SELECT cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id, cb.customer_id,
                      (SELECT c->>'targetName' FROM jsonb_array_elements(p.snapshot->'components') c
                        WHERE c->>'id' = cb.component_id LIMIT 1) AS target_name,
                      pc.period_start, pc.period_end, cb.arrear_amount, cb.invoiced_arrear
-              FROM cycle_balances cb
+              FROM owed
+              JOIN cycle_balances cb ON cb.organization_id = owed.organization_id AND cb.purchase_id = owed.purchase_id
+                AND cb.cycle_index = owed.cycle_index AND cb.component_id = owed.component_id
               JOIN purchase_cycles pc ON pc.organization_id = cb.organization_id AND pc.purchase_id = cb.purchase_id
                 AND pc.cycle_index = cb.cycle_index
               JOIN purchases p ON p.organization_id = cb.organization_id AND p.id = cb.purchase_id
-              WHERE (cb.organization_id, cb.customer_id) IN (
-                SELECT * FROM unnest(${ending.organizations}::text[], ${ending.ids}::text[]))
-                AND cb.arrear_amount <> cb.invoiced_arrear AND pc.status = 'FINAL'
+              WHERE cb.arrear_amount <> cb.invoiced_arrear AND pc.status = 'FINAL'
               ORDER BY cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id
               FOR UPDATE OF cb`
         )
