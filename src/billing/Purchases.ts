@@ -34,15 +34,15 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRows, orDie, pageClause, uniqueOr } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRowsStatement, orDie, pageClause, uniqueOr, writeTogether } from "../db/Sql.ts"
 import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { type CustomerId, makeId, type OrganizationId, PurchaseId } from "../ids.ts"
-import { balanceColumns, customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
+import { balanceColumns, createBalancesStatement, customerKey, Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import { Invoices, type TaxRate, type WalletPayment } from "./Invoices.ts"
+import { issuedStatements, type TaxRate, type WalletPayment } from "./Invoices.ts"
 import { BalanceRow, type PurchaseCreate, PurchaseRow, type PurchaseUpdate } from "./Purchase.ts"
 import { Plans } from "../plans/Plans.ts"
 import {
@@ -148,7 +148,6 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
-    const invoices = yield* Invoices
     const ledger = yield* Ledger
     const plans = yield* Plans
 
@@ -313,34 +312,38 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           payments.push(...settled.payments)
         }
         const cycles = renewals.flatMap((r) => (r.cycle === null ? [] : [{ ...r, cycle: r.cycle }]))
-        if (cycles.length > 0) {
-          yield* orDie(sql`UPDATE purchases AS p SET status = 'ACTIVE', cycle_index = v.cycle_index,
-                period_start = v.period_start, period_end = v.period_end, spent_this_cycle = 0, updated_at = v.at
-              FROM unnest(
-                ${cycles.map((r) => r.organizationId)}::text[], ${cycles.map((r) => r.purchaseId)}::text[],
-                ${cycles.map((r) => r.cycle.index)}::int[],
-                ${cycles.map((r) => r.cycle.start.toISOString())}::timestamptz[],
-                ${cycles.map((r) => r.cycle.end.toISOString())}::timestamptz[],
-                ${cycles.map((r) => r.cycle.at.toISOString())}::timestamptz[]
-              ) AS v(organization_id, id, cycle_index, period_start, period_end, at)
-              WHERE p.organization_id = v.organization_id AND p.id = v.id`)
-        }
-        yield* ledger.createBalances(renewals.flatMap((r) => r.createBalances))
-        yield* ledger.setBalances(renewals.flatMap((r) => r.setBalances))
-        yield* invoices.writeIssued(renewals.flatMap((r) => r.invoices), payments)
-        yield* writeEndedCycles(renewals)
+        const purchasesEntered = cycles.length === 0 ? undefined : sql`UPDATE purchases AS p SET status = 'ACTIVE',
+              cycle_index = v.cycle_index, period_start = v.period_start, period_end = v.period_end,
+              spent_this_cycle = 0, updated_at = v.at
+            FROM unnest(
+              ${cycles.map((r) => r.organizationId)}::text[], ${cycles.map((r) => r.purchaseId)}::text[],
+              ${cycles.map((r) => r.cycle.index)}::int[],
+              ${cycles.map((r) => r.cycle.start.toISOString())}::timestamptz[],
+              ${cycles.map((r) => r.cycle.end.toISOString())}::timestamptz[],
+              ${cycles.map((r) => r.cycle.at.toISOString())}::timestamptz[]
+            ) AS v(organization_id, id, cycle_index, period_start, period_end, at)
+            WHERE p.organization_id = v.organization_id AND p.id = v.id`
+        // One statement for every write but the wallets' (each write touches rows no other one does).
+        yield* writeTogether(sql, [
+          purchasesEntered,
+          createBalancesStatement(sql, renewals.flatMap((r) => r.createBalances)),
+          setBalancesStatement(sql, renewals.flatMap((r) => r.setBalances)),
+          ...issuedStatements(sql, renewals.flatMap((r) => r.invoices), payments),
+          ...endedCycleStatements(renewals)
+        ])
         yield* ledger.postToWallets(locked, postings)
       })
 
     /**
-     * Records the cycles that ended (`purchase_cycles`, then their
-     * `cycle_balances`), and marks the late rows the USAGE invoices billed as
-     * invoiced: three statements for any number of steps.
+     * The statements recording the cycles that ended (`purchase_cycles`, their
+     * `cycle_balances`) and marking the late rows the USAGE invoices billed as
+     * invoiced, for `writeTogether`.
      */
-    const writeEndedCycles = (renewals: ReadonlyArray<Renewal>) =>
-      Effect.gen(function*() {
-        const ended = renewals.flatMap((r) => (r.endedCycle === null ? [] : [r.endedCycle]))
-        yield* insertRows(sql, "purchase_cycles", ended.map((cycle) => ({
+    const endedCycleStatements = (renewals: ReadonlyArray<Renewal>) => {
+      const ended = renewals.flatMap((r) => (r.endedCycle === null ? [] : [r.endedCycle]))
+      const billed = renewals.flatMap((r) => r.lateBilled)
+      return [
+        insertRowsStatement(sql, "purchase_cycles", ended.map((cycle) => ({
           organizationId: cycle.organizationId,
           purchaseId: cycle.purchaseId,
           cycleIndex: cycle.cycleIndex,
@@ -350,8 +353,8 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           status: cycle.status,
           usageInvoiceId: cycle.usageInvoiceId,
           finalizeAt: cycle.finalizeAt.toISOString()
-        })))
-        yield* insertRows(sql, "cycle_balances", ended.flatMap((cycle) =>
+        }))),
+        insertRowsStatement(sql, "cycle_balances", ended.flatMap((cycle) =>
           cycle.balances.map((row) => ({
             organizationId: cycle.organizationId,
             purchaseId: cycle.purchaseId,
@@ -359,19 +362,17 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
             ...balanceColumns(row),
             invoicedArrear: toSql(row.invoicedArrear)
           }))
-        ))
-        const billed = renewals.flatMap((r) => r.lateBilled)
-        if (billed.length > 0) {
-          yield* orDie(sql`UPDATE cycle_balances AS cb SET invoiced_arrear = v.amount
-              FROM unnest(
-                ${billed.map((row) => row.organizationId)}::text[], ${billed.map((row) => row.purchaseId)}::text[],
-                ${billed.map((row) => row.cycleIndex)}::int[], ${billed.map((row) => row.componentId)}::text[],
-                ${billed.map((row) => toSql(row.arrearAmount))}::numeric[]
-              ) AS v(organization_id, purchase_id, cycle_index, component_id, amount)
-              WHERE cb.organization_id = v.organization_id AND cb.purchase_id = v.purchase_id
-                AND cb.cycle_index = v.cycle_index AND cb.component_id = v.component_id`)
-        }
-      })
+        )),
+        billed.length === 0 ? undefined : sql`UPDATE cycle_balances AS cb SET invoiced_arrear = v.amount
+            FROM unnest(
+              ${billed.map((row) => row.organizationId)}::text[], ${billed.map((row) => row.purchaseId)}::text[],
+              ${billed.map((row) => row.cycleIndex)}::int[], ${billed.map((row) => row.componentId)}::text[],
+              ${billed.map((row) => toSql(row.arrearAmount))}::numeric[]
+            ) AS v(organization_id, purchase_id, cycle_index, component_id, amount)
+            WHERE cb.organization_id = v.organization_id AND cb.purchase_id = v.purchase_id
+              AND cb.cycle_index = v.cycle_index AND cb.component_id = v.component_id`
+      ]
+    }
 
     /**
      * One batch of the cycle job, in one transaction: claims up to `limit`
@@ -404,7 +405,8 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         }
         const scheduled = requested !== undefined && requested.getTime() > now.getTime()
         const id = PurchaseId.make(makeId("pur"))
-        yield* sql`INSERT INTO purchases ${
+        // The new row comes back as a step reads it (it is this transaction's alone until commit: locked).
+        const inserted = yield* sql`INSERT INTO purchases AS p ${
           sql.insert({
             organizationId,
             id,
@@ -416,7 +418,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
             createdAt: now,
             updatedAt: now
           })
-        }`.pipe(
+        } RETURNING ${sql.literal(lockedColumns)}`.pipe(
           uniqueOr(() =>
             new PurchaseAlreadyHeld({
               message: `Customer ${customer.id} already has a scheduled or active purchase; cancel it first`
@@ -425,8 +427,8 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         )
         if (!scheduled) {
           // Not started yet (no period): its first cycle starts at its billing date, now.
-          const locked = yield* lockOne(organizationId, id)
-          yield* write((yield* loadStates([locked])).map((state) => renewal(state)), [locked])
+          const [locked] = yield* decodeLocked(inserted)
+          yield* write((yield* loadStates([locked!])).map((state) => renewal(state)), [locked!])
         }
         return yield* findRow(organizationId, id)
       }, sql.withTransaction, dieOnSqlError)
