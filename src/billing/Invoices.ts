@@ -368,7 +368,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
      * go through the ledger, after this (their rows name the invoices).
      */
     const writeIssued = Effect.fn("Invoices.writeIssued")((issued: ReadonlyArray<IssuedInvoice>, payments: ReadonlyArray<WalletPayment>) =>
-      writeTogether(sql, issuedStatements(sql, issued, payments)))
+      Effect.asVoid(writeTogether(sql, issuedStatements(sql, issued, payments))))
 
     /**
      * The invoice, locked, when it is OPEN; else 409. A DRAFT is neither paid

@@ -165,7 +165,7 @@ export const insertRows = (
   sql: SqlClient.SqlClient,
   table: string,
   rows: ReadonlyArray<Record<string, unknown>>
-): Effect.Effect<void> => writeTogether(sql, [insertRowsStatement(sql, table, rows)])
+): Effect.Effect<void> => Effect.asVoid(writeTogether(sql, [insertRowsStatement(sql, table, rows)]))
 
 /**
  * Writes (INSERT, UPDATE or DELETE statements, undefined for none) sent as one
@@ -173,15 +173,21 @@ export const insertRows = (
  * write, which is most of what a small transaction costs. They run on one
  * snapshot and none sees another's rows, so no two may touch the same row;
  * foreign keys are checked at the end of the statement, so parents and their
- * children may go together.
+ * children may go together. The rows of `returningOf` (one of the writes, with
+ * a RETURNING clause) come back; none otherwise.
  */
 export const writeTogether = (
   sql: SqlClient.SqlClient,
-  writes: ReadonlyArray<Statement.Statement<Row> | undefined>
-): Effect.Effect<void> => {
+  writes: ReadonlyArray<Statement.Statement<Row> | undefined>,
+  returningOf?: Statement.Statement<Row>
+): Effect.Effect<ReadonlyArray<Row>> => {
   const present = writes.filter((write): write is Statement.Statement<Row> => write !== undefined)
-  if (present.length === 0) return Effect.void
-  if (present.length === 1) return Effect.asVoid(orDie(present[0]!))
+  if (present.length === 0) return Effect.succeed([])
+  if (present.length === 1) {
+    return present[0] === returningOf ? orDie(present[0]!) : Effect.as(orDie(present[0]!), [])
+  }
   const clauses = present.map((write, index) => sql`${sql.literal(`write_${index}`)} AS (${write})`)
-  return Effect.asVoid(orDie(sql`WITH ${sql.join(", ", false)(clauses)} SELECT 1`))
+  const returned = returningOf === undefined ? -1 : present.indexOf(returningOf)
+  const result = returned < 0 ? sql.literal("SELECT 1 WHERE false") : sql.literal(`SELECT * FROM write_${returned}`)
+  return orDie(sql`WITH ${sql.join(", ", false)(clauses)} ${result}`)
 }

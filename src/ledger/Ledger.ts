@@ -338,11 +338,11 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
 
     /** Creates the balance rows of purchases starting their first cycle: one statement. */
     const createBalances = Effect.fn("Ledger.createBalances")((rows: ReadonlyArray<BalanceValues>) =>
-      writeTogether(sql, [createBalancesStatement(sql, rows)]))
+      Effect.asVoid(writeTogether(sql, [createBalancesStatement(sql, rows)])))
 
     /** Sets balance rows to the values given (`setBalancesStatement`), run. */
     const setBalances = Effect.fn("Ledger.setBalances")((rows: ReadonlyArray<BalanceValues>) =>
-      writeTogether(sql, [setBalancesStatement(sql, rows)]))
+      Effect.asVoid(writeTogether(sql, [setBalancesStatement(sql, rows)])))
 
     /**
      * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row and
