@@ -17,10 +17,10 @@
  *   the balance rows, locked; the customers' FINAL cycle rows still owed
  *   (late lines), locked; the organisations' active taxes;
  *   the wallets that move, locked and created (Ledger.lockWallets, 2);
- *   purchases UPDATE; balance rows INSERT (first cycles) and UPDATE;
- *   invoices, invoice lines, payments (one INSERT each);
- *   the ended cycles and their balance rows (one INSERT each), the late rows
- *   billed (one UPDATE);
+ *   one statement of data-modifying WITH clauses (`writeTogether`): purchases
+ *   UPDATE; balance rows INSERT (first cycles) and UPDATE; invoices, invoice
+ *   lines, payments (one INSERT each); the ended cycles and their balance rows
+ *   (one INSERT each), the late rows billed (one UPDATE);
  *   wallets UPDATE, ledger rows INSERT and webhook outbox (Ledger.postToWallets).
  * A cycle-end USAGE invoice is DRAFT while the organisation has a grace
  * period (docs/billing.md "Late usage and the grace period").
