@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { Duration, Effect } from "effect"
 import { Text } from "../ui/ink.ts"
-import { billingCycleJob } from "../../src/billing/CycleJob.ts"
+import { billingCycleLanes } from "../../src/billing/CycleJob.ts"
 import { runWorker } from "../../src/worker/Worker.ts"
 import { runnerOn, withJson } from "../run.ts"
 import { parseInstant } from "./worker.tsx"
@@ -18,7 +18,7 @@ export const registerCycle = (program: Command) => {
       run(
         options,
         Effect.flatMap(parseInstant(options.now), (now) =>
-          Effect.flatMap(billingCycleJob, (job) => runWorker([job], { once: true, now, idle: Duration.zero }))),
+          Effect.flatMap(billingCycleLanes, (jobs) => runWorker(jobs, { once: true, now, idle: Duration.zero }))),
         {
           json: (handled) => ({ handled }),
           view: (handled) => <Text>Renewed or finalised {handled} purchase cycle(s).</Text>

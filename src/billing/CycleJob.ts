@@ -53,3 +53,16 @@ export const billingCycleJob = jobOf(
   billingCycleJobName,
   (now) => Effect.flatMap(renewDue(now), (renewed) => (renewed > 0 ? Effect.succeed(renewed) : finalizeDue(now)))
 )
+
+/**
+ * How many batches `billing cycle run` keeps in flight: while one batch waits
+ * for PostgreSQL the other computes its renewals, so the process and the
+ * database work side by side (a lone batch left each idle half the time). The
+ * batches claim disjoint purchases (`SKIP LOCKED`) and so disjoint customers,
+ * wallets and owed rows: two lanes are two workers. `BILLING_CYCLE_LANES`
+ * overrides it.
+ */
+export const CYCLE_LANES = Math.max(1, Number(process.env.BILLING_CYCLE_LANES ?? 2))
+
+/** The cycle job once per lane, for a run that drains the day's renewals (`runWorker` runs each in its own loop). */
+export const billingCycleLanes = Effect.map(billingCycleJob, (job) => Array.from({ length: CYCLE_LANES }, () => job))

@@ -14,7 +14,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { dieOnSqlError, findAll, findByIdOr, insertRows, pageClause } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, insertRowsStatement, pageClause, writeTogether } from "../db/Sql.ts"
 import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { CustomerId, makeId, type OrganizationId } from "../ids.ts"
@@ -215,6 +215,32 @@ export const invoiceRecord = (invoice: IssuedInvoice, paidAt: Date | null): Reco
   }
 }
 
+/**
+ * The INSERTs of issued invoices, their lines and the wallet payments that
+ * settled them at issue, for `writeTogether` (undefined where there are none).
+ */
+export const issuedStatements = (
+  sql: SqlClient.SqlClient,
+  issued: ReadonlyArray<IssuedInvoice>,
+  payments: ReadonlyArray<WalletPayment>
+) => {
+  const paid = new Map(payments.map((payment) => [payment.invoiceId, payment] as const))
+  return [
+    insertRowsStatement(sql, "invoices", issued.map((invoice) => invoiceRecord(invoice, paid.get(invoice.id)?.at ?? null))),
+    insertRowsStatement(sql, "invoice_lines", issued.flatMap(lineRecords)),
+    insertRowsStatement(sql, "payments", payments.map((payment) => ({
+      organizationId: payment.organizationId,
+      id: payment.id,
+      invoiceId: payment.invoiceId,
+      customerId: payment.customerId,
+      amount: toSql(payment.amount),
+      method: "WALLET",
+      reference: null,
+      createdAt: payment.at.toISOString()
+    })))
+  ]
+}
+
 /** The invoice_lines rows: the lines in order, then one TAX line per tax. */
 export const lineRecords = (
   invoice: Pick<IssuedInvoice, "organizationId" | "id" | "lines" | "totals" | "periodStart" | "periodEnd" | "cycleIndex">
@@ -342,22 +368,8 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
      * statements for any number of invoices. The wallet postings that paid them
      * go through the ledger, after this (their rows name the invoices).
      */
-    const writeIssued = Effect.fn("Invoices.writeIssued")(function*(issued: ReadonlyArray<IssuedInvoice>, payments: ReadonlyArray<WalletPayment>) {
-        if (issued.length === 0) return
-        const paid = new Map(payments.map((payment) => [payment.invoiceId, payment] as const))
-        yield* insertRows(sql, "invoices", issued.map((invoice) => invoiceRecord(invoice, paid.get(invoice.id)?.at ?? null)))
-        yield* insertRows(sql, "invoice_lines", issued.flatMap(lineRecords))
-        yield* insertRows(sql, "payments", payments.map((payment) => ({
-          organizationId: payment.organizationId,
-          id: payment.id,
-          invoiceId: payment.invoiceId,
-          customerId: payment.customerId,
-          amount: toSql(payment.amount),
-          method: "WALLET",
-          reference: null,
-          createdAt: payment.at.toISOString()
-        })))
-      })
+    const writeIssued = Effect.fn("Invoices.writeIssued")((issued: ReadonlyArray<IssuedInvoice>, payments: ReadonlyArray<WalletPayment>) =>
+      Effect.asVoid(writeTogether(sql, issuedStatements(sql, issued, payments))))
 
     /**
      * The invoice, locked, when it is OPEN; else 409. A DRAFT is neither paid

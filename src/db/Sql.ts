@@ -6,7 +6,8 @@
  * escaped would be reported to the client as a 400). Unexpected SQL errors are
  * defects too; the expected ones (unique violations) are caught by code.
  */
-import type { SqlClient, SqlError } from "@effect/sql"
+import type { SqlClient, SqlError, Statement } from "@effect/sql"
+import type { Row } from "@effect/sql/SqlConnection"
 import { Effect, Option, type ParseResult, Schema } from "effect"
 import type { CatalogueListQuery, Page } from "../Page.ts"
 
@@ -144,18 +145,49 @@ const snakeCase = (name: string) => name.replace(/[A-Z]/g, (letter) => `_${lette
  * grow with the batch, and PostgreSQL casts each field to its column's type.
  * Columns no row names take their defaults. Values must be JSON as the column
  * reads it: decimals as strings, timestamps as ISO strings, jsonb as the value.
+ * Undefined when there are no rows (nothing to write).
  */
-export const insertRows = (
+export const insertRowsStatement = (
   sql: SqlClient.SqlClient,
   table: string,
   rows: ReadonlyArray<Record<string, unknown>>
-): Effect.Effect<void> => {
-  if (rows.length === 0) return Effect.void
+): Statement.Statement<Row> | undefined => {
+  if (rows.length === 0) return undefined
   const keys = Object.keys(rows[0]!)
   const columns = keys.map(snakeCase)
   const payload = JSON.stringify(rows.map((row) => Object.fromEntries(keys.map((key, i) => [columns[i], row[key] ?? null]))))
   const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
-  return Effect.asVoid(orDie(
-    sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${payload}::json)`
-  ))
+  return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${payload}::json)`
+}
+
+/** `insertRowsStatement`, run. */
+export const insertRows = (
+  sql: SqlClient.SqlClient,
+  table: string,
+  rows: ReadonlyArray<Record<string, unknown>>
+): Effect.Effect<void> => Effect.asVoid(writeTogether(sql, [insertRowsStatement(sql, table, rows)]))
+
+/**
+ * Writes (INSERT, UPDATE or DELETE statements, undefined for none) sent as one
+ * statement of data-modifying WITH clauses: one round trip instead of one a
+ * write, which is most of what a small transaction costs. They run on one
+ * snapshot and none sees another's rows, so no two may touch the same row;
+ * foreign keys are checked at the end of the statement, so parents and their
+ * children may go together. The rows of `returningOf` (one of the writes, with
+ * a RETURNING clause) come back; none otherwise.
+ */
+export const writeTogether = (
+  sql: SqlClient.SqlClient,
+  writes: ReadonlyArray<Statement.Statement<Row> | undefined>,
+  returningOf?: Statement.Statement<Row>
+): Effect.Effect<ReadonlyArray<Row>> => {
+  const present = writes.filter((write): write is Statement.Statement<Row> => write !== undefined)
+  if (present.length === 0) return Effect.succeed([])
+  if (present.length === 1) {
+    return present[0] === returningOf ? orDie(present[0]!) : Effect.as(orDie(present[0]!), [])
+  }
+  const clauses = present.map((write, index) => sql`${sql.literal(`write_${index}`)} AS (${write})`)
+  const returned = returningOf === undefined ? -1 : present.indexOf(returningOf)
+  const result = returned < 0 ? sql.literal("SELECT 1 WHERE false") : sql.literal(`SELECT * FROM write_${returned}`)
+  return orDie(sql`WITH ${sql.join(", ", false)(clauses)} ${result}`)
 }

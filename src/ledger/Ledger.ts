@@ -15,7 +15,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { findAll, insertRows, orDie } from "../db/Sql.ts"
+import { findAll, insertRows, insertRowsStatement, orDie, writeTogether } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { Money } from "../schema.ts"
 import { type Decimal, toSql } from "../money.ts"
@@ -114,6 +114,39 @@ export const balanceColumns = (
   cycleQuantity: toSql(row.cycleQuantity),
   arrearAmount: toSql(row.arrearAmount)
 })
+
+/** The INSERT of new balance rows (a first cycle), for `writeTogether`; undefined when there are none. */
+export const createBalancesStatement = (sql: SqlClient.SqlClient, rows: ReadonlyArray<BalanceValues>) =>
+  insertRowsStatement(sql, "purchase_balances", rows.map((row) => ({
+    organizationId: row.organizationId,
+    purchaseId: row.purchaseId,
+    ...balanceColumns(row),
+    originalGranted: row.originalGranted === null ? null : toSql(row.originalGranted)
+  })))
+
+/**
+ * The UPDATE setting balance rows to the values given (a cycle start re-grants
+ * them, a cycle end clears what it invoiced), one statement for any number of
+ * rows, for `writeTogether`; undefined when there are none. The caller holds
+ * the rows' locks and computed the values from them.
+ */
+export const setBalancesStatement = (sql: SqlClient.SqlClient, rows: ReadonlyArray<BalanceValues>) => {
+  if (rows.length === 0) return undefined
+  const column = (pick: (row: BalanceValues) => Decimal) => rows.map((row) => toSql(pick(row)))
+  return sql`UPDATE purchase_balances AS b SET
+        granted = v.granted, used = v.used, remaining = v.remaining, original_granted = v.original_granted,
+        cycle_quantity = v.cycle_quantity, arrear_amount = v.arrear_amount
+      FROM unnest(
+        ${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
+        ${rows.map((row) => row.componentId)}::text[], ${column((row) => row.granted)}::numeric[],
+        ${column((row) => row.used)}::numeric[], ${column((row) => row.remaining)}::numeric[],
+        ${rows.map((row) => (row.originalGranted === null ? null : toSql(row.originalGranted)))}::numeric[],
+        ${column((row) => row.cycleQuantity)}::numeric[], ${column((row) => row.arrearAmount)}::numeric[]
+      ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, original_granted,
+             cycle_quantity, arrear_amount)
+      WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
+        AND b.component_id = v.component_id`
+}
 
 export class Ledger extends Effect.Service<Ledger>()("Ledger", {
   dependencies: [WebhookOutbox.Default],
@@ -306,35 +339,11 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
 
     /** Creates the balance rows of purchases starting their first cycle: one statement. */
     const createBalances = Effect.fn("Ledger.createBalances")((rows: ReadonlyArray<BalanceValues>) =>
-      insertRows(sql, "purchase_balances", rows.map((row) => ({
-        organizationId: row.organizationId,
-        purchaseId: row.purchaseId,
-        ...balanceColumns(row),
-        originalGranted: row.originalGranted === null ? null : toSql(row.originalGranted)
-      }))))
+      Effect.asVoid(writeTogether(sql, [createBalancesStatement(sql, rows)])))
 
-    /**
-     * Sets balance rows to the values given (a cycle start re-grants them, a
-     * cycle end clears what it invoiced): one statement for any number of rows.
-     * The caller holds the rows' locks and computed the values from them.
-     */
-    const setBalances = Effect.fn("Ledger.setBalances")((rows: ReadonlyArray<BalanceValues>) => {
-      if (rows.length === 0) return Effect.void
-      const column = (pick: (row: BalanceValues) => Decimal) => rows.map((row) => toSql(pick(row)))
-      return Effect.asVoid(orDie(sql`UPDATE purchase_balances AS b SET
-            granted = v.granted, used = v.used, remaining = v.remaining, original_granted = v.original_granted,
-            cycle_quantity = v.cycle_quantity, arrear_amount = v.arrear_amount
-          FROM unnest(
-            ${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
-            ${rows.map((row) => row.componentId)}::text[], ${column((row) => row.granted)}::numeric[],
-            ${column((row) => row.used)}::numeric[], ${column((row) => row.remaining)}::numeric[],
-            ${rows.map((row) => (row.originalGranted === null ? null : toSql(row.originalGranted)))}::numeric[],
-            ${column((row) => row.cycleQuantity)}::numeric[], ${column((row) => row.arrearAmount)}::numeric[]
-          ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, original_granted,
-                 cycle_quantity, arrear_amount)
-          WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
-            AND b.component_id = v.component_id`))
-    })
+    /** Sets balance rows to the values given (`setBalancesStatement`), run. */
+    const setBalances = Effect.fn("Ledger.setBalances")((rows: ReadonlyArray<BalanceValues>) =>
+      Effect.asVoid(writeTogether(sql, [setBalancesStatement(sql, rows)])))
 
     /**
      * Moves the Reserved Wallet by `delta`, floored at zero: no ledger row and
