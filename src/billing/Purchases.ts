@@ -155,7 +155,7 @@ const pairsOf = (items: ReadonlyArray<readonly [string, string]>) => {
 }
 
 export class Purchases extends Effect.Service<Purchases>()("Purchases", {
-  dependencies: [Customers.Default, Ledger.Default, Invoices.Default, Plans.Default],
+  dependencies: [Customers.Default, Ledger.Default, Plans.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
