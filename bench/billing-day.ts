@@ -31,7 +31,7 @@
  *     by it; no other new invoice or ledger row.
  */
 import { SqlClient } from "@effect/sql"
-import { cliProcesses } from "./support.ts"
+import { cliProcesses, flag, textFlag } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
@@ -41,14 +41,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
-const flag = (name: string, fallback: number) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? Number(process.argv[index + 1]) : fallback
-}
-const textFlag = (name: string) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? process.argv[index + 1] : undefined
-}
 
 /** The checkout whose CLI is measured: this one, or `--root DIR` (another version, to compare). */
 const root = path.resolve(textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url)))

@@ -38,7 +38,7 @@
  *     equal to the sum of its usage rows' quantity.
  */
 import { SqlClient } from "@effect/sql"
-import { cliProcesses, load, plainInsertYardstick } from "./support.ts"
+import { cliProcesses, flag, load, plainInsertYardstick, textFlag } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
@@ -48,14 +48,6 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 
-const flag = (name: string, fallback: number) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? Number(process.argv[index + 1]) : fallback
-}
-const textFlag = (name: string) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? process.argv[index + 1] : undefined
-}
 
 /** The checkout whose CLI is measured: this one, or `--root DIR` (another version, to compare). */
 const root = path.resolve(textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url)))

@@ -37,12 +37,8 @@ import { fileURLToPath } from "node:url"
 import { Success } from "../src/http/Envelope.ts"
 import { Acknowledgement, CreditSignal } from "../src/signals/Signal.ts"
 import { acceptedMessage } from "../src/signals/SignalsApi.ts"
-import { load } from "./support.ts"
+import { flag, load } from "./support.ts"
 
-const flag = (name: string, fallback: number) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? Number(process.argv[index + 1]) : fallback
-}
 
 const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
 const answer = { queued: true, messageId: "msg_floor", rawId: "sig_floor" } as const

@@ -30,24 +30,15 @@
  * it shares the two cores with the server and PostgreSQL), and wrk in 4b.
  */
 import { SqlClient } from "@effect/sql"
-import { load } from "./support.ts"
+import { apiClient, flag, load, textFlag } from "./support.ts"
 import { Effect, type Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
-import * as http from "node:http"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import { fromUrl } from "../src/db/Database.ts"
 import { randomToken } from "../src/ids.ts"
 
-const flag = (name: string, fallback: number) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? Number(process.argv[index + 1]) : fallback
-}
-const textFlag = (name: string) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? process.argv[index + 1] : undefined
-}
 const signalCount = flag("signals", 20_000)
 const batchCount = flag("batches", 400)
 const batchSize = flag("batch-size", 100)
@@ -161,34 +152,8 @@ const main = async () => {
     progress(`yardstick: ${Math.round(yardstick.rate)} inserts/s`)
 
     const port = 20000 + Math.floor(Math.random() * 20000)
-    const agent = new http.Agent({ keepAlive: true, maxSockets: Math.max(connections, batchConnections) })
-    const request = (method: string, path: string, body?: unknown) =>
-      new Promise<{ status: number; json: any }>((resolve, reject) => {
-        const payload = body === undefined ? undefined : JSON.stringify(body)
-        const req = http.request({
-          host: "127.0.0.1",
-          port,
-          path: `/api/v1${path}`,
-          method,
-          agent,
-          headers: {
-            authorization: `Bearer ${apiKey}`,
-            ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
-          }
-        }, (res) => {
-          const chunks: Array<Buffer> = []
-          res.on("data", (chunk) => chunks.push(chunk))
-          res.on("end", () => {
-            try {
-              resolve({ status: res.statusCode ?? 0, json: JSON.parse(Buffer.concat(chunks).toString("utf8")) })
-            } catch (error) {
-              reject(error)
-            }
-          })
-        })
-        req.on("error", reject)
-        req.end(payload)
-      })
+    const api = apiClient(port, apiKey, Math.max(connections, batchConnections))
+    const request = api.request
 
     const spawnedAt = performance.now()
     server = spawn(process.execPath, [...childNodeArgs, cliPath, "serve", "--no-worker", "--port", String(port), ...(processes > 1 ? ["--processes", String(processes)] : [])], {
@@ -377,7 +342,7 @@ ${report.singleWrk ? `| Single-signal intake, ${connections} connections, from w
 | \`serve\` answers on PostgreSQL after spawn | ${report.startSeconds.serveFirstAnswer} s | < 2 s | ${ok(report.startSeconds.serveFirstAnswer < 2)} |
 | Every accepted signal in the inbox once | ${report.check.accepted} accepted, ${report.check.inboxRows} rows | equal${wrkSingle ? ` (wrk: up to ${connections} more)` : ""} | ${ok(report.check.ok)} |
 `)
-    agent.destroy()
+    api.close()
   } finally {
     if (server) server.kill("SIGTERM")
     await pool.dispose()

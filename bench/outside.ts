@@ -32,21 +32,13 @@
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
 import { randomToken } from "../src/ids.ts"
-import { apiClient, load, multiRowInsertYardstick, plainInsertYardstick, secondsUntil } from "./support.ts"
+import { apiClient, flag, load, multiRowInsertYardstick, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
 
-const flag = (name: string, fallback: number) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? Number(process.argv[index + 1]) : fallback
-}
-const textFlag = (name: string) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? process.argv[index + 1] : undefined
-}
 const backlog = flag("backlog", 40_000)
 const customerCount = flag("customers", 16)
 const connections = flag("connections", 64)

@@ -15,7 +15,7 @@
  *     with 1 and then 2 worker processes: signals per second, peak memory.
  */
 import { SqlClient } from "@effect/sql"
-import { load } from "./support.ts"
+import { flag, load } from "./support.ts"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -27,10 +27,6 @@ import { randomToken } from "../src/ids.ts"
 const root = fileURLToPath(new URL("..", import.meta.url))
 const cliPath = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 
-const flag = (name: string, fallback: number) => {
-  const index = process.argv.indexOf(`--${name}`)
-  return index >= 0 ? Number(process.argv[index + 1]) : fallback
-}
 const intakeCount = flag("intake", 20_000)
 const backlogCount = flag("backlog", 100_000)
 const customerCount = flag("customers", 500)

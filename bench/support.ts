@@ -2,7 +2,19 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as http from "node:http"
 import pg from "pg"
 
-/** What the benchmarks share: a bounded-concurrency load runner with latency percentiles. */
+/** What the benchmarks share: their command-line flags, a bounded-concurrency load runner with latency percentiles, the yardsticks, an API client. */
+
+/** `--name N` on the command line, or `fallback`. */
+export const flag = (name: string, fallback: number) => {
+  const index = process.argv.indexOf(`--${name}`)
+  return index >= 0 ? Number(process.argv[index + 1]) : fallback
+}
+
+/** `--name TEXT` on the command line, or undefined. */
+export const textFlag = (name: string) => {
+  const index = process.argv.indexOf(`--${name}`)
+  return index >= 0 ? process.argv[index + 1] : undefined
+}
 
 export const percentile = (sorted: ReadonlyArray<number>, p: number) =>
   sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * p))]!
