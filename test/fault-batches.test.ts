@@ -18,7 +18,7 @@
  */
 import Pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, drain, gpt4oBundle, query } from "./signals-fixtures.ts"
+import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 
@@ -74,15 +74,7 @@ describe.skipIf(!usesRealPostgres)("a fault in the signals worker (needs real Po
   beforeAll(async () => {
     app = await startTestApp()
     acme = await app.tenant("Faults")
-    const api = client(app, acme)
-    const credit = await api.created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
-    const plan = await api.created("/plans", {
-      name: "Plan",
-      billingCycle: "MONTHLY",
-      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit, quantity: 1_000_000 }]
-    }, "plan")
-    customerId = await api.created("/customers", { name: "Jo", email: "jo@example.com" }, "customer")
-    expect((await api.post("/purchases", { customerId, planId: plan })).status).toBe(201)
+    customerId = await customerWithChatCredits(app, acme, {}, 1_000_000)
     // A worker starts with batches of 100 and doubles them as they commit: 100 + 200 + 400 + 800 signals
     // bring it to full batches of 1,000, as a worker that has been running has.
     const warmUp = [...await send(1000), ...await send(500)]

@@ -43,16 +43,21 @@ export const gpt4oBundle = [
 ]
 
 /**
- * A customer on a monthly plan of 1,000 ADVANCE credits of "chat" (gpt-4o, 20%
+ * A customer on a monthly plan of `credits` (1,000 unless told) ADVANCE credits of "chat" (gpt-4o, 20%
  * margin: 1.2 credits and 0.009 USD per 1,000-in/500-out call). Returns the customer's id.
  */
-export const customerWithChatCredits = async (app: TestApp, tenant: Tenant, customer: Record<string, unknown> = {}) => {
+export const customerWithChatCredits = async (
+  app: TestApp,
+  tenant: Tenant,
+  customer: Record<string, unknown> = {},
+  credits = 1000
+) => {
   const api = client(app, tenant)
   const credit = await api.created("/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle }, "credit")
   const plan = await api.created("/plans", {
     name: "Plan",
     billingCycle: "MONTHLY",
-    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit, quantity: 1000 }]
+    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit, quantity: credits }]
   }, "plan")
   const customerId = await api.created("/customers", { name: "Jo", email: "jo@example.com", ...customer }, "customer")
   expect((await api.post("/purchases", { customerId, planId: plan })).status).toBe(201)
