@@ -30,14 +30,13 @@
  * it shares the two cores with the server and PostgreSQL), and wrk in 4b.
  */
 import { SqlClient } from "@effect/sql"
-import { apiClient, flag, load, textFlag } from "./support.ts"
+import { apiClient, benchDatabase, flag, load, textFlag } from "./support.ts"
 import { Effect, type Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import { fromUrl } from "../src/db/Database.ts"
-import { randomToken } from "../src/ids.ts"
 
 const signalCount = flag("signals", 20_000)
 const batchCount = flag("batches", 400)
@@ -56,17 +55,7 @@ const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 // Node flags for the server and the worker, e.g. a CPU profile of each (NODE_OPTIONS refuses --cpu-prof).
 const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
 
-const adminUrl = process.env.DATABASE_URL
-if (!adminUrl) {
-  process.stderr.write("bench/intake needs DATABASE_URL (an admin connection to PostgreSQL)\n")
-  process.exit(2)
-}
-const databaseName = `billing_bench_intake_${randomToken(5)}`
-const databaseUrl = (() => {
-  const url = new URL(adminUrl)
-  url.pathname = `/${databaseName}`
-  return url.toString()
-})()
+const { adminUrl, databaseName, databaseUrl } = benchDatabase("intake", "billing_bench_intake_")
 
 const admin = ManagedRuntime.make(fromUrl(Redacted.make(adminUrl), 1))
 const runAdmin = (statement: string) => admin.runPromise(Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)))

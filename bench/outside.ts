@@ -31,8 +31,7 @@
  *     plan through `POST /purchases` by 16 callers: purchases/s.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
-import { randomToken } from "../src/ids.ts"
-import { apiClient, flag, load, multiRowInsertYardstick, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
+import { apiClient, benchDatabase, flag, load, multiRowInsertYardstick, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -54,17 +53,7 @@ const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => ar
 // PostgreSQL settings for the drain's workers only (PGOPTIONS), e.g. "-c log_min_duration_statement=0" to see where their time goes.
 const workerPgOptions = textFlag("worker-pg-options")
 
-const adminUrl = process.env.DATABASE_URL
-if (!adminUrl) {
-  process.stderr.write("bench/outside needs DATABASE_URL (an admin connection to PostgreSQL)\n")
-  process.exit(2)
-}
-const databaseName = `billing_bench_outside_${randomToken(5)}`
-const databaseUrl = (() => {
-  const url = new URL(adminUrl)
-  url.pathname = `/${databaseName}`
-  return url.toString()
-})()
+const { adminUrl, databaseName, databaseUrl } = benchDatabase("outside", "billing_bench_outside_")
 const env = { ...process.env, DATABASE_URL: databaseUrl }
 const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as http from "node:http"
 import pg from "pg"
+import { randomToken } from "../src/ids.ts"
 
 /** What the benchmarks share: their command-line flags, a bounded-concurrency load runner with latency percentiles, the yardsticks, an API client. */
 
@@ -8,6 +9,22 @@ import pg from "pg"
 export const flag = (name: string, fallback: number) => {
   const index = process.argv.indexOf(`--${name}`)
   return index >= 0 ? Number(process.argv[index + 1]) : fallback
+}
+
+/**
+ * A bench's own database, named `prefix` and a random token, on the PostgreSQL
+ * of DATABASE_URL (an admin connection); without DATABASE_URL the bench stops.
+ */
+export const benchDatabase = (bench: string, prefix: string) => {
+  const adminUrl = process.env.DATABASE_URL
+  if (!adminUrl) {
+    process.stderr.write(`bench/${bench} needs DATABASE_URL (an admin connection to PostgreSQL)\n`)
+    process.exit(2)
+  }
+  const databaseName = `${prefix}${randomToken(5)}`
+  const url = new URL(adminUrl)
+  url.pathname = `/${databaseName}`
+  return { adminUrl, databaseName, databaseUrl: url.toString() }
 }
 
 /** `--name TEXT` on the command line, or undefined. */
