@@ -388,17 +388,25 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
     )
     for (let i = 0; i < writers; i++) yield* Effect.forkScoped(writeLoop)
 
+    /**
+     * A request's one settlement, by its answer or by its withdrawal, whichever
+     * comes first: true (and `onFirst` run) only the first time.
+     */
+    const settleOnce = (onFirst: () => void) => {
+      let waiting = true
+      return () => {
+        const first = waiting
+        if (first) onFirst()
+        waiting = false
+        return first
+      }
+    }
+
     /** A single row, written together with whatever else is waiting. */
     const enqueueRow = (row: InboxRow, answer: Answer): (() => void) => {
       if (unanswered > 0) contendedAt = performance.now()
       unanswered++
-      let waiting = true
-      const settle = () => {
-        const first = waiting
-        if (first) unanswered--
-        waiting = false
-        return first
-      }
+      const settle = settleOnce(() => unanswered--)
       const pending: Pending = {
         row,
         answer: (exit) => {
@@ -415,13 +423,7 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
     /** A batch's rows: a group already, written at once by a statement of its own. */
     const enqueueBatch = (rows: ReadonlyArray<InboxRow>, answer: Answer): (() => void) => {
       batchesWaiting++
-      let waiting = true
-      const settle = () => {
-        const first = waiting
-        if (first) batchesWaiting--
-        waiting = false
-        return first
-      }
+      const settle = settleOnce(() => batchesWaiting--)
       runFork(Effect.onExit(write(rows), (exit) =>
         Effect.sync(() => {
           if (settle()) answer(Exit.isSuccess(exit) ? exit.value : rows.map(() => Exit.failCause(exit.cause)))
