@@ -24,7 +24,7 @@ export default defineConfig({
         isolate: false
       }
     },
-    setupFiles: ["./test/support/RestoreEnv.ts"],
+    setupFiles: ["./test/support/RestoreEnv.ts", "./test/support/RestoreEffectIt.ts"],
     ...(shuffled ? {} : { sequence: { sequencer: SlowFirstSequencer } }),
     // Names the run and drops its PostgreSQL databases at the end.
     globalSetup: ["./test/support/GlobalSetup.ts"]
