@@ -6,7 +6,7 @@
  *     [--backlog 40000] [--customers 16] [--connections 64] [--yardstick 20000] \
  *     [--batches 600] [--batch-size 100] [--purchases 2000] [--phases drain,drain2,batch,purchases] \
  *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"] [--worker-pg-options "-c log_min_duration_statement=0"]
- *     [--report results.json] [--root OTHER_CHECKOUT]
+ *     [--report results.json] [--root OTHER_CHECKOUT] [--keep]
  *
  * In one run, on a database of its own (dropped at the end), every process started
  * through the package's bin (`bin/billing.mjs`) with the environment a user has:
@@ -29,6 +29,8 @@
  *     `--batch-size` rows a statement (node-postgres, pool of 10, 64 callers);
  *  6. `purchases`: `--purchases` customers created (untimed), then each sold the
  *     plan through `POST /purchases` by 16 callers: purchases/s.
+ * `backlog` only queues the backlog; `--keep` leaves the database in place (to
+ * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
 import { apiClient, benchDatabase, flag, load, multiRowInsertYardstick, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
@@ -47,6 +49,7 @@ const batchSize = flag("batch-size", 100)
 const purchaseCount = flag("purchases", 2_000)
 const phases = new Set((textFlag("phases") ?? "drain,drain2,batch,purchases").split(","))
 const reportFile = textFlag("report")
+const keep = process.argv.includes("--keep")
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
@@ -81,6 +84,22 @@ const stop = async (child: ChildProcess) => {
   const done = exited(child)
   child.kill("SIGTERM")
   await done
+}
+
+/** CPU seconds a process has used (Linux /proc; NaN elsewhere). */
+const cpuSecondsOf = (pid: number | undefined) => {
+  try {
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) / 100
+  } catch {
+    return Number.NaN
+  }
+}
+
+/** The CPU seconds of every PostgreSQL backend serving the bench's database, by pid. */
+const backendCpu = async (admin: pg.Client) => {
+  const { rows } = await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [databaseName])
+  return new Map(rows.map((row) => [row.pid, cpuSecondsOf(row.pid)]))
 }
 
 const main = async () => {
@@ -160,6 +179,7 @@ const main = async () => {
       const before = await usedByAll()
       const intake = await send(backlog)
       progress(`backlog of ${backlog} queued through the intake at ${intake.rate}/s`)
+      const backendsAtSpawn = await backendCpu(admin)
       const spawnedAt = performance.now()
       const workerEnv = workerPgOptions === undefined ? env : { ...env, PGOPTIONS: workerPgOptions }
       const children = Array.from({ length: workers }, () => spawnCli(["worker"], "ignore", workerEnv))
@@ -176,6 +196,10 @@ const main = async () => {
         if (seconds > 600) throw new Error(`drain stalled: ${(used - before) / perSignal} of ${backlog} priced`)
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
+      // CPU per signal: the workers', and their database's (every backend of the bench's database, the API's reads included).
+      const workerCpu = children.reduce((sum, child) => sum + cpuSecondsOf(child.pid), 0)
+      let databaseCpu = 0
+      for (const [pid, seconds] of await backendCpu(admin)) databaseCpu += seconds - (backendsAtSpawn.get(pid) ?? 0)
       await Promise.all(children.map(stop))
       const rate = backlog / last
       const steady = backlog / (last - first)
@@ -188,9 +212,13 @@ const main = async () => {
         rate: Math.round(rate),
         ofYardstick: ofYardstick(rate),
         steadyRate: Math.round(steady),
-        firstPricedSeconds: round(first)
+        firstPricedSeconds: round(first),
+        workerCpuUsPerSignal: Math.round(workerCpu * 1e6 / backlog),
+        databaseCpuUsPerSignal: Math.round(databaseCpu * 1e6 / backlog)
       }
     }
+    // `backlog`: only queue the backlog (with `--keep`, a database to EXPLAIN the claim on).
+    if (phases.has("backlog")) report.backlog = await send(backlog)
     if (phases.has("drain")) report.drain = await drain(1)
     if (phases.has("drain2")) {
       report.drain2 = await drain(2)
@@ -239,7 +267,8 @@ const main = async () => {
     await stop(server)
   } finally {
     await Promise.all([...running].map(stop))
-    await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
+    if (keep) progress(`kept ${databaseUrl}`)
+    else await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
     await admin.end()
   }
   process.stdout.write(`${JSON.stringify(report, null, 2)}\n`)

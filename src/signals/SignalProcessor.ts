@@ -89,6 +89,15 @@ const FIRST_BATCH_SIZE = Math.min(BATCH_SIZE, 100)
 /** Customers tried per claim: enough to fill a batch from many small customers. */
 const CLAIM_CANDIDATES = 64
 
+/**
+ * Queued signals read at the head of a lane to find its customers: a quarter
+ * of a batch finds every customer of a queue where many send at once; a
+ * claim that finds them all held reads four batches' worth (`claimWidening`).
+ */
+const headOf = (limit: number) => Math.max(CLAIM_CANDIDATES, Math.ceil(limit / 4))
+
+const byId = (a: { readonly id: string }, b: { readonly id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+
 type Ended =
   | { readonly _tag: "Processed"; readonly customerId: string; readonly usageLogId: string }
   | { readonly _tag: "Pending"; readonly message: string }
@@ -118,6 +127,8 @@ class TransientBatchFailure extends Data.TaggedError("TransientBatchFailure")<{ 
 const Candidate = Schema.Struct({
   organizationId: Schema.NullOr(Schema.String),
   customerKey: Schema.NullOr(Schema.String),
+  /** The externalId the customer (when the key is its id) holds. */
+  heldExternalId: Schema.NullOr(Schema.String),
   /** Whether the other lane has queued signals (asked in the same statement). */
   otherLane: Schema.Boolean
 })
@@ -306,11 +317,21 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      */
     let bothLanesBusy = false
 
-    /** The customers at the head of one lane, and whether the other lane has queued signals. */
-    const candidatesOf = (lane: Lane, limit: number, keys: ReadonlyArray<string>, only: ReadonlyArray<string> | undefined) =>
+    /**
+     * The customers at the head of one lane (its first `head` queued
+     * signals), and whether the other lane has queued signals. A customer
+     * named by its id comes with the externalId it holds, so that its
+     * signals sent by that externalId are claimed with it.
+     */
+    const candidatesOf = (
+      lane: Lane,
+      head: number,
+      keys: ReadonlyArray<string>,
+      only: ReadonlyArray<string> | undefined
+    ) =>
       findAll(
         Candidate,
-        sql`SELECT c.organization_id, c.customer_key, f.other_lane FROM (
+        sql`SELECT c.organization_id, c.customer_key, held_by.external_id AS held_external_id, f.other_lane FROM (
               SELECT EXISTS (SELECT 1 FROM signals WHERE status = 'QUEUED' AND ${
           sql.literal(lane === "LATE" ? "NOT late" : "late")
         } ${notDeferred(keys)} ${onlyIds(only)}) AS other_lane) f
@@ -321,13 +342,41 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
                 FROM (SELECT organization_id, customer_id, external_id, id FROM signals
                       WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${notDeferred(keys)}
                         ${onlyIds(only)}
-                      ORDER BY id LIMIT ${limit * 4}) head
+                      ORDER BY id LIMIT ${head}) head
                 LEFT JOIN customers held
                   ON head.customer_id IS NULL AND held.organization_id = head.organization_id
                  AND held.external_id = head.external_id AND held.archived_at IS NULL
                 GROUP BY 1, 2) grouped
               ORDER BY first LIMIT ${CLAIM_CANDIDATES}) c ON true
+            LEFT JOIN customers held_by
+              ON held_by.organization_id = c.organization_id AND held_by.id = c.customer_key
+             AND held_by.archived_at IS NULL AND held_by.external_id IS NOT NULL
             ORDER BY c.first`
+      )
+
+    /**
+     * A customer's oldest queued signals of one lane under one key (its id,
+     * or `ext:` and an externalId): one equality on signals_queued_by_customer,
+     * a plan the planner keeps even before the table has statistics (an OR of
+     * the key's forms made it filter the whole organisation's queue).
+     */
+    const signalsUnder = (
+      lane: Lane,
+      organizationId: string,
+      key: string,
+      limit: number,
+      only: ReadonlyArray<string> | undefined
+    ) =>
+      findAll(
+        ClaimedSignal,
+        sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
+                   composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+            FROM signals
+            WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
+              AND organization_id = ${organizationId}
+              AND coalesce(customer_id, 'ext:' || external_id) = ${key}
+            ORDER BY id LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED`
       )
 
     /**
@@ -358,25 +407,18 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           const [lock] = yield* orDie(sql<{ locked: boolean }>`
             SELECT pg_try_advisory_xact_lock(hashtext(${candidate.organizationId}), hashtext(${candidate.customerKey})) AS locked`)
           if (!lock?.locked) continue
-          const rows = yield* findAll(
-            ClaimedSignal,
-            sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                       composite_value, member, body, coalesce(occurred_at, received_at) AS moment
-                FROM signals
-                WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
-                  AND organization_id = ${candidate.organizationId}
-                  AND (customer_id = ${candidate.customerKey}
-                       OR (customer_id IS NULL AND 'ext:' || external_id = ${candidate.customerKey})
-                       OR (customer_id IS NULL AND external_id = (
-                             SELECT external_id FROM customers
-                             WHERE organization_id = ${candidate.organizationId} AND id = ${candidate.customerKey}
-                               AND archived_at IS NULL)))
-                ORDER BY id LIMIT ${limit - claimed.length}
-                FOR UPDATE SKIP LOCKED`
-          )
+          const wanted = limit - claimed.length
+          const rows = [...yield* signalsUnder(lane, candidate.organizationId, candidate.customerKey, wanted, only)]
+          if (candidate.heldExternalId !== null) {
+            // Its signals sent by externalId before they were resolved: the oldest `wanted` of both keys, in send order
+            // (the surplus stays locked until the commit, and QUEUED).
+            rows.push(...yield* signalsUnder(lane, candidate.organizationId, `ext:${candidate.heldExternalId}`, wanted, only))
+            rows.sort(byId)
+            rows.length = Math.min(rows.length, wanted)
+          }
           claimed.push(...rows)
         }
-        return claimed.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+        return claimed.sort(byId)
       })
 
     const other = (lane: Lane): Lane => (lane === "ON_TIME" ? "LATE" : "ON_TIME")
@@ -392,9 +434,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         const keys = deferredKeys()
         const lane = nextLane
         if (only === undefined && bothLanesBusy) nextLane = other(lane)
-        const candidates = yield* candidatesOf(lane, limit, keys, only)
+        const candidates = yield* candidatesOf(lane, headOf(limit), keys, only)
         const otherHasWork = candidates[0]?.otherLane ?? false
-        const claimed = yield* claimLane(lane, limit, candidates, only)
+        const claimed = yield* claimWidening(lane, limit, candidates, keys, only)
         if (claimed.length > 0 || !otherHasWork) {
           if (only === undefined) {
             nextLane = otherHasWork ? other(lane) : lane
@@ -403,12 +445,32 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           return claimed
         }
         // This lane had nothing this worker could take: the other lane's batch now.
-        const fallback = yield* candidatesOf(other(lane), limit, keys, only)
+        const fallback = yield* candidatesOf(other(lane), headOf(limit), keys, only)
         if (only === undefined) {
           bothLanesBusy = fallback[0]?.otherLane ?? false
           nextLane = bothLanesBusy ? lane : other(lane)
         }
-        return yield* claimLane(other(lane), limit, fallback, only)
+        return yield* claimWidening(other(lane), limit, fallback, keys, only)
+      })
+
+    /**
+     * `claimLane` on the customers of a short head of the lane; when every one
+     * of them is held by another batch (a few customers own the head), once
+     * more on a head four batches long. Reading the long head every time cost
+     * a fifth of the drain's statement time (docs/benchmarks.md).
+     */
+    const claimWidening = (
+      lane: Lane,
+      limit: number,
+      candidates: ReadonlyArray<typeof Candidate.Type>,
+      keys: ReadonlyArray<string>,
+      only: ReadonlyArray<string> | undefined
+    ) =>
+      Effect.gen(function*() {
+        const claimed = yield* claimLane(lane, limit, candidates, only)
+        if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) return claimed
+        const wider = yield* candidatesOf(lane, limit * 4, keys, only)
+        return yield* claimLane(lane, limit, wider, only)
       })
 
     /** The signal's customer: missing (404), archived (409), or None when its externalId is not held yet. */
