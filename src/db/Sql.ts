@@ -155,7 +155,12 @@ export const insertRowsStatement = (
   if (rows.length === 0) return undefined
   const keys = Object.keys(rows[0]!)
   const columns = keys.map(snakeCase)
-  const payload = JSON.stringify(rows.map((row) => Object.fromEntries(keys.map((key, i) => [columns[i], row[key] ?? null]))))
+  // A plain loop, not Object.fromEntries of pairs: this ran for every usage row, and the pairs were half its cost.
+  const payload = JSON.stringify(rows.map((row) => {
+    const record: Record<string, unknown> = {}
+    for (let i = 0; i < keys.length; i++) record[columns[i]!] = row[keys[i]!] ?? null
+    return record
+  }))
   const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
   return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${payload}::json)`
 }
