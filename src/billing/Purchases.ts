@@ -29,7 +29,9 @@
  * so any number of workers may run beside each other and beside the signal
  * drain; a second run for the same instant finds nothing due. A new purchase
  * (`create`) and a cancellation (`cancel`) go through the same code, as sets
- * of one, so money moves only through the ledger.
+ * of one (`renewal` and the same statements; a first cycle that moves no wallet
+ * is written as one statement with the purchase's INSERT), so money moves only
+ * through the ledger.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema, Struct } from "effect"
