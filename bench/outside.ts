@@ -6,6 +6,7 @@
  *     [--backlog 40000] [--customers 16] [--connections 64] [--yardstick 20000] \
  *     [--batches 600] [--batch-size 100] [--purchases 2000] [--phases drain,drain2,batch,purchases] \
  *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"] [--worker-pg-options "-c log_min_duration_statement=0"]
+ *     [--server-pg-options "-c log_min_duration_statement=0"]
  *     [--report results.json] [--root OTHER_CHECKOUT] [--keep]
  *
  * In one run, on a database of its own (dropped at the end), every process started
@@ -28,7 +29,10 @@
  *     p99; beside it the batch yardstick, the same rows as bare multi-row INSERTs of
  *     `--batch-size` rows a statement (node-postgres, pool of 10, 64 callers);
  *  6. `purchases`: `--purchases` customers created (untimed), then each sold the
- *     plan through `POST /purchases` by 16 callers: purchases/s.
+ *     plan through `POST /purchases` by 16 callers: purchases/s; beside it what a
+ *     purchase cost the machine while they ran: CPU ms of the server process and of
+ *     the PostgreSQL backends of the bench's database (from /proc, Linux only), and
+ *     transactions and rows read (`pg_stat_database`).
  * `backlog` only queues the backlog; `--keep` leaves the database in place (to
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
@@ -55,6 +59,8 @@ const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
 // PostgreSQL settings for the drain's workers only (PGOPTIONS), e.g. "-c log_min_duration_statement=0" to see where their time goes.
 const workerPgOptions = textFlag("worker-pg-options")
+// The same for `billing serve` (the API), e.g. the statement log of the purchases phase.
+const serverPgOptions = textFlag("server-pg-options")
 
 const { adminUrl, databaseName, databaseUrl } = benchDatabase("outside", "billing_bench_outside_")
 const env = { ...process.env, DATABASE_URL: databaseUrl }
@@ -86,20 +92,37 @@ const stop = async (child: ChildProcess) => {
   await done
 }
 
-/** CPU seconds a process has used (Linux /proc; NaN elsewhere). */
-const cpuSecondsOf = (pid: number | undefined) => {
+/** User plus system CPU of a process in ms (Linux /proc; 0 elsewhere or once it is gone). */
+const cpuMsOf = (pid: number | undefined) => {
   try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
-    return (Number(fields[11]) + Number(fields[12])) / 100
+    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100 // utime + stime, at USER_HZ 100
   } catch {
-    return Number.NaN
+    return 0
   }
 }
 
-/** The CPU seconds of every PostgreSQL backend serving the bench's database, by pid. */
+/**
+ * What the machine has spent so far on the server and on the bench database's
+ * PostgreSQL backends (the server's pool, which stays connected), and the
+ * database's committed transactions and rows returned.
+ */
+const machineCost = async (admin: pg.Client, server: ChildProcess) => {
+  const backends = await admin.query(`SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, [databaseName])
+  const stats = await admin.query(`SELECT xact_commit + xact_rollback AS transactions, tup_returned + tup_fetched AS returned
+    FROM pg_stat_database WHERE datname = $1`, [databaseName])
+  return {
+    serverMs: cpuMsOf(server.pid),
+    postgresMs: backends.rows.reduce((sum, row) => sum + cpuMsOf(row.pid), 0),
+    transactions: Number(stats.rows[0]?.transactions ?? 0),
+    returned: Number(stats.rows[0]?.returned ?? 0)
+  }
+}
+
+/** The CPU ms of every PostgreSQL backend serving the bench's database, by pid. */
 const backendCpu = async (admin: pg.Client) => {
   const { rows } = await admin.query<{ pid: number }>("SELECT pid FROM pg_stat_activity WHERE datname = $1", [databaseName])
-  return new Map(rows.map((row) => [row.pid, cpuSecondsOf(row.pid)]))
+  return new Map(rows.map((row) => [row.pid, cpuMsOf(row.pid)]))
 }
 
 const main = async () => {
@@ -121,7 +144,8 @@ const main = async () => {
 
     const port = 20000 + Math.floor(Math.random() * 20000)
     const api = apiClient(port, apiKey, connections)
-    const server = spawnCli(["serve", "--no-worker", "--port", String(port)])
+    const server = spawnCli(["serve", "--no-worker", "--port", String(port)], "ignore",
+      serverPgOptions === undefined ? env : { ...env, PGOPTIONS: serverPgOptions })
     await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200)
 
     const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
@@ -197,9 +221,9 @@ const main = async () => {
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
       // CPU per signal: the workers', and their database's (every backend of the bench's database, the API's reads included).
-      const workerCpu = children.reduce((sum, child) => sum + cpuSecondsOf(child.pid), 0)
-      let databaseCpu = 0
-      for (const [pid, seconds] of await backendCpu(admin)) databaseCpu += seconds - (backendsAtSpawn.get(pid) ?? 0)
+      const workerCpuMs = children.reduce((sum, child) => sum + cpuMsOf(child.pid), 0)
+      let databaseCpuMs = 0
+      for (const [pid, ms] of await backendCpu(admin)) databaseCpuMs += ms - (backendsAtSpawn.get(pid) ?? 0)
       await Promise.all(children.map(stop))
       const rate = backlog / last
       const steady = backlog / (last - first)
@@ -213,8 +237,8 @@ const main = async () => {
         ofYardstick: ofYardstick(rate),
         steadyRate: Math.round(steady),
         firstPricedSeconds: round(first),
-        workerCpuUsPerSignal: Math.round(workerCpu * 1e6 / backlog),
-        databaseCpuUsPerSignal: Math.round(databaseCpu * 1e6 / backlog)
+        workerCpuUsPerSignal: Math.round(workerCpuMs * 1e3 / backlog),
+        databaseCpuUsPerSignal: Math.round(databaseCpuMs * 1e3 / backlog)
       }
     }
     // `backlog`: only queue the backlog (with `--keep`, a database to EXPLAIN the claim on).
@@ -254,13 +278,34 @@ const main = async () => {
     if (phases.has("purchases")) {
       // The customers first, untimed: the figure is purchases.
       const buyers: Array<string> = []
-      await load(purchaseCount, 16, async (index) => {
+      const beforeCustomers = await machineCost(admin, server)
+      const created = await load(purchaseCount, 16, async (index) => {
         buyers[index] = await createCustomer(customerCount + index)
       })
+      const afterCustomers = await machineCost(admin, server)
+      const before = await machineCost(admin, server)
       const result = await load(purchaseCount, 16, (index) => buy(buyers[index]!))
+      const after = await machineCost(admin, server)
       const rate = purchaseCount / result.seconds
-      report.purchases = { purchases: purchaseCount, callers: 16, rate: Math.round(rate), ofYardstick: ofYardstick(rate), p99Ms: round(result.p99, 1) }
-      progress(`purchases: ${Math.round(rate)}/s at 16 callers`)
+      const per = (value: number, digits = 2) => round(value / purchaseCount, digits)
+      report.purchases = {
+        purchases: purchaseCount,
+        callers: 16,
+        rate: Math.round(rate),
+        ofYardstick: ofYardstick(rate),
+        p50Ms: round(result.p50, 1),
+        p99Ms: round(result.p99, 1),
+        serverCpuMsPerPurchase: per(after.serverMs - before.serverMs),
+        postgresCpuMsPerPurchase: per(after.postgresMs - before.postgresMs),
+        transactionsPerPurchase: per(after.transactions - before.transactions),
+        rowsReturnedPerPurchase: per(after.returned - before.returned, 1),
+        // For scale: the customers' POST /customers (one INSERT each) before it, at the same 16 callers.
+        customersCreatedRate: created.rate,
+        serverCpuMsPerCustomerCreated: per(afterCustomers.serverMs - beforeCustomers.serverMs),
+        postgresCpuMsPerCustomerCreated: per(afterCustomers.postgresMs - beforeCustomers.postgresMs)
+      }
+      progress(`purchases: ${Math.round(rate)}/s at 16 callers (${ofYardstick(rate)} x), ` +
+        `server ${per(after.serverMs - before.serverMs)} ms CPU and PostgreSQL ${per(after.postgresMs - before.postgresMs)} ms CPU a purchase`)
     }
 
     api.close()

@@ -29,22 +29,23 @@
  * so any number of workers may run beside each other and beside the signal
  * drain; a second run for the same instant finds nothing due. A new purchase
  * (`create`) and a cancellation (`cancel`) go through the same code, as sets
- * of one, so money moves only through the ledger.
+ * of one (`renewal` and the same statements; a first cycle that moves no wallet
+ * is written as one statement with the purchase's INSERT), so money moves only
+ * through the ledger.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect, Schema, Struct } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRowsStatement, orDie, pageClause, uniqueOr, writeTogether } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRowsStatement, orDie, pageClause, uniqueOr, writeTogether, writeTogetherStatement } from "../db/Sql.ts"
 import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { type CustomerId, makeId, type OrganizationId, PurchaseId } from "../ids.ts"
 import { balanceColumns, createBalancesStatement, customerKey, Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
-import { toSql } from "../money.ts"
+import { toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { issuedStatements, type TaxRate, type WalletPayment } from "./Invoices.ts"
 import { BalanceRow, type PurchaseCreate, PurchaseRow, type PurchaseUpdate } from "./Purchase.ts"
-import { Plans } from "../plans/Plans.ts"
 import {
   cancellation,
   type LateBalance,
@@ -137,7 +138,17 @@ const lockedColumns = `p.organization_id, p.id, p.customer_id, p.plan_id, p.stat
 const activeTaxesColumn = `(SELECT coalesce(json_agg(json_build_object('organizationId', t.organization_id, 'id', t.id,
     'name', t.name, 'ratePercent', t.rate_percent::text) ORDER BY t.organization_id, t.id), '[]'::json)
   FROM taxes t WHERE t.organization_id = p.organization_id AND t.is_active)::text AS active_taxes`
-const WithActiveTaxes = Schema.Struct({ activeTaxes: Schema.parseJson(Schema.Array(ActiveTax)) })
+
+/** The columns `saleColumns` adds to the statement that freezes a new purchase's plan. */
+const SaleColumns = Schema.Struct({
+  activeTaxes: Schema.parseJson(Schema.Array(ActiveTax)),
+  invoiceGraceHours: Schema.Number,
+  hasRecurringGrant: Schema.Boolean
+})
+
+/** A purchase row but its snapshot, and the columns that read it. */
+const PurchaseScalars = Schema.Struct(Struct.omit(PurchaseRow.fields, "snapshot"))
+const scalarColumns = Object.keys(PurchaseScalars.fields).map((field) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)).join(", ")
 
 /** Locked purchase rows, decoded; a row that does not decode is a defect. */
 const decodeLocked = (rows: ReadonlyArray<unknown>): Effect.Effect<Array<LockedPurchase>> =>
@@ -155,14 +166,25 @@ const pairsOf = (items: ReadonlyArray<readonly [string, string]>) => {
 }
 
 export class Purchases extends Effect.Service<Purchases>()("Purchases", {
-  dependencies: [Customers.Default, Ledger.Default, Plans.Default],
+  dependencies: [Customers.Default, Ledger.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
     const ledger = yield* Ledger
-    const plans = yield* Plans
 
     const findRow = findByIdOr(sql, PurchaseRow, "purchases", notFound)
+
+    /**
+     * What a new purchase's first cycle reads besides its plan, as columns of
+     * the statement that freezes the plan (`loadSnapshot`, `p` the plan's row):
+     * the organisation's active taxes and invoice grace period, and whether the
+     * customer's wallet has a recurring grant, as `lockedColumns` reads them.
+     */
+    const saleColumns = (customerId: string) =>
+      sql`${sql.literal(activeTaxesColumn)},
+        (SELECT o.invoice_grace_hours FROM organizations o WHERE o.id = p.organization_id) AS invoice_grace_hours,
+        EXISTS (SELECT 1 FROM wallets w WHERE w.organization_id = p.organization_id AND w.customer_id = ${customerId}
+          AND w.recurring_grant_usd <> 0) AS has_recurring_grant`
 
     /**
      * Claims up to `limit` purchases due at `now`, oldest boundary first: an
@@ -408,9 +430,22 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         Effect.map((claimed) => claimed.length)
       )
 
+    /**
+     * A new purchase. Read in two statements, no transaction: the customer
+     * (`Customers.resolve`), then the plan frozen with what its first cycle
+     * needs (the organisation's active taxes and grace period, whether the
+     * customer's wallet has a recurring grant). Its first cycle is computed
+     * from those, in memory, as the cycle job would compute it from the row
+     * just inserted, and the purchase is inserted already ACTIVE in that cycle
+     * together with its balance rows and its PLAN invoice: one statement,
+     * atomic on its own. A first cycle that moves the wallet (a plan wallet
+     * grant, a recurring grant) and a scheduled purchase take the path of
+     * before, in a transaction: the row inserted, then `write` (wallets locked
+     * after the purchase, in the ledger's order).
+     */
     const create = Effect.fn("Purchases.create")(function*(organizationId: OrganizationId, input: PurchaseCreate) {
         const customer = yield* Effect.flatMap(customers.resolve(organizationId, input), ensureActive)
-        const snapshot = yield* loadSnapshot(plans, organizationId, input.planId)
+        const { extra: sale, snapshot } = yield* loadSnapshot(organizationId, input.planId, saleColumns(customer.id), SaleColumns)
         const now = yield* currentTime
         const requested = input.billingDate
         if (requested !== undefined && requested.getTime() < startOfUtcDay(now).getTime()) {
@@ -418,33 +453,78 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         }
         const scheduled = requested !== undefined && requested.getTime() > now.getTime()
         const id = PurchaseId.make(makeId("pur"))
-        // The new row comes back as a step reads it (it is this transaction's alone until commit: locked).
-        const inserted = yield* sql`INSERT INTO purchases AS p ${
-          sql.insert({
-            organizationId,
-            id,
-            customerId: customer.id,
-            planId: snapshot.planId,
-            status: scheduled ? "SCHEDULED" : "ACTIVE",
-            billingDate: scheduled ? requested : now,
-            snapshot: JSON.stringify(Schema.encodeSync(PlanSnapshot)(snapshot)),
-            createdAt: now,
-            updatedAt: now
+        const row = {
+          organizationId,
+          id,
+          customerId: customer.id,
+          planId: snapshot.planId,
+          status: scheduled ? "SCHEDULED" as const : "ACTIVE" as const,
+          billingDate: scheduled ? requested : now,
+          // Set rather than left to the column defaults: the first cycle below is computed from these values.
+          cycleIndex: 0,
+          autoPayment: false,
+          snapshot: JSON.stringify(Schema.encodeSync(PlanSnapshot)(snapshot)),
+          createdAt: now,
+          updatedAt: now
+        }
+        const alreadyHeld = uniqueOr(() =>
+          new PurchaseAlreadyHeld({
+            message: `Customer ${customer.id} already has a scheduled or active purchase; cancel it first`
           })
-        } RETURNING ${sql.literal(lockedColumns)}, ${sql.literal(activeTaxesColumn)}`.pipe(
-          uniqueOr(() =>
-            new PurchaseAlreadyHeld({
-              message: `Customer ${customer.id} already has a scheduled or active purchase; cancel it first`
-            })
-          )
         )
-        if (scheduled) return (yield* decodeRows(PurchaseRow)(inserted))[0]!
+        if (scheduled) {
+          return (yield* decodeRows(PurchaseRow)(yield* alreadyHeld(sql`INSERT INTO purchases ${sql.insert(row)} RETURNING *`)))[0]!
+        }
         // Not started yet (no period): its first cycle starts at its billing date, now.
-        const [locked] = yield* decodeLocked(inserted)
-        const [withTaxes] = yield* decodeRows(WithActiveTaxes)(inserted)
-        const entered = yield* write((yield* loadStates([locked!], withTaxes!.activeTaxes)).map((state) => renewal(state)), [locked!])
-        return (yield* decodeRows(PurchaseRow)(entered))[0]!
-      }, sql.withTransaction, dieOnSqlError)
+        const unstarted: LockedPurchase = {
+          ...row,
+          billingDate: now,
+          periodStart: null,
+          periodEnd: null,
+          spentThisCycle: ZERO,
+          snapshot,
+          cancelledAt: null,
+          hasRecurringGrant: sale.hasRecurringGrant,
+          invoiceGraceHours: sale.invoiceGraceHours
+        }
+        const first = renewal({
+          organizationId,
+          purchase: unstarted,
+          balances: [],
+          taxes: sale.activeTaxes,
+          graceHours: sale.invoiceGraceHours,
+          lateBalances: []
+        })
+        if (needsWallet(first, sale.hasRecurringGrant)) {
+          return yield* sql.withTransaction(Effect.gen(function*() {
+            const inserted = yield* alreadyHeld(sql`INSERT INTO purchases AS p ${sql.insert(row)} RETURNING ${sql.literal(lockedColumns)}`)
+            const [locked] = yield* decodeLocked(inserted)
+            const entered = yield* write((yield* loadStates([locked!], sale.activeTaxes)).map((state) => renewal(state)), [locked!])
+            return (yield* decodeRows(PurchaseRow)(entered))[0]!
+          }))
+        }
+        const cycle = first.cycle!
+        // The row comes back without its snapshot, which is the one in hand (read back, it was a third of the
+        // statement's bytes and decoded again every decimal of the plan).
+        const purchase = sql`INSERT INTO purchases ${
+          sql.insert({
+            ...row,
+            cycleIndex: cycle.index,
+            periodStart: cycle.start,
+            periodEnd: cycle.end,
+            spentThisCycle: "0",
+            updatedAt: cycle.at
+          })
+        } RETURNING ${sql.literal(scalarColumns)}`
+        const written = writeTogetherStatement(sql, [
+          purchase,
+          createBalancesStatement(sql, first.createBalances),
+          setBalancesStatement(sql, first.setBalances),
+          ...issuedStatements(sql, first.invoices, [])
+        ], purchase)!
+        const [scalars] = yield* decodeRows(PurchaseScalars)(yield* alreadyHeld(written))
+        return new PurchaseRow({ ...scalars!, snapshot }, true)
+      }, dieOnSqlError)
 
     const list = Effect.fn("Purchases.list")((organizationId: OrganizationId, query: { readonly customerId?: CustomerId | undefined; readonly page: Page }) =>
       findAll(

@@ -186,13 +186,27 @@ export const writeTogether = (
   writes: ReadonlyArray<Statement.Statement<Row> | undefined>,
   returningOf?: Statement.Statement<Row>
 ): Effect.Effect<ReadonlyArray<Row>> => {
+  const statement = writeTogetherStatement(sql, writes, returningOf)
+  if (statement === undefined) return Effect.succeed([])
+  // A lone write goes as it is: its rows are wanted only when it is `returningOf`.
+  return statement !== returningOf && writes.filter((write) => write !== undefined).length === 1
+    ? Effect.as(orDie(statement), [])
+    : orDie(statement)
+}
+
+/**
+ * `writeTogether`'s statement, not run (undefined when there is nothing to
+ * write), for a caller that answers some of its SQL errors itself (`uniqueOr`).
+ */
+export const writeTogetherStatement = (
+  sql: SqlClient.SqlClient,
+  writes: ReadonlyArray<Statement.Statement<Row> | undefined>,
+  returningOf?: Statement.Statement<Row>
+): Statement.Statement<Row> | undefined => {
   const present = writes.filter((write): write is Statement.Statement<Row> => write !== undefined)
-  if (present.length === 0) return Effect.succeed([])
-  if (present.length === 1) {
-    return present[0] === returningOf ? orDie(present[0]!) : Effect.as(orDie(present[0]!), [])
-  }
+  if (present.length <= 1) return present[0]
   const clauses = present.map((write, index) => sql`${sql.literal(`write_${index}`)} AS (${write})`)
   const returned = returningOf === undefined ? -1 : present.indexOf(returningOf)
   const result = returned < 0 ? sql.literal("SELECT 1 WHERE false") : sql.literal(`SELECT * FROM write_${returned}`)
-  return orDie(sql`WITH ${sql.join(", ", false)(clauses)} ${result}`)
+  return sql`WITH ${sql.join(", ", false)(clauses)} ${result}`
 }

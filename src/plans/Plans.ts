@@ -113,7 +113,8 @@ const PlanRow = Schema.Struct({
 })
 type PlanRow = typeof PlanRow.Type
 
-const ComponentRow = Schema.Struct({
+/** A plan component with its target's name and catalogue prices, as `componentColumns` reads it. */
+export const ComponentRow = Schema.Struct({
   id: Schema.String,
   planId: Schema.String,
   type: ComponentType,
@@ -136,15 +137,31 @@ const ComponentRow = Schema.Struct({
   tiers: Schema.NullOr(Schema.Array(UnitTier)),
   compositePrice: Schema.NullOr(Money)
 })
-type ComponentRow = typeof ComponentRow.Type
+export type ComponentRow = typeof ComponentRow.Type
+
+/**
+ * The select list and joins of `ComponentRow` (`pc` is plan_components), shared
+ * by the plan reads and the one statement a sale reads (src/billing/Snapshot.ts).
+ */
+export const componentColumns = `pc.id, pc.plan_id, pc.type, pc.billing_mode, pc.credit_id, pc.outcome_id, pc.unit_id,
+       pc.composite_id, pc.quantity, pc.amount, pc.rollover,
+       coalesce(c.name, o.name, u.name, m.name) AS target_name,
+       c.price_per_credit, c.base_price AS credit_base_price,
+       c.tokens_per_credit AS credit_tokens_per_credit, c.margin_percent AS credit_margin_percent,
+       o.price_per_outcome, u.pricing_type, u.flat_price, u.tiers,
+       m.price AS composite_price`
+export const componentJoins = `LEFT JOIN credits c ON c.organization_id = pc.organization_id AND c.id = pc.credit_id
+  LEFT JOIN outcomes o ON o.organization_id = pc.organization_id AND o.id = pc.outcome_id
+  LEFT JOIN units u ON u.organization_id = pc.organization_id AND u.id = pc.unit_id
+  LEFT JOIN composites m ON m.organization_id = pc.organization_id AND m.id = pc.composite_id`
 
 /** The foreign keys guarantee the target row; its absence is a bug, not a client error. */
-const required = <A>(value: A | null, what: string): A => {
+export const required = <A>(value: A | null, what: string): A => {
   if (value === null) throw new Error(`plan component is missing its ${what}`)
   return value
 }
 
-const priceOf = (row: ComponentRow): TargetPrice => {
+export const priceOf = (row: ComponentRow): TargetPrice => {
   switch (row.type) {
     case "WALLET":
       return { type: "WALLET" }
@@ -316,18 +333,9 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
         if (rows.length === 0) return []
         const componentRows = yield* findAll(
           ComponentRow,
-          sql`SELECT pc.id, pc.plan_id, pc.type, pc.billing_mode, pc.credit_id, pc.outcome_id, pc.unit_id,
-                     pc.composite_id, pc.quantity, pc.amount, pc.rollover,
-                     coalesce(c.name, o.name, u.name, m.name) AS target_name,
-                     c.price_per_credit, c.base_price AS credit_base_price,
-                     c.tokens_per_credit AS credit_tokens_per_credit, c.margin_percent AS credit_margin_percent,
-                     o.price_per_outcome, u.pricing_type, u.flat_price, u.tiers,
-                     m.price AS composite_price
+          sql`SELECT ${sql.literal(componentColumns)}
               FROM plan_components pc
-              LEFT JOIN credits c ON c.organization_id = pc.organization_id AND c.id = pc.credit_id
-              LEFT JOIN outcomes o ON o.organization_id = pc.organization_id AND o.id = pc.outcome_id
-              LEFT JOIN units u ON u.organization_id = pc.organization_id AND u.id = pc.unit_id
-              LEFT JOIN composites m ON m.organization_id = pc.organization_id AND m.id = pc.composite_id
+              ${sql.literal(componentJoins)}
               WHERE pc.organization_id = ${organizationId} AND pc.plan_id IN ${sql.in(rows.map((row) => row.id))}
               ORDER BY pc.plan_id, pc.position`
         )
