@@ -155,9 +155,31 @@ export const insertRowsStatement = (
   if (rows.length === 0) return undefined
   const keys = Object.keys(rows[0]!)
   const columns = keys.map(snakeCase)
-  const payload = JSON.stringify(rows.map((row) => Object.fromEntries(keys.map((key, i) => [columns[i], row[key] ?? null]))))
   const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
-  return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${payload}::json)`
+  return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${
+    rowsJson(keys, columns, rows)
+  }::json)`
+}
+
+/**
+ * `JSON.stringify` of the rows with their keys renamed to `columns` (a missing
+ * value as null), written field by field: building a renamed copy of every row
+ * first (Object.fromEntries) cost twice as much, on the cycle job's thousands
+ * of rows a batch.
+ */
+const rowsJson = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>, rows: ReadonlyArray<Record<string, unknown>>) => {
+  const prefixes = columns.map((column, i) => `${i === 0 ? "{" : ","}${JSON.stringify(column)}:`)
+  let json = "["
+  for (let r = 0; r < rows.length; r++) {
+    const row = rows[r]!
+    if (r > 0) json += ","
+    for (let i = 0; i < keys.length; i++) {
+      const value = row[keys[i]!]
+      json += prefixes[i]! + (value === undefined || value === null ? "null" : (JSON.stringify(value) ?? "null"))
+    }
+    json += "}"
+  }
+  return `${json}]`
 }
 
 /** `insertRowsStatement`, run. */
