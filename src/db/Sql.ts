@@ -163,23 +163,21 @@ export const insertRowsStatement = (
 
 /**
  * `JSON.stringify` of the rows with their keys renamed to `columns` (a missing
- * value as null), written field by field: building a renamed copy of every row
- * first (Object.fromEntries) cost twice as much, on the cycle job's thousands
- * of rows a batch.
+ * value as null). Each copy is built by assigning the columns in order, so
+ * every copy shares one shape and JSON.stringify takes its fast path:
+ * Object.fromEntries made dictionary objects (twice the time), and writing the
+ * text field by field made a string per field (three times the collections),
+ * on the cycle job's thousands of rows a batch.
  */
 const rowsJson = (keys: ReadonlyArray<string>, columns: ReadonlyArray<string>, rows: ReadonlyArray<Record<string, unknown>>) => {
-  const prefixes = columns.map((column, i) => `${i === 0 ? "{" : ","}${JSON.stringify(column)}:`)
-  let json = "["
+  const copies = new Array<Record<string, unknown>>(rows.length)
   for (let r = 0; r < rows.length; r++) {
     const row = rows[r]!
-    if (r > 0) json += ","
-    for (let i = 0; i < keys.length; i++) {
-      const value = row[keys[i]!]
-      json += prefixes[i]! + (value === undefined || value === null ? "null" : (JSON.stringify(value) ?? "null"))
-    }
-    json += "}"
+    const copy: Record<string, unknown> = {}
+    for (let i = 0; i < keys.length; i++) copy[columns[i]!] = row[keys[i]!] ?? null
+    copies[r] = copy
   }
-  return `${json}]`
+  return JSON.stringify(copies)
 }
 
 /** `insertRowsStatement`, run. */
