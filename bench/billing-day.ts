@@ -3,7 +3,7 @@
  * purchases, and whether every renewal is exact. Run by hand, never by `npm test`:
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/billing-day.ts \
- *     [--purchases 10000] [--usage-share 0.3] [--report results.json] [--keep] [--root OTHER_CHECKOUT]
+ *     [--purchases 10000] [--usage-share 0.3] [--yardstick 10000] [--report results.json] [--keep] [--root OTHER_CHECKOUT]
  *
  * It only drives the CLI (`bin/billing.mjs`) and reads the tables. On a database of
  * its own (dropped at the end unless --keep):
@@ -18,7 +18,9 @@
  *     them with usage): every row that belongs to a template customer, in every
  *     table (found through the id columns, so tables added later are cloned too),
  *     is copied with fresh ids of the service's shape; nothing else changes;
- *  3. an idle `billing cycle run` (nothing due): the fixed cost of the process;
+ *  3. an idle `billing cycle run` (nothing due): the fixed cost of the process; then
+ *     the yardstick (bench/support.ts `plainInsertYardstick`, --yardstick rows, 0 for
+ *     none), so the run's rate can be read against the same minutes' machine;
  *  4. one `billing cycle run --now <the cycles' end + 1 day>`, timed: renewals/s,
  *     statements (bench/count-statements.mjs) and peak memory;
  *  5. checks, against the state before the run: every purchase renewed exactly once
@@ -31,7 +33,7 @@
  *     by it; no other new invoice or ledger row.
  */
 import { SqlClient } from "@effect/sql"
-import { cliProcesses, flag, textFlag } from "./support.ts"
+import { cliProcesses, flag, plainInsertYardstick, textFlag } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
@@ -49,6 +51,7 @@ const preload = pathToFileURL(fileURLToPath(new URL("./count-statements.mjs", im
 
 const purchaseCount = flag("purchases", 10_000)
 const usageShare = flag("usage-share", 0.3)
+const yardstickCount = flag("yardstick", 10_000)
 const reportFile = textFlag("report")
 const keep = process.argv.includes("--keep")
 
@@ -623,6 +626,9 @@ const main = async () => {
     if (Number(idleRun.handled) !== 0) throw new Error(`the idle cycle run renewed ${idleRun.handled} purchase(s)`)
     progress(`idle cycle run: ${idleSeconds.toFixed(1)} s, ${idleLine.statements} statements`)
 
+    const yardstick = yardstickCount > 0 ? await plainInsertYardstick(databaseUrl, yardstickCount) : undefined
+    if (yardstick) progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
+
     const [due] = await q(`SELECT max(period_end) AS last_end, min(period_end) AS first_end FROM purchases WHERE status = 'ACTIVE'`)
     const now = new Date(new Date(due!.last_end!).getTime() + 24 * 3600 * 1000).toISOString()
     progress(`billing day: cycle run --now ${now} over ${purchaseCount} due purchases`)
@@ -647,13 +653,15 @@ const main = async () => {
     const perRenewalNet = Math.max(statements - idleLine.statements, 0) / purchaseCount
     const machineAfter = machine()
 
-    const header = ["Billing day", "purchases", "wall s", "renewals/s", "renewals/s net of start", "statements/renewal", "peak RSS MB", "check"]
+    const ofYardstick = (value: number) => (yardstick ? ` (${(value / yardstick.rate).toFixed(2)} ×)` : "")
+    const header = ["Billing day", "purchases", "wall s", "renewals/s", "renewals/s net of start", "yardstick/s", "statements/renewal", "peak RSS MB", "check"]
     const rows = [[
       "1 x `billing cycle run`",
       fmt(purchaseCount),
       seconds.toFixed(1),
-      fmt(Math.round(rate)),
-      fmt(Math.round(rateNet)),
+      `${fmt(Math.round(rate))}${ofYardstick(rate)}`,
+      `${fmt(Math.round(rateNet))}${ofYardstick(rateNet)}`,
+      yardstick ? fmt(yardstick.rate) : "-",
       `${perRenewal.toFixed(2)} (net ${perRenewalNet.toFixed(2)})`,
       runLine ? String(mb(runLine.maxRssKb)) : "?",
       ok ? "ok" : "FAILED"
@@ -710,6 +718,7 @@ const main = async () => {
         options: { purchaseCount, usageShare, plan: PLAN },
         cloned: { used: clonedUsed, plain: clonedPlain },
         idle: { seconds: idleSeconds, statements: idleLine.statements },
+        yardstick: yardstick ? { rows: yardstickCount, rate: yardstick.rate } : null,
         run: { now, seconds, handled: ran.handled, rate, rateNet, statements, byKind: runLine?.byKind, peakRssMb: runLine ? mb(runLine.maxRssKb) : null },
         totals,
         checks,

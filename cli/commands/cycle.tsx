@@ -1,13 +1,20 @@
 import type { Command } from "commander"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Layer } from "effect"
 import { Text } from "../ui/ink.ts"
+import { withArrivalsAnswered } from "../../src/app/CustomersLive.ts"
 import { billingCycleLanes } from "../../src/billing/CycleJob.ts"
+import { Purchases } from "../../src/billing/Purchases.ts"
+import { Ledger } from "../../src/ledger/Ledger.ts"
 import { runWorker } from "../../src/worker/Worker.ts"
+import { parseInstant } from "../instantFlag.ts"
 import { runnerOn, withJson } from "../run.ts"
-import { parseInstant } from "./worker.tsx"
-import { ServicesLive } from "../../src/app/Services.ts"
 
-const run = runnerOn(ServicesLive)
+/**
+ * The cycle job's services alone (renewals through Purchases, finalising DRAFT
+ * invoices through the Ledger): a billing day's run starts without the signal
+ * pipeline, the webhook sender or the API's modules.
+ */
+const run = runnerOn(withArrivalsAnswered(Layer.merge(Purchases.Default, Ledger.Default)))
 
 export const registerCycle = (program: Command) => {
   const cycle = program.command("cycle").description("billing cycles")

@@ -12,7 +12,7 @@ import { type Delivery, DeliveryStatus, type Endpoint, EndpointCreate } from "..
 import { progressReporter, watch } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
-import { parseInstant } from "./worker.tsx"
+import { parseInstant } from "../instantFlag.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 import type { OrganizationId } from "../../src/ids.ts"
 

@@ -1,7 +1,6 @@
 import type { Command } from "commander"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { markLongLived } from "../../src/db/Embedded.ts"
-import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
 import { TelemetryLive } from "../../src/Telemetry.ts"
 import { workerJobNames, workerJobs } from "../../src/app/Jobs.ts"
@@ -9,17 +8,10 @@ import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { runnerOn, withJson } from "../run.ts"
+import { parseInstant } from "../instantFlag.ts"
 import { loadInk } from "../ui/ink.ts"
 
 const run = runnerOn(ServicesLive)
-
-export const parseInstant = (value: string | undefined) => {
-  if (value === undefined) return Effect.succeed(undefined)
-  const date = new Date(value)
-  return Number.isNaN(date.getTime())
-    ? Effect.fail(new BadRequest({ message: `--now: not an ISO 8601 instant: ${value}` }))
-    : Effect.succeed(date)
-}
 
 interface WorkerFlags {
   readonly json?: boolean

@@ -12,11 +12,27 @@ import { acquirePool } from "./Pool.ts"
 
 const applicationName = "billing"
 
+/**
+ * `snakeToCamel` remembered per column name: every key of every row returned
+ * goes through it (a billing-day batch reads a few thousand rows of a dozen
+ * columns), and the names are the few our statements select.
+ */
+const camelNames = new Map<string, string>()
+const resultName = (name: string): string => {
+  let camel = camelNames.get(name)
+  if (camel === undefined) {
+    camel = String.snakeToCamel(name)
+    if (camelNames.size >= 10_000) camelNames.clear()
+    camelNames.set(name, camel)
+  }
+  return camel
+}
+
 const clientOn = (pool: Parameters<typeof acquirePool>[0], connectTimeout?: Duration.DurationInput) =>
   PgClient.layerFromPool({
     acquire: acquirePool({ ...pool, application_name: applicationName }, connectTimeout),
     applicationName,
-    transformResultNames: String.snakeToCamel,
+    transformResultNames: resultName,
     transformQueryNames: String.camelToSnake
   })
 

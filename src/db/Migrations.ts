@@ -3,7 +3,7 @@
  * `@effect/sql` Migrator: all pending ones in one transaction, behind a table
  * lock, so concurrent starts are serialised and a second run is a no-op.
  */
-import { Migrator, SqlClient } from "@effect/sql"
+import { Migrator, SqlClient, type SqlError } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
@@ -24,17 +24,22 @@ const findMigrationsDir = () => {
 
 const migrationsDir = findMigrationsDir()
 
+/** The migration files, `[id, name]` in id order; read once per process. */
+const migrationFiles = (): ReadonlyArray<readonly [number, string, string]> =>
+  fs.readdirSync(migrationsDir)
+    .flatMap((file): Array<readonly [number, string, string]> => {
+      const match = /^(\d{4})_([a-z0-9_]+)\.sql$/.exec(file)
+      return match ? [[Number(match[1]), match[2]!, file]] : []
+    })
+    .sort(([a], [b]) => a - b)
+
+/** Each file's text is read only when its migration runs: a database already current reads none. */
 const sqlFileLoader: Migrator.Loader = Effect.try({
   try: () =>
-    fs.readdirSync(migrationsDir)
-      .flatMap((file): Array<Migrator.ResolvedMigration> => {
-        const match = /^(\d{4})_([a-z0-9_]+)\.sql$/.exec(file)
-        if (!match) return []
-        const text = fs.readFileSync(`${migrationsDir}${file}`, "utf8")
-        const run = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(text))
-        return [[Number(match[1]), match[2]!, Effect.succeed(run)]]
-      })
-      .sort(([a], [b]) => a - b),
+    migrationFiles().map(([id, name, file]): Migrator.ResolvedMigration => {
+      const run = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(fs.readFileSync(`${migrationsDir}${file}`, "utf8")))
+      return [id, name, Effect.succeed(run)]
+    }),
   catch: (cause) => new Migrator.MigrationError({ reason: "failed", message: `cannot read ${migrationsDir}: ${cause}` })
 })
 
@@ -54,10 +59,33 @@ const ensureMigrationsTable = Effect.flatMap(SqlClient.SqlClient, (sql) =>
         name text not null
       )`)
 
-/** Applies pending migrations; returns the ones applied now. */
-export const runMigrations = Effect.zipRight(
+/** Applies pending migrations (the Migrator's run: table lock, one transaction); returns the ones applied now. */
+const applyPending = Effect.zipRight(
   ensureMigrationsTable,
   migrate({ loader: sqlFileLoader, table: "schema_migrations" })
 )
+
+/**
+ * Whether the database already has every migration file: its latest applied
+ * id is at least the newest file's, which is when the Migrator would apply
+ * nothing (it runs only files above the latest id). One statement instead of
+ * the Migrator's seven (table check, BEGIN, LOCK, two reads, COMMIT), and no
+ * file read: every CLI command and worker starts with this check. A missing
+ * table, duplicate file ids or anything unexpected answer false, and the
+ * Migrator decides as before.
+ */
+const alreadyCurrent = Effect.gen(function*() {
+  const files = yield* Effect.try(migrationFiles)
+  if (files.length === 0 || new Set(files.map(([id]) => id)).size !== files.length) return false
+  const newest = files[files.length - 1]![0]
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ readonly latest: number | null }>`SELECT max(migration_id) AS latest FROM schema_migrations`.withoutTransform
+  const latest = rows[0]?.latest
+  return typeof latest === "number" && latest >= newest
+}).pipe(Effect.catchAll(() => Effect.succeed(false)))
+
+/** Applies pending migrations; returns the ones applied now (none when the database is already current). */
+export const runMigrations: Effect.Effect<ReadonlyArray<readonly [id: number, name: string]>, Migrator.MigrationError | SqlError.SqlError, SqlClient.SqlClient> =
+  Effect.flatMap(alreadyCurrent, (current) => (current ? Effect.succeed([]) : applyPending))
 
 export const MigrationsLive = Layer.effectDiscard(runMigrations)
