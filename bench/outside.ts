@@ -7,7 +7,7 @@
  *     [--batches 600] [--batch-size 100] [--purchases 2000] [--phases drain,drain2,batch,purchases] \
  *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"] [--worker-pg-options "-c log_min_duration_statement=0"]
  *     [--server-pg-options "-c log_min_duration_statement=0"]
- *     [--report results.json] [--root OTHER_CHECKOUT] [--keep]
+ *     [--report results.json] [--timeline batch-requests.json] [--root OTHER_CHECKOUT] [--keep]
  *
  * In one run, on a database of its own (dropped at the end), every process started
  * through the package's bin (`bin/billing.mjs`) with the environment a user has:
@@ -37,7 +37,7 @@
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
-import { apiClient, benchDatabase, flag, load, multiRowInsertYardstick, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
+import { apiClient, benchDatabase, flag, load, multiRowInsertYardstick, percentile, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -54,6 +54,8 @@ const purchaseCount = flag("purchases", 2_000)
 const phases = new Set((textFlag("phases") ?? "drain,drain2,batch,purchases").split(","))
 const reportFile = textFlag("report")
 const keep = process.argv.includes("--keep")
+// The batch phase's requests, each {start, ms} in the order sent, for a closer look at where the latency goes.
+const timelineFile = textFlag("timeline")
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
@@ -66,6 +68,21 @@ const { adminUrl, databaseName, databaseUrl } = benchDatabase("outside", "billin
 const env = { ...process.env, DATABASE_URL: databaseUrl }
 const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
+
+/**
+ * Request latencies by wave of `size` requests (in the order sent): p50 and max of each,
+ * the wave's first start (ms into the phase). The first wave meets a cold server at once.
+ */
+const wavesOf = (timeline: ReadonlyArray<{ start: number; ms: number }>, size: number) => {
+  const waves: Array<{ from: number; startMs: number; p50Ms: number; maxMs: number }> = []
+  for (let from = 0; from < timeline.length; from += size) {
+    const wave = timeline.slice(from, from + size)
+    const sorted = wave.map((r) => r.ms).sort((a, b) => a - b)
+    waves.push({ from, startMs: round(wave[0]!.start, 0), p50Ms: round(percentile(sorted, 0.5), 0), maxMs: round(sorted.at(-1)!, 0) })
+  }
+  const rest = timeline.slice(size).map((r) => r.ms).sort((a, b) => a - b)
+  return { afterFirstWave: { p50Ms: round(percentile(rest, 0.5), 1), p99Ms: round(percentile(rest, 0.99), 1) }, waves }
+}
 
 const running = new Set<ChildProcess>()
 const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore", childEnv: NodeJS.ProcessEnv = env) => {
@@ -251,13 +268,21 @@ const main = async () => {
 
     if (phases.has("batch")) {
       let accepted = 0
+      // Each request's start (ms into the phase) and latency: whether p99 is the first wave or the steady state.
+      const timeline = new Array<{ start: number; ms: number }>(batchCount)
+      const phaseStart = performance.now()
+      const startedAt = Date.now()
       const batch = await load(batchCount, connections, async (index) => {
         const signals = Array.from({ length: batchSize }, (_, i) => ({ type: "credit", ...creditSignal(sent + index * batchSize + i) }))
+        const t0 = performance.now()
         const answer = await api.request("POST", "/signal/batch", { signals })
+        timeline[index] = { start: t0 - phaseStart, ms: performance.now() - t0 }
         if (answer.status !== 202) throw new Error(`batch: ${answer.status} ${JSON.stringify(answer.json).slice(0, 300)}`)
         for (const result of answer.json.result.results as Array<{ queued: boolean }>) if (result.queued) accepted++
       })
+      const endedAt = Date.now()
       sent += batchCount * batchSize
+      if (timelineFile) fs.writeFileSync(timelineFile, `${JSON.stringify(timeline)}\n`)
       const rate = accepted / batch.seconds
       const bare = await multiRowInsertYardstick(databaseUrl, batchCount, batchSize)
       report.batch = {
@@ -269,10 +294,16 @@ const main = async () => {
         ofYardstick: ofYardstick(rate),
         p50RequestMs: round(batch.p50, 1),
         p99RequestMs: round(batch.p99, 1),
+        waves: wavesOf(timeline, connections),
+        // The phase's wall-clock bounds (epoch ms): to line up other processes' samples with it.
+        startedAt,
+        endedAt,
         bareMultiRowRate: bare.rate,
         bareMultiRowOfYardstick: ofYardstick(bare.rate)
       }
-      progress(`batch intake: ${Math.round(rate)}/s (${ofYardstick(rate)} x), p99 ${batch.p99.toFixed(0)} ms; bare multi-row ${bare.rate}/s`)
+      const afterFirst = (report.batch as { waves: ReturnType<typeof wavesOf> }).waves.afterFirstWave
+      progress(`batch intake: ${Math.round(rate)}/s (${ofYardstick(rate)} x), p99 ${batch.p99.toFixed(0)} ms ` +
+        `(after the first wave: p50 ${afterFirst.p50Ms} ms, p99 ${afterFirst.p99Ms} ms); bare multi-row ${bare.rate}/s`)
     }
 
     if (phases.has("purchases")) {

@@ -611,6 +611,81 @@ describe("grouped inbox writes of the single routes", () => {
   })
 })
 
+describe("grouped inbox writes of batches", () => {
+  /**
+   * Batches offered while the table is locked: the first `batchWriters` take the writers and wait on
+   * the lock, the rest wait for a writer, and `run` gets every batch's answer once the lock is gone.
+   */
+  const whileLocked = (batches: ReadonlyArray<ReadonlyArray<WriterRow>>) =>
+    app.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.gen(function*() {
+        const writer = yield* InboxWriter
+        const before = yield* writer.stats
+        const locked = yield* Effect.makeLatch(false)
+        const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+          yield* sql`LOCK TABLE signals IN EXCLUSIVE MODE`
+          yield* locked.open
+          for (let i = 0; i < 1500 && (yield* writer.stats).waiting - before.waiting < batches.length; i++) yield* Effect.sleep(10)
+        })))
+        yield* locked.await
+        const answers = yield* Effect.forEach(batches, (rows) => writeRows(writer, rows), { concurrency: "unbounded" })
+        yield* Fiber.join(holder)
+        return { answers, before, after: yield* writer.stats }
+      })))
+
+  it.skipIf(!usesRealPostgres)(
+    "(real PostgreSQL only) writes batches that wait for a writer in one statement, each answered in its order, a key repeated across them answered by the first",
+    async () => {
+      const rowOf = (n: number) => unitRow(`grouped-${n}`)
+      const { answers, before, after } = await whileLocked([
+        [rowOf(1), rowOf(2)],
+        [rowOf(3), rowOf(4)],
+        [rowOf(5), rowOf(6)],
+        [rowOf(6), rowOf(7)],
+        [rowOf(8), rowOf(9)]
+      ])
+      const ids = answers.map((exits) => exits.map((exit) => Exit.isSuccess(exit) ? exit.value : undefined))
+      expect(ids.flat().every((written) => written !== undefined)).toBe(true)
+      // The second grouped batch's key 6 is the first one's: answered with its signal, replayed.
+      expect(ids[3]![0]).toEqual({ ...ids[2]![1]!, replayed: true })
+      expect(ids.flat().filter((written) => !written!.replayed)).toHaveLength(9)
+      expect((await inbox("idempotency_key LIKE 'grouped-%'")).map((row) => row.idempotencyKey).sort()).toEqual(
+        [1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) => `grouped-${n}`)
+      )
+      // Two statements held by the lock, then one for the three batches that waited; no look-up.
+      expect(after.inserts - before.inserts).toBe(3)
+      expect(after.statements - before.statements).toBe(3)
+      expect(after.rows - before.rows).toBe(10)
+      expect(after.waiting).toBe(before.waiting)
+    },
+    30_000
+  )
+
+  it.skipIf(!usesRealPostgres)(
+    "(real PostgreSQL only) writes each batch of a failed shared statement again alone: only the row the database refuses fails",
+    async () => {
+      const rowOf = (n: number, custom?: Record<string, unknown>) => unitRow(`isolated-${n}`, custom)
+      const { answers, before, after } = await whileLocked([
+        [rowOf(1), rowOf(2)],
+        [rowOf(3), rowOf(4)],
+        [rowOf(5), rowOf(6)],
+        // An unpaired surrogate: intake refuses it before writing; here it reaches the database, which refuses it.
+        [rowOf(7, { note: "\uD800" }), rowOf(8)]
+      ])
+      expect(answers.map((exits) => exits.map(Exit.isSuccess))).toEqual([[true, true], [true, true], [true, true], [false, true]])
+      const failed = answers[3]![0]!
+      expect(Exit.isFailure(failed) && Cause.isDie(failed.cause)).toBe(true)
+      expect((await inbox("idempotency_key LIKE 'isolated-%'")).map((row) => row.idempotencyKey).sort()).toEqual(
+        [1, 2, 3, 4, 5, 6, 8].map((n) => `isolated-${n}`)
+      )
+      // Two held by the lock; the shared one (failed); each of its batches alone (one failed); that one's rows alone.
+      expect(after.inserts - before.inserts).toBe(2 + 1 + 2 + 2)
+      expect(after.waiting).toBe(before.waiting)
+    },
+    30_000
+  )
+})
+
 describe("billing signal send --file", () => {
   it("streams a JSON-lines file in batches of up to 1,000 and reports the refused lines (--json)", async () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), "billing-send-"))
