@@ -7,26 +7,14 @@
 import { BigDecimal, Cause, Effect, Equal, Exit, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { BalanceRow } from "../src/billing/Purchase.ts"
+import { balanceRowFields } from "../src/billing/Purchases.ts"
 import * as Rows from "../src/db/RowDecoders.ts"
-import { BillingMode, ComponentType } from "../src/pricing/PlanSnapshot.ts"
 import { Timestamp } from "../src/schema.ts"
 
 const Struct = Schema.Struct({ organizationId: Schema.String, ...BalanceRow.fields, at: Schema.NullOr(Timestamp), flag: Schema.Boolean, n: Schema.Number })
 const bySchema = Schema.decodeUnknown(Schema.Array(Struct))
 const byHand = Rows.rowDecoder("balance", {
-  organizationId: Rows.string,
-  purchaseId: Rows.string,
-  componentId: Rows.string,
-  customerId: Rows.string,
-  type: Rows.literal(ComponentType.literals),
-  billingMode: Rows.literal(BillingMode.literals),
-  targetId: Rows.nullOr(Rows.string),
-  granted: Rows.money,
-  used: Rows.money,
-  remaining: Rows.money,
-  originalGranted: Rows.nullOr(Rows.money),
-  cycleQuantity: Rows.money,
-  arrearAmount: Rows.money,
+  ...balanceRowFields,
   at: Rows.nullOr(Rows.timestamp),
   flag: Rows.boolean,
   n: Rows.number

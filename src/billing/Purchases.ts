@@ -128,7 +128,8 @@ const lockedRows: (rows: ReadonlyArray<unknown>) => Effect.Effect<Array<typeof L
   hasRecurringGrant: Rows.boolean,
   invoiceGraceHours: Rows.number
 })
-const lockedBalances: (rows: ReadonlyArray<unknown>) => Effect.Effect<Array<typeof LockedBalance.Type>> = Rows.rowDecoder("purchase_balances", {
+/** A purchase balance row's columns, decoded by hand (the cycle job reads thousands a batch). */
+export const balanceRowFields = {
   organizationId: Rows.string,
   purchaseId: Rows.string,
   componentId: Rows.string,
@@ -142,7 +143,11 @@ const lockedBalances: (rows: ReadonlyArray<unknown>) => Effect.Effect<Array<type
   originalGranted: Rows.nullOr(Rows.money),
   cycleQuantity: Rows.money,
   arrearAmount: Rows.money
-})
+}
+const lockedBalances: (rows: ReadonlyArray<unknown>) => Effect.Effect<Array<typeof LockedBalance.Type>> = Rows.rowDecoder(
+  "purchase_balances",
+  balanceRowFields
+)
 
 /** A FINAL cycle row of a customer still owed (late lines), with its cycle's period and component name. */
 const OwedCycleBalance = Schema.Struct({
