@@ -268,43 +268,32 @@ const answers = (
 /**
  * Writes `rows` into the inbox in one statement (plus one look-up of taken
  * keys) and gives each row's answer in order: written, refused, or (a row the
- * database itself refuses) a defect of that row alone. Inside a transaction
+ * database itself refuses) a defect of that row alone. `parts` (several
+ * batches sharing the statement) are what a failed statement is written
+ * again as, so only the batch at fault goes on to row by row. Inside a transaction
  * (a completion's, the worker's batch) a failed statement fails the
  * transaction too: those write one row, whose failure is then a defect.
  */
 export const insertSignals = (
   sql: SqlClient.SqlClient,
   rows: ReadonlyArray<InboxRow>,
-  count: StatementCounter = uncounted
+  count: StatementCounter = uncounted,
+  parts?: ReadonlyArray<ReadonlyArray<InboxRow>>
 ): Effect.Effect<ReadonlyArray<Exit.Exit<Written, Refusal>>> => {
   if (rows.length === 0) return Effect.succeed([])
   count.insert(rows.length)
   return Effect.matchCauseEffect(insert(sql, rows), {
     onSuccess: (checked) => answers(sql, rows, checked, count),
-    // A failed statement committed nothing: each row again on its own isolates the one at fault.
+    // A failed statement committed nothing: its parts again on their own (several batches sharing
+    // the statement: each batch, then its rows), else each row, isolate the one at fault.
     onFailure: (cause) =>
       rows.length === 1
         ? Effect.succeed([Exit.die(Cause.squash(cause))])
-        : Effect.forEach(rows, (row) => Effect.map(insertSignals(sql, [row], count), (exits) => exits[0]!))
-  })
-}
-
-/**
- * Several batches' rows in one statement, answered as `insertSignals` answers them all in their
- * order. A failed statement committed nothing: each batch is then written again by a statement of
- * its own (and, should that fail too, row by row), so only the batch at fault pays for it.
- */
-const insertBatches = (
-  sql: SqlClient.SqlClient,
-  batches: ReadonlyArray<ReadonlyArray<InboxRow>>,
-  count: StatementCounter
-): Effect.Effect<ReadonlyArray<Exit.Exit<Written, Refusal>>> => {
-  if (batches.length === 1) return insertSignals(sql, batches[0]!, count)
-  const rows = batches.flat()
-  count.insert(rows.length)
-  return Effect.matchCauseEffect(insert(sql, rows), {
-    onSuccess: (checked) => answers(sql, rows, checked, count),
-    onFailure: () => Effect.map(Effect.forEach(batches, (batch) => insertSignals(sql, batch, count)), (exits) => exits.flat())
+        : Effect.map(
+          Effect.forEach(parts !== undefined && parts.length > 1 ? parts : rows.map((row) => [row]), (part) =>
+            insertSignals(sql, part, count)),
+          (exits) => exits.flat()
+        )
   })
 }
 
@@ -488,7 +477,8 @@ export class InboxWriter extends Effect.Service<InboxWriter>()("InboxWriter", {
         }
         const group = batchQueue.splice(0, take)
         batchStatements++
-        const written = insertBatches(sql, group.map((batch) => batch.rows), count).pipe(
+        const batches = group.map((batch) => batch.rows)
+        const written = insertSignals(sql, batches.flat(), count, batches).pipe(
           Effect.withSpan("InboxWriter.writeBatches", { captureStackTrace: false })
         )
         runFork(Effect.onExit(written, (exit) =>
