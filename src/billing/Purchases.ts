@@ -34,7 +34,7 @@
  * through the ledger.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Schema, Struct } from "effect"
+import { Effect, Schema, String, Struct } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRowsStatement, orDie, pageClause, uniqueOr, writeTogether, writeTogetherStatement } from "../db/Sql.ts"
 import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
@@ -196,7 +196,7 @@ const SaleColumns = Schema.Struct({
 
 /** A purchase row but its snapshot, and the columns that read it. */
 const PurchaseScalars = Schema.Struct(Struct.omit(PurchaseRow.fields, "snapshot"))
-const scalarColumns = Object.keys(PurchaseScalars.fields).map((field) => field.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)).join(", ")
+const scalarColumns = Object.keys(PurchaseScalars.fields).map(String.camelToSnake).join(", ")
 
 /** Locked purchase rows, decoded; a row that does not decode is a defect. */
 const decodeLocked = (rows: ReadonlyArray<unknown>): Effect.Effect<Array<LockedPurchase>> =>

@@ -8,7 +8,7 @@
  */
 import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import type { Row } from "@effect/sql/SqlConnection"
-import { Effect, Option, type ParseResult, Schema } from "effect"
+import { Effect, Option, type ParseResult, Schema, String } from "effect"
 import type { CatalogueListQuery, Page } from "../Page.ts"
 
 /** PostgreSQL's SQLSTATE of a failed statement, when there is one. */
@@ -137,8 +137,6 @@ export const dieOnSqlError = <A, E, R>(
   Effect.catchIf(effect, (error): error is Extract<E, SqlError.SqlError> =>
     typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "SqlError", Effect.die) as any
 
-const snakeCase = (name: string) => name.replace(/[A-Z]/g, (letter) => `_${letter.toLowerCase()}`)
-
 /**
  * One multi-row INSERT of `rows` (camelCase keys, the same in every row) sent
  * as a single JSON parameter: the statement and its parameter count do not
@@ -154,7 +152,7 @@ export const insertRowsStatement = (
 ): Statement.Statement<Row> | undefined => {
   if (rows.length === 0) return undefined
   const keys = Object.keys(rows[0]!)
-  const columns = keys.map(snakeCase)
+  const columns = keys.map(String.camelToSnake)
   const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
   return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${
     rowsJson(keys, columns, rows)
