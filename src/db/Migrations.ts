@@ -24,7 +24,7 @@ const findMigrationsDir = () => {
 
 const migrationsDir = findMigrationsDir()
 
-/** The migration files, `[id, name]` in id order; read once per process. */
+/** The migration files, `[id, name, file]` in id order (the folder listed, no file read). */
 const migrationFiles = (): ReadonlyArray<readonly [number, string, string]> =>
   fs.readdirSync(migrationsDir)
     .flatMap((file): Array<readonly [number, string, string]> => {
