@@ -5,6 +5,9 @@
  * group's later signals before the other's earlier ones, pricing them out of
  * send order. Shown here through the claim's lock: while another session
  * holds the customer's lock, a signal sent by externalId is not claimed either.
+ * And a claim reads a short head of the queue first: when every customer
+ * there is held, it reads a longer one, so a held customer at the head never
+ * stops the others behind it.
  * It needs two sessions at once, so real PostgreSQL.
  */
 import { SqlClient } from "@effect/sql"
@@ -66,5 +69,49 @@ describe.skipIf(!usesRealPostgres)("the worker's claim (needs real PostgreSQL)",
     await drain(app)
     expect(await statusOf(byId.body.result.rawId)).toBe("PROCESSED")
     expect(await statusOf(byExternalId.body.result.rawId)).toBe("PROCESSED")
+  })
+
+  it("looks past a head of the queue whose customers are all held, to the customers behind it", async () => {
+    // 300 signals of this customer at the head of the queue (more than the short head a claim reads first,
+    // whatever the batch size has grown to), then one of a customer of another workspace.
+    const usage = { model: "gpt-4o", inputTokens: 10, outputTokens: 5 }
+    for (let request = 0; request < 3; request++) {
+      const signals = Array.from({ length: 100 }, () => ({ type: "credit", customerId, agentKey: "chat", usage }))
+      expect((await client(app, acme).post("/signal/batch", { signals })).status).toBe(202)
+    }
+    const other = await app.tenant("Behind the head")
+    const behindId = await customerWithChatCredits(app, other)
+    const behind = await client(app, other).post("/signal/credit", { customerId: behindId, agentKey: "chat", usage })
+    expect(behind.status).toBe(202)
+
+    // Another worker holds the first customer, as above.
+    const priced = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${acme.organizationId}), hashtext(${customerId}))`
+        yield* Deferred.succeed(locked, undefined)
+        yield* Deferred.await(release)
+      })))
+      yield* Deferred.await(locked)
+      const processor = yield* SignalProcessor
+      const attempt = yield* Effect.timeoutOption(processor.runOnce, "5 seconds")
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      return attempt
+    }))
+    expect(Option.getOrElse(priced, () => 0)).toBeGreaterThanOrEqual(1)
+    const [behindRow] = await query<{ status: string }>(app, "SELECT status FROM signals WHERE organization_id = $1 AND id = $2", [
+      other.organizationId,
+      behind.body.result.rawId
+    ])
+    expect(behindRow!.status).toBe("PROCESSED")
+    const [queued] = await query<{ count: string }>(
+      app,
+      "SELECT count(*) AS count FROM signals WHERE organization_id = $1 AND customer_id = $2 AND status = 'QUEUED'",
+      [acme.organizationId, customerId]
+    )
+    expect(Number(queued!.count)).toBe(300)
   })
 })
