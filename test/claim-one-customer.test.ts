@@ -11,7 +11,7 @@
  * It needs two sessions at once, so real PostgreSQL.
  */
 import { SqlClient } from "@effect/sql"
-import { Deferred, Effect, Fiber, Option } from "effect"
+import { Deferred, type Duration, Effect, Fiber, Option } from "effect"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
@@ -28,6 +28,29 @@ const statusOf = async (id: string) =>
     id
   ]))[0]!.status
 
+/**
+ * One run of this worker's drain (None when it found nothing it could claim before `timeout`), while
+ * another worker's claim holds this customer: the same advisory lock, held in an open transaction on a
+ * connection of its own.
+ */
+const runOnceWhileHeld = (timeout: Duration.DurationInput) =>
+  app.run(Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const locked = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
+      yield* sql`SELECT pg_advisory_xact_lock(hashtext(${acme.organizationId}), hashtext(${customerId}))`
+      yield* Deferred.succeed(locked, undefined)
+      yield* Deferred.await(release)
+    })))
+    yield* Deferred.await(locked)
+    const processor = yield* SignalProcessor
+    const attempt = yield* Effect.timeoutOption(processor.runOnce, timeout)
+    yield* Deferred.succeed(release, undefined)
+    yield* Fiber.join(holder)
+    return attempt
+  }))
+
 beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("One key")
@@ -43,25 +66,8 @@ describe.skipIf(!usesRealPostgres)("the worker's claim (needs real PostgreSQL)",
     const byExternalId = await client(app, acme).post("/signal/credit", { externalId: "jo-1", agentKey: "chat", usage })
     expect([byId.status, byExternalId.status]).toEqual([202, 202])
 
-    // Another worker's claim of this customer: the same advisory lock, held in an open transaction
-    // on a connection of its own, while this worker tries to claim.
-    const batch = await app.run(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
-        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${acme.organizationId}), hashtext(${customerId}))`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })))
-      yield* Deferred.await(locked)
-      // A worker finding only locked customers waits for them: a batch would end this wait with its count.
-      const processor = yield* SignalProcessor
-      const attempt = yield* Effect.timeoutOption(processor.runOnce, "1 second")
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.join(holder)
-      return attempt
-    }))
+    // A worker finding only locked customers waits for them: a batch would end this wait with its count.
+    const batch = await runOnceWhileHeld("1 second")
     expect(Option.isNone(batch)).toBe(true)
     expect(await statusOf(byId.body.result.rawId)).toBe("QUEUED")
     expect(await statusOf(byExternalId.body.result.rawId)).toBe("QUEUED")
@@ -85,22 +91,7 @@ describe.skipIf(!usesRealPostgres)("the worker's claim (needs real PostgreSQL)",
     expect(behind.status).toBe(202)
 
     // Another worker holds the first customer, as above.
-    const priced = await app.run(Effect.gen(function*() {
-      const sql = yield* SqlClient.SqlClient
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
-        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${acme.organizationId}), hashtext(${customerId}))`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })))
-      yield* Deferred.await(locked)
-      const processor = yield* SignalProcessor
-      const attempt = yield* Effect.timeoutOption(processor.runOnce, "5 seconds")
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.join(holder)
-      return attempt
-    }))
+    const priced = await runOnceWhileHeld("5 seconds")
     expect(Option.getOrElse(priced, () => 0)).toBeGreaterThanOrEqual(1)
     const [behindRow] = await query<{ status: string }>(app, "SELECT status FROM signals WHERE organization_id = $1 AND id = $2", [
       other.organizationId,
