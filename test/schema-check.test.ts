@@ -5,6 +5,9 @@
  * broken ones made from them, it vouches for a value exactly when the decoder
  * accepts it and returns it unchanged. (The one valid value the decoder
  * changes: an object with an own "__proto__" key, which its copy drops.)
+ *
+ * The runs are seeded, so CI sees the same values every time; FC_SEED=<n>
+ * explores other ones by hand.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Arbitrary, Either, FastCheck as fc, Schema } from "effect"
@@ -13,6 +16,13 @@ import { checkOf, identityDecoder } from "../src/SchemaCheck.ts"
 import { schemaOfRoute } from "../src/signals/Signal.ts"
 
 const routes = ["CREDIT", "OUTCOME", "WALLET"] as const
+
+const seed = process.env.FC_SEED === undefined ? 20261127 : Number(process.env.FC_SEED)
+
+/** Whether an own "__proto__" key sits anywhere in the value: the decoder's copy drops it, so the value is not its own decoding. */
+const holdsProtoKey = (value: unknown): boolean =>
+  typeof value === "object" && value !== null &&
+  (Object.hasOwn(value, "__proto__") || Object.values(value).some(holdsProtoKey))
 
 /** The law: vouched for exactly when the decoder gives the value back unchanged. */
 const agrees = (check: (value: unknown) => boolean, decode: (value: unknown) => Either.Either<unknown, unknown>) =>
@@ -54,12 +64,14 @@ describe("the plain check of a signal body", () => {
     const valid = Arbitrary.make(schema)
 
     it(`${route}: vouches for the valid bodies the decoder returns unchanged, and only those`, () => {
-      fc.assert(fc.property(valid, agrees(check, decode)), { numRuns: 300 })
-      fc.assert(fc.property(valid, (value) => Either.isRight(decode(value))), { numRuns: 100 })
+      fc.assert(fc.property(valid, agrees(check, decode)), { numRuns: 300, seed })
+      // The schema's Arbitrary knows nothing of "__proto__": a record holding one may lose its only key to the
+      // decoder's copy (a composite tag then has no property and is refused), so those are not valid bodies.
+      fc.assert(fc.property(valid, (value) => holdsProtoKey(value) || Either.isRight(decode(value))), { numRuns: 100, seed })
     })
 
     it(`${route}: agrees with the decoder on broken bodies`, () => {
-      fc.assert(fc.property(broken(valid), agrees(check, decode)), { numRuns: 1000 })
+      fc.assert(fc.property(broken(valid), agrees(check, decode)), { numRuns: 1000, seed })
     })
   }
 
