@@ -16,8 +16,7 @@ import type { ReactElement } from "react"
 import { BadRequest, failureStatus } from "../src/http/ApiErrors.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
-import { DatabaseLive } from "../src/db/Database.ts"
-import { MigrationsLive } from "../src/db/Migrations.ts"
+import { MigratedDatabaseLive } from "../src/db/Migrations.ts"
 import { ApiKeys } from "../src/organizations/ApiKeys.ts"
 import { TelemetryLive } from "../src/Telemetry.ts"
 import { activeCommand } from "./activeCommand.ts"
@@ -32,7 +31,7 @@ import { cliIo, envVar, outputMode, setExitCode, writeErr, writeOut } from "./Ou
  */
 const CommandBaseLive = Organizations.Default.pipe(
   Layer.provideMerge(ApiKeys.Default),
-  Layer.provideMerge(Layer.provideMerge(MigrationsLive, DatabaseLive))
+  Layer.provideMerge(MigratedDatabaseLive)
 )
 export type CommandBase = Layer.Layer.Success<typeof CommandBaseLive>
 

@@ -1,9 +1,9 @@
 import type { Command } from "commander"
 import { Cause, Effect, Exit, Fiber, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { markLongLived } from "../../src/db/Embedded.ts"
-import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
+import { MigratedDatabaseLive } from "../../src/db/Migrations.ts"
 import { TelemetryLive } from "../../src/Telemetry.ts"
-import { workerJobNames, workerJobs } from "../../src/app/Jobs.ts"
+import { workerJobNames, workerJobs, WorkerJobsLive } from "../../src/app/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
@@ -11,7 +11,7 @@ import { runnerOn, withJson } from "../run.ts"
 import { parseInstant } from "../instantFlag.ts"
 import { loadInk } from "../ui/ink.ts"
 
-const run = runnerOn(ServicesLive)
+const run = runnerOn(WorkerJobsLive)
 
 interface WorkerFlags {
   readonly json?: boolean
@@ -86,7 +86,9 @@ const drainOnce = async (options: WorkerFlags) => {
  * batch in flight rolls back and its work is taken again by the next worker.
  */
 const loop = async (options: WorkerFlags) => {
-  const runtime = ManagedRuntime.make(AppServicesLive.pipe(Layer.provide(quietLogs), Layer.provide(TelemetryLive)))
+  const runtime = ManagedRuntime.make(
+    WorkerJobsLive.pipe(Layer.provideMerge(MigratedDatabaseLive), Layer.provide(quietLogs), Layer.provide(TelemetryLive))
+  )
   const live = outputMode(options) === "tty"
   const views = live ? await loadViews() : undefined
   const store = views && new views.WorkerStatsStore(workerJobNames)

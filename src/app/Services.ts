@@ -15,8 +15,7 @@ import { BillingLive } from "./BillingLive.ts"
 import { withArrivalsAnswered } from "./CustomersLive.ts"
 import { Composites } from "../composites/Composites.ts"
 import { Credits } from "../credits/Credits.ts"
-import { DatabaseLive } from "../db/Database.ts"
-import { MigrationsLive } from "../db/Migrations.ts"
+import { MigratedDatabaseLive } from "../db/Migrations.ts"
 import { Models } from "../models/Models.ts"
 import { OperationsStatus } from "../operations/Status.ts"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
@@ -60,9 +59,6 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   OperationsStatus.Default,
   PortalView.Default
 ))
-
-/** The database of the environment, migrated before anything uses it. */
-export const MigratedDatabaseLive = Layer.provideMerge(MigrationsLive, DatabaseLive)
 
 /** The services on the environment's database. */
 export const AppServicesLive = ServicesLive.pipe(Layer.provideMerge(MigratedDatabaseLive))

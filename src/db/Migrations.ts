@@ -7,6 +7,7 @@ import { Migrator, SqlClient, type SqlError } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import { fileURLToPath } from "node:url"
+import { DatabaseLive } from "./Database.ts"
 
 /**
  * The project's `migrations/` folder: the nearest one above this module, which
@@ -89,3 +90,6 @@ export const runMigrations: Effect.Effect<ReadonlyArray<readonly [id: number, na
   Effect.flatMap(alreadyCurrent, (current) => (current ? Effect.succeed([]) : applyPending))
 
 export const MigrationsLive = Layer.effectDiscard(runMigrations)
+
+/** The database of the environment, migrated before anything uses it. */
+export const MigratedDatabaseLive = Layer.provideMerge(MigrationsLive, DatabaseLive)
