@@ -32,7 +32,7 @@ import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { currentTimeMillis } from "../time.ts"
 import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
-import { type Decimal, toSql, ZERO } from "../money.ts"
+import { toSql, ZERO } from "../money.ts"
 import { Timestamp } from "../schema.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { faultPoint } from "../Fault.ts"
@@ -49,18 +49,9 @@ import {
   type SignalRecord
 } from "./BatchContext.ts"
 import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/meters/Context.ts"
-import {
-  meterCompositeOccurrence,
-  meterCredit,
-  type Metered,
-  meterOutcomeCompletion,
-  meterOutcomeStep,
-  meterUnit,
-  meterWallet,
-  type Priced,
-  type ResolvedTag
-} from "../pricing/meters/Meters.ts"
-import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember, UnknownTarget } from "../errors.ts"
+import type { Priced } from "../pricing/meters/Meters.ts"
+import { meterSignal, type RunCosts, tagOf } from "./MeterSignal.ts"
+import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { type CycleKey, refreshDrafts } from "../billing/DraftInvoices.ts"
@@ -483,55 +474,6 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       return Either.right(context.customerByExternalId(signal.organizationId, signal.externalId ?? "") ?? null)
     }
 
-    const tagOf = (signal: SignalRecord, context: BatchContext): ResolvedTag | undefined => {
-      if (signal.compositeRef === null || signal.compositeValue === null) return undefined
-      const composite = context.catalogue(signal.organizationId).composite(signal.compositeRef)
-      return composite === undefined ? undefined : { composite, value: signal.compositeValue }
-    }
-
-    /** Step costs priced earlier in this batch, by run, for the completions that follow them. */
-    type RunCosts = Map<string, Decimal>
-
-    const meter = (
-      { body, record: signal }: DecodedSignal,
-      customer: CustomerContext,
-      context: BatchContext,
-      runCosts: RunCosts
-    ): Metered => {
-      const catalogue = context.catalogue(signal.organizationId)
-      const tag = tagOf(signal, context)
-      switch (signal.route) {
-        case "CREDIT":
-          return meterCredit({ agentKey: body.agentKey!, usage: body.usage!, runId: signal.runId, tag }, customer, catalogue)
-        case "OUTCOME":
-          return meterOutcomeStep({ agentKey: body.agentKey!, usage: body.usage ?? null, tag }, customer, catalogue)
-        case "OUTCOME_COMPLETE": {
-          const runId = signal.runId ?? ""
-          const earlier = runCosts.get(`${customer.organizationId}/${customer.customerId}/${runId}`) ?? ZERO
-          return meterOutcomeCompletion({
-            runId,
-            outcome: context.run(signal.organizationId, runId),
-            stepsCost: BigDecimal.sum(context.runCost(signal.organizationId, customer.customerId, runId), earlier)
-          }, customer)
-        }
-        case "UNIT":
-          return meterUnit({ agentKey: body.agentKey!, quantity: body.quantity, tag }, customer, catalogue)
-        case "WALLET":
-          return meterWallet({ usage: body.usage!, tag }, customer, catalogue)
-        case "COMPOSITE_COMPLETE": {
-          const occurrence = context.occurrence(signal.organizationId, signal.id)
-          if (occurrence === undefined) {
-            return Either.left(new UnknownTarget({ message: `Composite occurrence of signal ${signal.id} not found` }))
-          }
-          return meterCompositeOccurrence({
-            composite: { id: occurrence.compositeId, name: occurrence.compositeName, refId: occurrence.refId },
-            value: occurrence.value,
-            custom: occurrence.custom
-          }, customer)
-        }
-      }
-    }
-
     /**
      * Prices one signal against the in-memory state and records what it
      * writes; the state moves only when the signal is billed.
@@ -574,7 +516,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       }
       const purchase = cycle.purchase
       const signalState: CustomerContext = purchase === state.purchase ? state : { ...state, purchase }
-      const metered = meter(signal, signalState, context, runCosts)
+      const metered = meterSignal(signal, signalState, context, runCosts)
       if (Either.isLeft(metered)) {
         return refused(metered.left)
       }
