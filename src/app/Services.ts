@@ -15,6 +15,7 @@ import { BillingLive } from "./BillingLive.ts"
 import { withArrivalsAnswered } from "./CustomersLive.ts"
 import { Composites } from "../composites/Composites.ts"
 import { Credits } from "../credits/Credits.ts"
+import { Entitlements } from "../entitlements/Entitlements.ts"
 import { DatabaseLive } from "../db/Database.ts"
 import { MigrationsLive } from "../db/Migrations.ts"
 import { Models } from "../models/Models.ts"
@@ -58,7 +59,8 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   UsageLog.Default,
   Reversals.Default,
   OperationsStatus.Default,
-  PortalView.Default
+  PortalView.Default,
+  Entitlements.Default
 ))
 
 /** The database of the environment, migrated before anything uses it. */

@@ -53,6 +53,8 @@ export interface DecodedSignal {
     readonly agentKey?: string
     readonly usage?: Usage
     readonly quantity?: Decimal
+    /** The spend hold the signal settles, when it names one. */
+    readonly reservationId?: string
   }
 }
 

@@ -30,7 +30,7 @@ import { DatabaseConfig } from "../config.ts"
 import { faultOf, transientBackoff } from "../db/Faults.ts"
 import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
-import { currentTimeMillis } from "../time.ts"
+import { currentTime, currentTimeMillis } from "../time.ts"
 import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql, ZERO } from "../money.ts"
 import { Timestamp } from "../schema.ts"
@@ -59,6 +59,7 @@ import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import { inboxRowOf, momentAt } from "./InboxRow.ts"
 import type { SignalInput } from "./Signal.ts"
 import { insertSignals } from "./InboxWriter.ts"
+import { type Settlement, settleReservations } from "./Settlements.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -144,6 +145,8 @@ interface Writes {
   readonly postings: Array<WalletPosting>
   /** The ended cycles late signals moved, for refreshDrafts. */
   readonly endedCycles: Map<string, CycleKey>
+  /** The spend holds priced signals settle (src/signals/Settlements.ts). */
+  readonly settlements: Array<Settlement>
 }
 
 const usageRow = (
@@ -551,6 +554,15 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         const runKey = `${record.organizationId}/${customer.id}/${record.runId}`
         runCosts.set(runKey, BigDecimal.sum(runCosts.get(runKey) ?? ZERO, priced.entry.providerCost))
       }
+      if (signal.body.reservationId !== undefined) {
+        writes.settlements.push({
+          organizationId: record.organizationId,
+          reservationId: signal.body.reservationId,
+          customerId: customer.id,
+          signalId: record.id,
+          usageLogId
+        })
+      }
       return { _tag: "Processed", customerId: customer.id, usageLogId }
     }
 
@@ -631,7 +643,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         const context = yield* loadBatchContext(sql, ledger, decoded)
         const customers = new Map<string, CustomerContext>()
         const runCosts: RunCosts = new Map()
-        const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [], endedCycles: new Map() }
+        const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [], endedCycles: new Map(), settlements: [] }
         const joins: Array<readonly [SignalRecord, string]> = []
         let waiting = 0
         for (const signal of decoded) {
@@ -659,6 +671,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         yield* ledger.addSpent(writes.spent)
         yield* ledger.postToWallets(context.wallets, writes.postings)
         yield* insertRows(sql, "usage_log", writes.usageRows)
+        yield* settleReservations(sql, writes.settlements, yield* currentTime)
         // Late usage of a cycle still inside its grace period changes that cycle's DRAFT invoice.
         if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
