@@ -308,6 +308,21 @@ describe("holds (reserve)", () => {
     expect(await jo.check({ meter: "WALLET", usage: call })).toMatchObject({ allowed: true, held: 25 })
   })
 
+  it("billing balance show lists the active holds", async () => {
+    const jo = await newCustomer()
+    const { reservationId } = await jo.check({ meter: "UNIT", agentKey: "pages", reserve: { quantity: 2.5, ttlSeconds: 600 } })
+    const json = await app.cli(["balance", "show", jo.customerId, "--json", "--org", acme.organizationId])
+    expect(json.code, json.stderr).toBe(0)
+    expect(json.json).toMatchObject({
+      customerId: jo.customerId,
+      holds: [{ id: reservationId, meter: "UNIT", targetId: ids.pages, amount: 2.5, status: "HELD" }]
+    })
+    const text = await app.cli(["balance", "show", jo.customerId, "--org", acme.organizationId])
+    expect(text.code, text.stderr).toBe(0)
+    expect(text.stdout).toContain("Active holds")
+    expect(text.stdout).toContain(reservationId)
+  }, 120_000)
+
   it("a refused reserving check holds nothing and answers reservationId null", async () => {
     const jo = await newCustomer()
     const before = await rowsOf(acme.organizationId)
