@@ -38,6 +38,7 @@ import {
   type ReleaseResult,
   type Reservation
 } from "./Entitlement.ts"
+import { quickRead } from "./QuickRead.ts"
 import { balanceKey, countedHolds, type Hold, judge, simulateQueued } from "./SpendState.ts"
 
 /**
@@ -190,22 +191,46 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         return { context, holds, simulated: simulateQueued(context, customer, queued) }
       })
 
-    const answer = (organizationId: string, request: CheckRequest, reserving: boolean) =>
+    /**
+     * The state a check is judged on: one statement when the customer has no
+     * queued signal (QuickRead.ts), else the batch loader over its queue.
+     */
+    const checkState = (organizationId: string, request: CheckRequest, now: Date) =>
       Effect.gen(function*() {
-        const now = yield* currentTime
-        const row = yield* customerOf(organizationId, request)
-        if (reserving) {
-          // Serialises this customer's reserving checks until the hold commits (or the refusal ends the transaction).
-          yield* orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${`reservations/${row.id}`}))`)
+        const named = yield* namedCustomer(request)
+        const models = [request.usage?.model, request.reserve?.usage?.model].filter((model) => model !== undefined)
+        const quick = yield* quickRead(sql, organizationId, named, request.agentKey, models, now)
+        if (quick === undefined) {
+          return yield* new CustomerNotFound({
+            message: named._tag === "ById"
+              ? `Customer ${named.customerId} not found`
+              : `No active customer has externalId ${named.externalId}`
+          })
         }
-        const customer: Customer = row
+        if (!quick.hasQueued) {
+          return { context: quick.context, holds: quick.holds, simulated: simulateQueued(quick.context, quick.customer, []) }
+        }
         const agentKey = request.agentKey === undefined ? {} : { agentKey: request.agentKey }
         // A hold priced from a usage of its own needs that model's rates read too.
         const probes = [
           { ...agentKey, ...(request.usage === undefined ? {} : { usage: request.usage }) },
           ...(request.reserve?.usage === undefined ? [] : [{ ...agentKey, usage: request.reserve.usage }])
         ]
-        const { context, holds, simulated } = yield* stateOf(customer, probes, probeRoute[request.meter], now)
+        return yield* stateOf(quick.customer, probes, probeRoute[request.meter], now)
+      })
+
+    const answer = (organizationId: string, request: CheckRequest, reserving: boolean) =>
+      Effect.gen(function*() {
+        const now = yield* currentTime
+        let state = yield* checkState(organizationId, request, now)
+        if (reserving) {
+          // Serialises this customer's reserving checks until the hold commits (or the refusal ends the
+          // transaction), then reads again: what a check that held the lock before this one committed.
+          yield* orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${`reservations/${state.simulated.customer.id}`}))`)
+          state = yield* checkState(organizationId, { ...request, customerId: state.simulated.customer.id }, now)
+        }
+        const { context, holds, simulated } = state
+        const customer = simulated.customer
         const judgement = yield* judge(simulated, context, holds, request)
         let reservationId: string | null = null
         let expiresAt: Date | null = null
