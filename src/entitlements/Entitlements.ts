@@ -121,21 +121,31 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         return found
       })
 
-    /** The customer's queued signals under both of its keys (its id, and the externalId it holds), in send order. */
+    /**
+     * The customer's queued signals under each of its keys (its id, and the
+     * externalId it holds), in send order. One equality per key, as the
+     * drain's claim reads them (signals_queued_by_customer): an `= ANY` of
+     * both keys let the planner walk the organisation's whole signal table.
+     */
+    const queuedUnder = (organizationId: string, key: string) =>
+      findAll(
+        ClaimedSignal,
+        sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
+                   composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+            FROM signals
+            WHERE status = 'QUEUED' AND organization_id = ${organizationId}
+              AND coalesce(customer_id, 'ext:' || external_id) = ${key}
+            ORDER BY id LIMIT ${MAX_QUEUED}`
+      )
+
     const queuedOf = (customer: Customer) =>
       Effect.map(
-        findAll(
-          ClaimedSignal,
-          sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                     composite_value, member, body, coalesce(occurred_at, received_at) AS moment
-              FROM signals
-              WHERE status = 'QUEUED' AND organization_id = ${customer.organizationId}
-                AND coalesce(customer_id, 'ext:' || external_id) = ANY(${
-            customer.externalId === null ? [customer.id] : [customer.id, `ext:${customer.externalId}`]
-          }::text[])
-              ORDER BY id LIMIT ${MAX_QUEUED}`
-        ),
-        (records) => {
+        Effect.all([
+          queuedUnder(customer.organizationId, customer.id),
+          customer.externalId === null ? Effect.succeed([]) : queuedUnder(customer.organizationId, `ext:${customer.externalId}`)
+        ]),
+        ([byId, byExternalId]) => {
+          const records = [...byId, ...byExternalId].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, MAX_QUEUED)
           const decoded: Array<DecodedSignal> = []
           for (const record of records) {
             try {

@@ -74,9 +74,11 @@ export const quickRead = (
     findAll(
       QuickRow,
       sql`SELECT c.organization_id, c.id, c.external_id, c.archived_at,
-            EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED' AND s.organization_id = c.organization_id
-                      AND coalesce(s.customer_id, 'ext:' || s.external_id) = ANY(ARRAY[c.id, 'ext:' || c.external_id])
-                   ) AS has_queued,
+            (EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED' AND s.organization_id = c.organization_id
+                       AND coalesce(s.customer_id, 'ext:' || s.external_id) = c.id)
+             OR c.external_id IS NOT NULL AND EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED'
+                       AND s.organization_id = c.organization_id
+                       AND coalesce(s.customer_id, 'ext:' || s.external_id) = 'ext:' || c.external_id)) AS has_queued,
             (SELECT coalesce(json_agg(json_build_object('id', r.id, 'meter', r.meter, 'targetId', r.target_id,
                                                         'amount', r.amount::text)), '[]')
              FROM reservations r WHERE r.organization_id = c.organization_id AND r.customer_id = c.id
