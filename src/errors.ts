@@ -224,6 +224,11 @@ export class UsageAlreadyReversed extends Data.TaggedError("UsageAlreadyReversed
 /** The usage-log row's split, or its ended cycle's record, is not known, so it cannot be reversed exactly. */
 export class UsageNotReversible extends Data.TaggedError("UsageNotReversible")<Message> {}
 
+// Spend holds
+
+/** No spend hold with that id in the workspace. */
+export class ReservationNotFound extends Data.TaggedError("ReservationNotFound")<Message> {}
+
 // Webhooks
 
 /** No live webhook endpoint with that id in the workspace. */
@@ -319,6 +324,7 @@ export type ServiceError =
   | UsageRowIsReversal
   | UsageAlreadyReversed
   | UsageNotReversible
+  | ReservationNotFound
   | WebhookEndpointNotFound
   | WebhookEndpointRemoved
   | WebhookEndpointDisabled
@@ -410,6 +416,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   CompositeIncomplete: 422,
   SignalNotFound: 404,
   SignalAlreadyProcessed: 409,
+  ReservationNotFound: 404,
   UsageRowNotFound: 404,
   UsageRowIsReversal: 409,
   UsageAlreadyReversed: 409,

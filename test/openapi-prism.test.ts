@@ -221,6 +221,14 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /signal/usage-log", {}, { query: `customerId=${id}&meter=CREDIT&limit=5` })
     await valid("POST /signal/usage-log/lookup", {}, { body: { ids: ["ulg_unknown"] } })
     await valid("POST /signal/usage-log/{id}/reverse", { id: "usg_unknown" }, { body: { reason: "sent twice" } })
+    const held = await resultOf(valid("POST /entitlements/check", {}, {
+      body: { customerId: id, meter: "CREDIT", agentKey: "chat", usage, reserve: { ttlSeconds: 60 } }
+    }), 200)
+    await valid("POST /entitlements/check", {}, { body: { externalId, meter: "WALLET", usage } })
+    await valid("GET /customers/{id}/entitlements", { id })
+    await valid("GET /reservations/{id}", { id: held.reservationId ?? "rsv_unknown" })
+    await valid("POST /reservations/{id}/release", { id: held.reservationId ?? "rsv_unknown" })
+    await valid("POST /reservations/{id}/release", { id: "rsv_unknown" })
 
     await valid("GET /invoices", {}, { query: `customerId=${id}` })
     const invoices = (await resultOf(valid("GET /invoices", {}, { query: "limit=1" }), 200)).invoices as Array<any>

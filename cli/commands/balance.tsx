@@ -1,12 +1,20 @@
 import type { Command } from "commander"
-import { BigDecimal, Effect } from "effect"
+import { BigDecimal, Effect, Layer, Schema } from "effect"
 import { Balances, CurrentPlan, CustomerBalances } from "../../src/billing/Balances.ts"
+import { Reservation } from "../../src/entitlements/Entitlement.ts"
+import { Entitlements } from "../../src/entitlements/Entitlements.ts"
+import { Box } from "../ui/ink.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { encode, organizationOf, runnerOn } from "../run.ts"
 import { customerIdOf, withCustomer } from "../customerRef.ts"
 import { BillingCommandServices } from "../commandServices.ts"
 
 const run = runnerOn(BillingCommandServices)
+/** `balance show` also lists the customer's active spend holds. */
+const runShow = runnerOn(Layer.merge(BillingCommandServices, Entitlements.Default))
+
+/** The balances with the customer's active holds (`POST /entitlements/check` with `reserve`). */
+const BalancesWithHolds = Schema.Struct({ ...CustomerBalances.fields, holds: Schema.Array(Reservation) })
 
 interface CustomerOptions {
   readonly json?: boolean
@@ -17,34 +25,49 @@ interface CustomerOptions {
 export const registerBalance = (program: Command) => {
   const balance = program.command("balance").description("a customer's balances and current plan")
 
-  withCustomer(balance.command("show").description("the customer's balances"))
+  withCustomer(balance.command("show").description("the customer's balances and active spend holds"))
     .action((id: string | undefined, options: CustomerOptions) =>
-      run(
+      runShow(
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
           const customerId = yield* customerIdOf(organizationId, id, options.externalId)
-          return yield* Effect.flatMap(Balances, (balances) => balances.balances(organizationId, customerId))
+          const balances = yield* Effect.flatMap(Balances, (balances) => balances.balances(organizationId, customerId))
+          const holds = yield* Effect.flatMap(Entitlements, (entitlements) => entitlements.activeHolds(organizationId, customerId))
+          return { ...balances, holds }
         }),
         {
-          json: encode(CustomerBalances),
+          json: encode(BalancesWithHolds),
           view: (b) => (
-            <Table
-              title={`Balances of ${b.customerId}: wallet ${BigDecimal.format(b.wallet.balance)} USD`}
-              columns={[
-                { header: "KIND", value: (row) => row.kind },
-                { header: "NAME", value: (row) => row.name },
-                { header: "GRANTED", value: (row) => row.granted, align: "right" },
-                { header: "REMAINING", value: (row) => row.remaining, align: "right" }
-              ]}
-              rows={[
-                ...b.credits.map((c) => ({ kind: "credit", name: c.creditName, granted: c.granted, remaining: c.remaining })),
-                ...b.outcomes.map((o) => ({ kind: "outcome", name: o.outcomeName, granted: o.granted, remaining: o.remaining })),
-                ...b.units.map((u) => ({ kind: "unit", name: u.unitName, granted: u.granted, remaining: u.remaining })),
-                ...b.composites.map((c) => ({ kind: "composite", name: c.name, granted: c.granted, remaining: c.remaining }))
-              ].map((row) => ({ ...row, granted: BigDecimal.format(row.granted), remaining: BigDecimal.format(row.remaining) }))}
-              footer={b.hasPlan ? undefined : "no active plan"}
-            />
+            <Box flexDirection="column">
+              <Table
+                title={`Balances of ${b.customerId}: wallet ${BigDecimal.format(b.wallet.balance)} USD`}
+                columns={[
+                  { header: "KIND", value: (row) => row.kind },
+                  { header: "NAME", value: (row) => row.name },
+                  { header: "GRANTED", value: (row) => row.granted, align: "right" },
+                  { header: "REMAINING", value: (row) => row.remaining, align: "right" }
+                ]}
+                rows={[
+                  ...b.credits.map((c) => ({ kind: "credit", name: c.creditName, granted: c.granted, remaining: c.remaining })),
+                  ...b.outcomes.map((o) => ({ kind: "outcome", name: o.outcomeName, granted: o.granted, remaining: o.remaining })),
+                  ...b.units.map((u) => ({ kind: "unit", name: u.unitName, granted: u.granted, remaining: u.remaining })),
+                  ...b.composites.map((c) => ({ kind: "composite", name: c.name, granted: c.granted, remaining: c.remaining }))
+                ].map((row) => ({ ...row, granted: BigDecimal.format(row.granted), remaining: BigDecimal.format(row.remaining) }))}
+                footer={b.hasPlan ? undefined : "no active plan"}
+              />
+              <Table
+                title="Active holds"
+                columns={[
+                  { header: "ID", value: (hold) => hold.id },
+                  { header: "METER", value: (hold) => hold.meter },
+                  { header: "TARGET", value: (hold) => hold.targetId ?? "wallet" },
+                  { header: "AMOUNT", value: (hold) => BigDecimal.format(hold.amount), align: "right" },
+                  { header: "EXPIRES", value: (hold) => hold.expiresAt.toISOString() }
+                ]}
+                rows={b.holds}
+              />
+            </Box>
           )
         }
       )

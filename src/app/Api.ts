@@ -21,6 +21,7 @@ import { UsageApi } from "../usage/UsageApi.ts"
 import { UnitsApi } from "../units/UnitsApi.ts"
 import { CompositesApi } from "../composites/CompositesApi.ts"
 import { PlansApi } from "../plans/PlansApi.ts"
+import { EntitlementsApi } from "../entitlements/EntitlementsApi.ts"
 
 export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(CustomersApi))
@@ -35,7 +36,8 @@ export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(CompositesApi))
   .add(authenticated(PlansApi))
   .add(authenticated(SignalsApi))
-  .add(authenticated(UsageApi)))
+  .add(authenticated(UsageApi))
+  .add(authenticated(EntitlementsApi)))
   .prefix(apiPrefix)
   .annotate(OpenApi.Title, "Usage metering and billing API")
   .annotate(OpenApi.Version, "1")

@@ -33,6 +33,7 @@ import { UnitsHttpLive } from "../units/UnitsHttp.ts"
 import { CompositesHttpLive } from "../composites/CompositesHttp.ts"
 import { PlansHttpLive } from "../plans/PlansHttp.ts"
 import { SignalsHttpLive } from "../signals/SignalsHttp.ts"
+import { EntitlementsHttpLive } from "../entitlements/EntitlementsHttp.ts"
 import { UsageHttpLive } from "../usage/UsageHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
@@ -94,7 +95,7 @@ const requestLogging = (log: RequestLog.RequestLogger) =>
     })
   )
 
-const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive)
+const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive, EntitlementsHttpLive)
 
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(RoutesLive),

@@ -15,6 +15,7 @@ import { BillingLive } from "./BillingLive.ts"
 import { withArrivalsAnswered } from "./CustomersLive.ts"
 import { Composites } from "../composites/Composites.ts"
 import { Credits } from "../credits/Credits.ts"
+import { Entitlements } from "../entitlements/Entitlements.ts"
 import { MigratedDatabaseLive } from "../db/Migrations.ts"
 import { Models } from "../models/Models.ts"
 import { OperationsStatus } from "../operations/Status.ts"
@@ -57,7 +58,8 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   UsageLog.Default,
   Reversals.Default,
   OperationsStatus.Default,
-  PortalView.Default
+  PortalView.Default,
+  Entitlements.Default
 ))
 
 /** The services on the environment's database. */

@@ -180,6 +180,27 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       })
 
     /**
+     * The wallets of `keys` as committed, neither locked nor created (a
+     * missing wallet is absent: balance 0): what a spend check reads.
+     */
+    const readWallets = Effect.fn("Ledger.readWallets")(function*(keys: ReadonlyArray<CustomerKey>) {
+        const read = new Map<string, LockedWallet>()
+        if (keys.length === 0) return read
+        const { customers, organizations } = keyColumns(keys)
+        const rows = yield* findAll(
+          LockedWallet,
+          sql`SELECT w.organization_id, w.customer_id, c.external_id, w.balance, w.reserved_balance,
+                     w.low_balance_alert_usd, w.recurring_grant_usd
+              FROM wallets w
+              JOIN customers c ON c.organization_id = w.organization_id AND c.id = w.customer_id
+              WHERE (w.organization_id, w.customer_id) IN (
+                SELECT * FROM unnest(${organizations}::text[], ${customers}::text[]))`
+        )
+        for (const row of rows) read.set(customerKey(row), row)
+        return read
+      })
+
+    /**
      * Posts to wallets that the caller locked with `lockWallets` (the map is
      * kept current): one ledger row a posting, each wallet written once, and
      * the webhook events of every change. Postings apply in the order given.
@@ -361,6 +382,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
 
     return {
       lockWallets,
+      readWallets,
       postToWallets,
       moveWallet,
       moveBalances,

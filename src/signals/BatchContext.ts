@@ -53,6 +53,8 @@ export interface DecodedSignal {
     readonly agentKey?: string
     readonly usage?: Usage
     readonly quantity?: Decimal
+    /** The spend hold the signal settles, when it names one. */
+    readonly reservationId?: string
   }
 }
 
@@ -228,9 +230,24 @@ export interface BatchContext {
   readonly wallets: Map<string, LockedWallet>
 }
 
-export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signals: ReadonlyArray<DecodedSignal>) =>
+/**
+ * How the context is read: `lock` (the drain's) locks what the batch will
+ * move and creates missing wallets; without it (a spend check, which must not
+ * write nor wait on the drain) the same rows are only read, as committed.
+ */
+export interface LoadOptions {
+  readonly lock: boolean
+}
+
+export const loadBatchContext = (
+  sql: SqlClient.SqlClient,
+  ledger: Ledger,
+  signals: ReadonlyArray<DecodedSignal>,
+  options: LoadOptions = { lock: true }
+) =>
   Effect.gen(function*() {
     const records = signals.map((signal) => signal.record)
+    const locked = (clause: string) => sql.literal(options.lock ? clause : "")
 
     // Customers: by id, and the active holder of each externalId.
     const byId = pairs(records.flatMap((r) => (r.customerId === null ? [] : [[r.organizationId, r.customerId] as const])))
@@ -256,7 +273,7 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
     }
     // An externalId nobody holds yet: take the lock `requeuePendingSignals` takes and look again,
     // so a customer taking that externalId right now is either seen here or requeues the signal.
-    for (let i = 0; i < byExternal.size; i++) {
+    for (let i = 0; options.lock && i < byExternal.size; i++) {
       const organizationId = byExternal.organizations[i]!
       const externalId = byExternal.keys[i]!
       if (externalMap.has(scoped(organizationId, externalId))) continue
@@ -279,14 +296,14 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
       sql`SELECT organization_id, id, customer_id, cycle_index, period_start, period_end, snapshot
           FROM purchases WHERE status = 'ACTIVE' AND (organization_id, customer_id) IN (
             SELECT * FROM unnest(${live.organizations}::text[], ${live.keys}::text[]))
-          ORDER BY organization_id, id FOR NO KEY UPDATE`
+          ORDER BY organization_id, id ${locked("FOR NO KEY UPDATE")}`
     )
     const purchasePairs = pairs(purchases.map((p) => [p.organizationId, p.id] as const))
     const balances = purchasePairs.size === 0 ? [] : yield* findAll(
       Balance,
       sql`SELECT organization_id, purchase_id, component_id, remaining, cycle_quantity FROM purchase_balances WHERE (organization_id, purchase_id) IN (
             SELECT * FROM unnest(${purchasePairs.organizations}::text[], ${purchasePairs.keys}::text[]))
-          ORDER BY organization_id, purchase_id, component_id FOR UPDATE`
+          ORDER BY organization_id, purchase_id, component_id ${locked("FOR UPDATE")}`
     )
     const purchaseOf = new Map<string, PurchaseContext>()
     const activeOf = new Map<string, typeof Purchase.Type>()
@@ -367,7 +384,7 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
                 ON e.organization_id = v.organization_id AND e.customer_id = v.customer_id
                AND e.period_start <= v.moment AND v.moment < e.period_end)
             ORDER BY c.organization_id, c.purchase_id, c.cycle_index
-            FOR UPDATE OF c`
+            ${locked("FOR UPDATE OF c")}`
       )
       const endedKey = (organizationId: string, purchaseId: string, cycleIndex: number) =>
         `${organizationId}/${purchaseId}/${cycleIndex}`
@@ -386,7 +403,7 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
             WHERE (organization_id, purchase_id, cycle_index) IN (
               SELECT * FROM unnest(${ended.map((c) => c.organizationId)}::text[], ${ended.map((c) => c.purchaseId)}::text[],
                                    ${ended.map((c) => c.cycleIndex)}::int[]))
-            ORDER BY organization_id, purchase_id, cycle_index, component_id FOR UPDATE`
+            ORDER BY organization_id, purchase_id, cycle_index, component_id ${locked("FOR UPDATE")}`
       )
       for (const row of cycleRows) {
         endedContexts.get(endedKey(row.organizationId, row.purchaseId, row.cycleIndex))?.balances.set(row.componentId, {
@@ -433,7 +450,9 @@ export const loadBatchContext = (sql: SqlClient.SqlClient, ledger: Ledger, signa
         walletKeys.set(scoped(customer.organizationId, customer.id), { organizationId: customer.organizationId, customerId: customer.id })
       }
     }
-    const wallets = yield* ledger.lockWallets([...walletKeys.values()])
+    const wallets = options.lock
+      ? yield* ledger.lockWallets([...walletKeys.values()])
+      : yield* ledger.readWallets([...walletKeys.values()])
 
     // The catalogue the signals name.
     const agentKeys = (route: SignalRecord["route"]) =>

@@ -80,7 +80,7 @@ const RunId = Schema.String.pipe(
 
 const maxQuantity = BigDecimal.fromBigInt(10_000_000n)
 
-const Quantity = MoneyInput.pipe(
+export const Quantity = MoneyInput.pipe(
   Schema.filter((q) => BigDecimal.isPositive(q) || "must be above 0"),
   Schema.filter((q) => BigDecimal.lessThanOrEqualTo(q, maxQuantity) || "must be at most 10,000,000", {
     jsonSchema: {
@@ -146,6 +146,27 @@ export const SignalTimestamp = Schema.String.pipe(
   )
 )
 
+/** The id of a spend hold (`POST /entitlements/check` with `reserve`), as that answer gave it. */
+export const ReservationId = Schema.String.pipe(
+  Schema.pattern(/^rsv_[0-9A-Za-z]{1,64}$/, {
+    message: () => "must be a reservationId as POST /entitlements/check answered it (rsv_ and letters or digits)"
+  })
+)
+
+/**
+ * `reservationId` on the routes that charge: the signal settles that hold
+ * when it is priced (its real cost charged, the hold released). A hold that
+ * is unknown, another customer's, already ended or expired is ignored and the
+ * signal is priced as usual.
+ */
+const settles = {
+  reservationId: Schema.optional(ReservationId).annotations({
+    description: "A hold of this customer made by `POST /entitlements/check` with `reserve`: pricing this signal " +
+      "charges its real cost and releases the hold (once; a hold that is unknown, another customer's, already " +
+      "settled, released or expired is ignored and the signal is priced as usual)."
+  })
+}
+
 /** Who a signal is for and the optional fields every route shares. */
 const common = {
   customerId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).annotations({
@@ -168,6 +189,7 @@ const common = {
 
 export const CreditSignal = Schema.Struct({
   ...common,
+  ...settles,
   agentKey: AgentKeyField,
   usage: Usage,
   composite: Schema.optional(CompositeTag)
@@ -183,11 +205,13 @@ export const OutcomeStepSignal = Schema.Struct({
 
 export const OutcomeCompleteSignal = Schema.Struct({
   ...common,
+  ...settles,
   runId: RunId
 }).annotations({ ...strict, ...namesCustomer })
 
 export const UnitSignal = Schema.Struct({
   ...common,
+  ...settles,
   agentKey: AgentKeyField,
   quantity: Schema.optional(Quantity),
   composite: Schema.optional(CompositeTag)
@@ -195,6 +219,7 @@ export const UnitSignal = Schema.Struct({
 
 export const WalletSignal = Schema.Struct({
   ...common,
+  ...settles,
   usage: Usage
 }).annotations({ ...strict, ...namesCustomer })
 
@@ -215,6 +240,8 @@ export interface SignalInput {
   readonly composite?: CompositeTag | undefined
   /** When the usage happened (ISO 8601 with a zone offset); the moment of intake when left out. */
   readonly timestamp?: string | undefined
+  /** The spend hold this signal settles. */
+  readonly reservationId?: string | undefined
 }
 
 /** The schema of each route's body, to re-decode what the inbox kept. */

@@ -30,9 +30,9 @@ import { DatabaseConfig } from "../config.ts"
 import { faultOf, transientBackoff } from "../db/Faults.ts"
 import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
-import { currentTimeMillis } from "../time.ts"
+import { currentTime, currentTimeMillis } from "../time.ts"
 import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
-import { type Decimal, toSql, ZERO } from "../money.ts"
+import { toSql, ZERO } from "../money.ts"
 import { Timestamp } from "../schema.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { faultPoint } from "../Fault.ts"
@@ -49,18 +49,9 @@ import {
   type SignalRecord
 } from "./BatchContext.ts"
 import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/meters/Context.ts"
-import {
-  meterCompositeOccurrence,
-  meterCredit,
-  type Metered,
-  meterOutcomeCompletion,
-  meterOutcomeStep,
-  meterUnit,
-  meterWallet,
-  type Priced,
-  type ResolvedTag
-} from "../pricing/meters/Meters.ts"
-import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember, UnknownTarget } from "../errors.ts"
+import type { Priced } from "../pricing/meters/Meters.ts"
+import { meterSignal, type RunCosts, tagOf } from "./MeterSignal.ts"
+import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { type CycleKey, refreshDrafts } from "../billing/DraftInvoices.ts"
@@ -68,6 +59,7 @@ import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import { inboxRowOf, momentAt } from "./InboxRow.ts"
 import type { SignalInput } from "./Signal.ts"
 import { insertSignals } from "./InboxWriter.ts"
+import { type Settlement, settleReservations } from "./Settlements.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -153,6 +145,8 @@ interface Writes {
   readonly postings: Array<WalletPosting>
   /** The ended cycles late signals moved, for refreshDrafts. */
   readonly endedCycles: Map<string, CycleKey>
+  /** The spend holds priced signals settle (src/signals/Settlements.ts). */
+  readonly settlements: Array<Settlement>
 }
 
 const usageRow = (
@@ -483,55 +477,6 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       return Either.right(context.customerByExternalId(signal.organizationId, signal.externalId ?? "") ?? null)
     }
 
-    const tagOf = (signal: SignalRecord, context: BatchContext): ResolvedTag | undefined => {
-      if (signal.compositeRef === null || signal.compositeValue === null) return undefined
-      const composite = context.catalogue(signal.organizationId).composite(signal.compositeRef)
-      return composite === undefined ? undefined : { composite, value: signal.compositeValue }
-    }
-
-    /** Step costs priced earlier in this batch, by run, for the completions that follow them. */
-    type RunCosts = Map<string, Decimal>
-
-    const meter = (
-      { body, record: signal }: DecodedSignal,
-      customer: CustomerContext,
-      context: BatchContext,
-      runCosts: RunCosts
-    ): Metered => {
-      const catalogue = context.catalogue(signal.organizationId)
-      const tag = tagOf(signal, context)
-      switch (signal.route) {
-        case "CREDIT":
-          return meterCredit({ agentKey: body.agentKey!, usage: body.usage!, runId: signal.runId, tag }, customer, catalogue)
-        case "OUTCOME":
-          return meterOutcomeStep({ agentKey: body.agentKey!, usage: body.usage ?? null, tag }, customer, catalogue)
-        case "OUTCOME_COMPLETE": {
-          const runId = signal.runId ?? ""
-          const earlier = runCosts.get(`${customer.organizationId}/${customer.customerId}/${runId}`) ?? ZERO
-          return meterOutcomeCompletion({
-            runId,
-            outcome: context.run(signal.organizationId, runId),
-            stepsCost: BigDecimal.sum(context.runCost(signal.organizationId, customer.customerId, runId), earlier)
-          }, customer)
-        }
-        case "UNIT":
-          return meterUnit({ agentKey: body.agentKey!, quantity: body.quantity, tag }, customer, catalogue)
-        case "WALLET":
-          return meterWallet({ usage: body.usage!, tag }, customer, catalogue)
-        case "COMPOSITE_COMPLETE": {
-          const occurrence = context.occurrence(signal.organizationId, signal.id)
-          if (occurrence === undefined) {
-            return Either.left(new UnknownTarget({ message: `Composite occurrence of signal ${signal.id} not found` }))
-          }
-          return meterCompositeOccurrence({
-            composite: { id: occurrence.compositeId, name: occurrence.compositeName, refId: occurrence.refId },
-            value: occurrence.value,
-            custom: occurrence.custom
-          }, customer)
-        }
-      }
-    }
-
     /**
      * Prices one signal against the in-memory state and records what it
      * writes; the state moves only when the signal is billed.
@@ -574,7 +519,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       }
       const purchase = cycle.purchase
       const signalState: CustomerContext = purchase === state.purchase ? state : { ...state, purchase }
-      const metered = meter(signal, signalState, context, runCosts)
+      const metered = meterSignal(signal, signalState, context, runCosts)
       if (Either.isLeft(metered)) {
         return refused(metered.left)
       }
@@ -608,6 +553,15 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       if (priced.entry.meter === "OUTCOME_STEP" && record.runId !== null) {
         const runKey = `${record.organizationId}/${customer.id}/${record.runId}`
         runCosts.set(runKey, BigDecimal.sum(runCosts.get(runKey) ?? ZERO, priced.entry.providerCost))
+      }
+      if (signal.body.reservationId !== undefined) {
+        writes.settlements.push({
+          organizationId: record.organizationId,
+          reservationId: signal.body.reservationId,
+          customerId: customer.id,
+          signalId: record.id,
+          usageLogId
+        })
       }
       return { _tag: "Processed", customerId: customer.id, usageLogId }
     }
@@ -689,7 +643,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         const context = yield* loadBatchContext(sql, ledger, decoded)
         const customers = new Map<string, CustomerContext>()
         const runCosts: RunCosts = new Map()
-        const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [], endedCycles: new Map() }
+        const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [], endedCycles: new Map(), settlements: [] }
         const joins: Array<readonly [SignalRecord, string]> = []
         let waiting = 0
         for (const signal of decoded) {
@@ -717,6 +671,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         yield* ledger.addSpent(writes.spent)
         yield* ledger.postToWallets(context.wallets, writes.postings)
         yield* insertRows(sql, "usage_log", writes.usageRows)
+        yield* settleReservations(sql, writes.settlements, yield* currentTime)
         // Late usage of a cycle still inside its grace period changes that cycle's DRAFT invoice.
         if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)

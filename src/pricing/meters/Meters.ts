@@ -211,6 +211,8 @@ export interface OutcomeCompletionInput {
   readonly outcome: { readonly outcomeId: string; readonly outcomeName: string; readonly agentKey: string } | undefined
   /** The provider cost of the run's step signals. */
   readonly stepsCost: Decimal
+  /** Outcomes consumed: 1 for a completed run; a spend check may ask about more at once. */
+  readonly quantity?: Decimal
 }
 
 /** A completed run consumes one outcome at pricePerOutcome. */
@@ -222,12 +224,13 @@ export const meterOutcomeCompletion = (input: OutcomeCompletionInput, context: C
     }
     const purchase = yield* activePurchase(context)
     const by = yield* billedBy(purchase, "OUTCOME", target.outcomeId, target.agentKey, undefined)
+    const quantity = input.quantity ?? ONE
     const draw = by === "DIRECT"
       ? yield* drawAllowance(purchase, {
         organizationId: context.organizationId,
         kind: "OUTCOME",
         targetId: target.outcomeId,
-        quantity: ONE
+        quantity
       })
       : null
     return priced({
@@ -236,7 +239,7 @@ export const meterOutcomeCompletion = (input: OutcomeCompletionInput, context: C
       entitlementName: target.outcomeName,
       agentKey: target.agentKey,
       usage: null,
-      quantity: ONE,
+      quantity,
       providerCost: input.stepsCost,
       customerCost: draw?.customerCost ?? ZERO,
       billingMode: draw?.billingMode ?? "COMPOSITE",

@@ -1,0 +1,403 @@
+/**
+ * Spend control in real time (issue 26, parts 2 and 3).
+ *
+ * `check` answers whether a customer may spend now: the committed balance,
+ * what its queued, not yet priced signals will take (`pending`, priced in
+ * memory by the drain's own meters, SpendState.ts) and its active holds. A
+ * check without `reserve` only reads: no transaction, no lock, no write.
+ *
+ * With `reserve`, an allowed check holds an amount of the balance until a
+ * signal carrying its `reservationId` settles it (signals/Settlements.ts), it
+ * is released, or it expires. Reserving checks of one customer are
+ * serialised by a transaction-scoped advisory lock taken before anything is
+ * read, in the transaction that inserts the hold: the second of two racing
+ * checks reads the first one's hold, so two agents racing for the last credit
+ * cannot both be allowed.
+ *
+ * Reads come in an order that can only over-count when the drain commits
+ * between them: queued signals, then holds, then balances. A signal priced in
+ * between is then seen both queued and charged (the check is stricter for
+ * that instant), never in neither.
+ */
+import { SqlClient } from "@effect/sql"
+import { BigDecimal, Effect, Schema } from "effect"
+import { dieOnSqlError, findAll, orDie } from "../db/Sql.ts"
+import { CustomerNotFound, ReservationNotFound } from "../errors.ts"
+import { makeId } from "../ids.ts"
+import { type CustomerRef, namedCustomer } from "../customers/Customer.ts"
+import { Ledger } from "../ledger/Ledger.ts"
+import { toSql, ZERO } from "../money.ts"
+import { Money, Timestamp } from "../schema.ts"
+import { ClaimedSignal, type Customer, decodeSignal, type DecodedSignal, loadBatchContext } from "../signals/BatchContext.ts"
+import { currentTime } from "../time.ts"
+import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
+import {
+  type CheckRequest,
+  type CheckResult,
+  type CustomerEntitlements,
+  type ReleaseResult,
+  type Reservation
+} from "./Entitlement.ts"
+import { quickRead } from "./QuickRead.ts"
+import { balanceKey, countedHolds, type Hold, judge, simulateQueued } from "./SpendState.ts"
+
+/**
+ * The most queued signals of one customer a check prices. A customer further
+ * behind than this has a worker that is not keeping up; the check then counts
+ * the oldest MAX_QUEUED (and says so in docs/entitlements.md).
+ */
+export const MAX_QUEUED = 10_000
+
+const CustomerRow = Schema.Struct({
+  organizationId: Schema.String,
+  id: Schema.String,
+  externalId: Schema.NullOr(Schema.String),
+  archivedAt: Schema.NullOr(Timestamp)
+})
+
+const HoldRow = Schema.Struct({
+  id: Schema.String,
+  meter: Schema.Literal("CREDIT", "OUTCOME", "UNIT", "WALLET"),
+  targetId: Schema.NullOr(Schema.String),
+  amount: Money
+})
+
+const ReservationRow = Schema.Struct({
+  id: Schema.String,
+  customerId: Schema.String,
+  meter: Schema.Literal("CREDIT", "OUTCOME", "UNIT", "WALLET"),
+  targetId: Schema.NullOr(Schema.String),
+  amount: Money,
+  status: Schema.Literal("HELD", "SETTLED", "RELEASED"),
+  createdAt: Timestamp,
+  expiresAt: Timestamp,
+  endedAt: Schema.NullOr(Timestamp),
+  signalId: Schema.NullOr(Schema.String),
+  usageLogId: Schema.NullOr(Schema.String)
+})
+type ReservationRow = typeof ReservationRow.Type
+
+const BalanceTotals = Schema.Struct({
+  componentId: Schema.String,
+  granted: Money,
+  used: Money,
+  remaining: Money
+})
+
+/** A HELD row whose time has passed is reported EXPIRED: it released itself. */
+const reservationOf = (row: ReservationRow, now: Date): Reservation => ({
+  ...row,
+  status: row.status === "HELD" && row.expiresAt.getTime() <= now.getTime() ? "EXPIRED" : row.status
+})
+
+/** The route a probe of the check's meter takes, so the batch loader reads what that meter needs. */
+const probeRoute = { CREDIT: "CREDIT", OUTCOME: "OUTCOME", UNIT: "UNIT", WALLET: "WALLET" } as const
+
+export class Entitlements extends Effect.Service<Entitlements>()("Entitlements", {
+  dependencies: [Ledger.Default],
+  effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const ledger = yield* Ledger
+
+    const customerOf = (organizationId: string, ref: CustomerRef) =>
+      Effect.gen(function*() {
+        const named = yield* namedCustomer(ref)
+        const rows = yield* findAll(
+          CustomerRow,
+          named._tag === "ById"
+            ? sql`SELECT organization_id, id, external_id, archived_at FROM customers
+                  WHERE organization_id = ${organizationId} AND id = ${named.customerId}`
+            : sql`SELECT organization_id, id, external_id, archived_at FROM customers
+                  WHERE organization_id = ${organizationId} AND external_id = ${named.externalId} AND archived_at IS NULL`
+        )
+        const found = rows[0]
+        if (found === undefined) {
+          return yield* new CustomerNotFound({
+            message: named._tag === "ById"
+              ? `Customer ${named.customerId} not found`
+              : `No active customer has externalId ${named.externalId}`
+          })
+        }
+        return found
+      })
+
+    /**
+     * The customer's queued signals under each of its keys (its id, and the
+     * externalId it holds), in send order. One equality per key, as the
+     * drain's claim reads them (signals_queued_by_customer): an `= ANY` of
+     * both keys let the planner walk the organisation's whole signal table.
+     */
+    const queuedUnder = (organizationId: string, key: string) =>
+      findAll(
+        ClaimedSignal,
+        sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
+                   composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+            FROM signals
+            WHERE status = 'QUEUED' AND organization_id = ${organizationId}
+              AND coalesce(customer_id, 'ext:' || external_id) = ${key}
+            ORDER BY id LIMIT ${MAX_QUEUED}`
+      )
+
+    const queuedOf = (customer: Customer) =>
+      Effect.map(
+        Effect.all([
+          queuedUnder(customer.organizationId, customer.id),
+          customer.externalId === null ? Effect.succeed([]) : queuedUnder(customer.organizationId, `ext:${customer.externalId}`)
+        ]),
+        ([byId, byExternalId]) => {
+          const records = [...byId, ...byExternalId].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, MAX_QUEUED)
+          const decoded: Array<DecodedSignal> = []
+          for (const record of records) {
+            try {
+              decoded.push(decodeSignal(record))
+            } catch {
+              // A body that no longer decodes fails at the worker (500) and takes nothing.
+            }
+          }
+          return decoded
+        }
+      )
+
+    const holdsOf = (organizationId: string, customerId: string, now: Date) =>
+      findAll(
+        HoldRow,
+        sql`SELECT id, meter, target_id, amount FROM reservations
+            WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND status = 'HELD'
+              AND expires_at > ${now}`
+      )
+
+    /**
+     * Everything a check reads, in the order that can only over-count (see
+     * the module's comment), and the queued signals priced in memory.
+     */
+    const stateOf = (
+      customer: Customer,
+      probes: ReadonlyArray<DecodedSignal["body"]>,
+      route: DecodedSignal["record"]["route"],
+      now: Date
+    ) =>
+      Effect.gen(function*() {
+        const queued = yield* queuedOf(customer)
+        const holds: ReadonlyArray<Hold> = yield* holdsOf(customer.organizationId, customer.id, now)
+        // The check's own request rides along as more signals, so its catalogue and models are read with the rest.
+        const probeSignals = probes.map((probe): DecodedSignal => ({
+          record: {
+            organizationId: customer.organizationId,
+            id: "check",
+            messageId: "check",
+            route,
+            customerId: customer.id,
+            externalId: null,
+            runId: null,
+            compositeRef: null,
+            compositeValue: null,
+            member: null,
+            body: probe,
+            moment: now
+          },
+          body: probe
+        }))
+        const context = yield* loadBatchContext(sql, ledger, [...queued, ...probeSignals], { lock: false })
+        return { context, holds, simulated: simulateQueued(context, customer, queued) }
+      })
+
+    /**
+     * The state a check is judged on: one statement when the customer has no
+     * queued signal (QuickRead.ts), else the batch loader over its queue.
+     */
+    const checkState = (organizationId: string, request: CheckRequest, now: Date) =>
+      Effect.gen(function*() {
+        const named = yield* namedCustomer(request)
+        const models = [request.usage?.model, request.reserve?.usage?.model].filter((model) => model !== undefined)
+        const quick = yield* quickRead(sql, organizationId, named, request.agentKey, models, now)
+        if (quick === undefined) {
+          return yield* new CustomerNotFound({
+            message: named._tag === "ById"
+              ? `Customer ${named.customerId} not found`
+              : `No active customer has externalId ${named.externalId}`
+          })
+        }
+        if (!quick.hasQueued) {
+          return { context: quick.context, holds: quick.holds, simulated: simulateQueued(quick.context, quick.customer, []) }
+        }
+        const agentKey = request.agentKey === undefined ? {} : { agentKey: request.agentKey }
+        // A hold priced from a usage of its own needs that model's rates read too.
+        const probes = [
+          { ...agentKey, ...(request.usage === undefined ? {} : { usage: request.usage }) },
+          ...(request.reserve?.usage === undefined ? [] : [{ ...agentKey, usage: request.reserve.usage }])
+        ]
+        return yield* stateOf(quick.customer, probes, probeRoute[request.meter], now)
+      })
+
+    const answer = (organizationId: string, request: CheckRequest, reserving: boolean) =>
+      Effect.gen(function*() {
+        const now = yield* currentTime
+        let state = yield* checkState(organizationId, request, now)
+        if (reserving) {
+          // Serialises this customer's reserving checks until the hold commits (or the refusal ends the
+          // transaction), then reads again: what a check that held the lock before this one committed.
+          yield* orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${`reservations/${state.simulated.customer.id}`}))`)
+          state = yield* checkState(organizationId, { ...request, customerId: state.simulated.customer.id }, now)
+        }
+        const { context, holds, simulated } = state
+        const customer = simulated.customer
+        const judgement = yield* judge(simulated, context, holds, request)
+        let reservationId: string | null = null
+        let expiresAt: Date | null = null
+        if (reserving && judgement.allowed && judgement.holdAmount !== null && BigDecimal.isPositive(judgement.holdAmount)) {
+          reservationId = makeId("rsv")
+          expiresAt = new Date(now.getTime() + request.reserve!.ttlSeconds * 1000)
+          yield* orDie(sql`INSERT INTO reservations
+              (organization_id, id, customer_id, meter, target_id, amount, status, created_at, expires_at)
+            VALUES (${organizationId}, ${reservationId}, ${customer.id}, ${request.meter}, ${judgement.targetId},
+                    ${toSql(judgement.holdAmount)}, 'HELD', ${now}, ${expiresAt})`)
+        }
+        return {
+          customerId: customer.id,
+          meter: request.meter,
+          allowed: judgement.allowed,
+          reason: judgement.reason,
+          remaining: judgement.remaining,
+          pending: judgement.pending,
+          held: judgement.held,
+          estimatedCost: judgement.estimatedCost,
+          reservationId,
+          expiresAt
+        } satisfies CheckResult
+      })
+
+    /** `POST /entitlements/check`: reads only, unless it reserves (one transaction with the hold). */
+    const check = Effect.fn("Entitlements.check")((organizationId: string, request: CheckRequest) =>
+      request.reserve === undefined
+        ? answer(organizationId, request, false)
+        : sql.withTransaction(answer(organizationId, request, true)).pipe(dieOnSqlError)
+    )
+
+    /** Every entitlement of the active plan with what is granted, used, remaining, pending and held; and the holds. */
+    const list = Effect.fn("Entitlements.list")(function*(organizationId: string, customerId: string) {
+        const now = yield* currentTime
+        const customer: Customer = yield* customerOf(organizationId, { customerId })
+        const { holds, simulated } = yield* stateOf(customer, [{}], "WALLET", now)
+        const counted = countedHolds(simulated, holds)
+        const heldOf = (meter: string, targetId: string | null) =>
+          counted.filter((hold) => hold.meter === meter && hold.targetId === targetId)
+            .reduce((total, hold) => BigDecimal.sum(total, hold.amount), ZERO)
+        const purchase = simulated.state.purchase
+        const wallet = {
+          type: "WALLET" as const,
+          id: null,
+          name: "Wallet",
+          agentKey: null,
+          granted: null,
+          used: null,
+          remaining: simulated.committed.wallet,
+          pending: simulated.pending.get("WALLET") ?? ZERO,
+          held: heldOf("WALLET", null)
+        }
+        const activeHolds = yield* reservationsOf(organizationId, customer.id, now)
+        if (purchase === null) {
+          return { customerId: customer.id, hasPlan: false, purchaseId: null, entitlements: [wallet], holds: activeHolds } satisfies CustomerEntitlements
+        }
+        const totals = yield* findAll(
+          BalanceTotals,
+          sql`SELECT component_id, granted, used, remaining FROM purchase_balances
+              WHERE organization_id = ${organizationId} AND purchase_id = ${purchase.id}`
+        )
+        const totalOf = new Map(totals.map((row) => [row.componentId, row]))
+        const components = purchase.snapshot.components
+        const targets: Array<SnapshotComponent> = []
+        for (const component of components) {
+          if (component.type === "WALLET") continue
+          if (!targets.some((t) => t.type === component.type && t.targetId === component.targetId)) targets.push(component)
+        }
+        const entitlements = targets.map((target) => {
+          const own = components.filter((c) => c.type === target.type && c.targetId === target.targetId)
+          const advance = own.find((c) => c.billingMode === "ADVANCE")
+          const advanceRow = advance === undefined ? undefined : totalOf.get(advance.id)
+          const used = own.reduce((total, c) => BigDecimal.sum(total, totalOf.get(c.id)?.used ?? ZERO), ZERO)
+          const type = target.type === "PRICING_METRIC" ? "COMPOSITE" as const : target.type as "CREDIT" | "OUTCOME" | "UNIT"
+          return {
+            type,
+            id: target.targetId,
+            name: target.targetName,
+            agentKey: target.agentKey,
+            granted: advanceRow?.granted ?? ZERO,
+            used,
+            remaining: advanceRow?.remaining ?? ZERO,
+            pending: simulated.pending.get(balanceKey(target.type, target.targetId)) ?? ZERO,
+            held: heldOf(type, target.targetId)
+          }
+        })
+        return {
+          customerId: customer.id,
+          hasPlan: true,
+          purchaseId: purchase.id,
+          entitlements: [...entitlements, wallet],
+          holds: activeHolds
+        } satisfies CustomerEntitlements
+      })
+
+    /** The customer's active holds (HELD, not expired), oldest first. */
+    const reservationsOf = (organizationId: string, customerId: string, now: Date) =>
+      Effect.map(
+        findAll(
+          ReservationRow,
+          sql`SELECT id, customer_id, meter, target_id, amount, status, created_at, expires_at, ended_at, signal_id,
+                     usage_log_id
+              FROM reservations
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND status = 'HELD'
+                AND expires_at > ${now}
+              ORDER BY id`
+        ),
+        (rows) => rows.map((row) => reservationOf(row, now))
+      )
+
+    /** The active holds of a customer (for `billing balance show`); unknown customer 404. */
+    const activeHolds = Effect.fn("Entitlements.activeHolds")(function*(organizationId: string, customerId: string) {
+        const now = yield* currentTime
+        const customer = yield* customerOf(organizationId, { customerId })
+        return yield* reservationsOf(organizationId, customer.id, now)
+      })
+
+    const reservationById = (organizationId: string, id: string) =>
+      Effect.flatMap(
+        findAll(
+          ReservationRow,
+          sql`SELECT id, customer_id, meter, target_id, amount, status, created_at, expires_at, ended_at, signal_id,
+                     usage_log_id
+              FROM reservations WHERE organization_id = ${organizationId} AND id = ${id}`
+        ),
+        (rows) =>
+          rows[0] === undefined
+            ? Effect.fail(new ReservationNotFound({ message: `Reservation ${id} not found` }))
+            : Effect.succeed(rows[0])
+      )
+
+    /**
+     * `POST /reservations/{id}/release`: ends a HELD, unexpired hold now. A
+     * hold that has ended already (settled, released, expired) is answered as
+     * it is, `released: false`; nothing changes.
+     */
+    const release = Effect.fn("Entitlements.release")(function*(organizationId: string, id: string) {
+        const now = yield* currentTime
+        const released = yield* findAll(
+          ReservationRow,
+          sql`UPDATE reservations SET status = 'RELEASED', ended_at = ${now}
+              WHERE organization_id = ${organizationId} AND id = ${id} AND status = 'HELD' AND expires_at > ${now}
+              RETURNING id, customer_id, meter, target_id, amount, status, created_at, expires_at, ended_at, signal_id,
+                        usage_log_id`
+        )
+        if (released[0] !== undefined) return { released: true, reservation: reservationOf(released[0], now) } satisfies ReleaseResult
+        const row = yield* reservationById(organizationId, id)
+        return { released: false, reservation: reservationOf(row, now) } satisfies ReleaseResult
+      })
+
+    /** One hold, as it stands now. */
+    const reservation = Effect.fn("Entitlements.reservation")(function*(organizationId: string, id: string) {
+        const now = yield* currentTime
+        return reservationOf(yield* reservationById(organizationId, id), now)
+      })
+
+    return { check, list, release, reservation, activeHolds } as const
+  })
+}) {}
