@@ -68,6 +68,9 @@ import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import { inboxRowOf, momentAt } from "./InboxRow.ts"
 import type { SignalInput } from "./Signal.ts"
 import { insertSignals } from "./InboxWriter.ts"
+import { makeQueueWake } from "./QueueWake.ts"
+import { announceEnded } from "./PricedWaits.ts"
+import { PgClient } from "@effect/sql-pg"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -240,7 +243,7 @@ export const signalsJobName = "signals"
 
 export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalProcessor", {
   dependencies: [Ledger.Default],
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
 
@@ -778,6 +781,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         Effect.retry({ while: (failure) => failure._tag === "TransientBatchFailure", schedule: transientBackoff }),
         Effect.catchTag("TransientBatchFailure", (failure) => Effect.failCause(failure.cause)),
         Effect.tap(() => tally(tried.results.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
+        Effect.tap(() => announceEnded(sql, tried.results.map(([signal]) => signal.id))),
         Effect.tap(() =>
           Effect.sync(() => {
             for (const wait of tried.waiting) deferred.set(`${wait.organizationId}/${wait.customerId}`, wait)
@@ -867,37 +871,38 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      */
     let lastRoundBusy = false
 
+    /** One round of batches side by side, each its own transaction; what they handled together. */
+    const round = Effect.suspend(() =>
+      Effect.all(Array.from({ length: lastRoundBusy ? concurrency : 1 }, () => oneBatch), { concurrency: "unbounded" })
+    ).pipe(
+      Effect.map((handled) => handled.reduce((a, b) => a + b, 0)),
+      Effect.tap((handled) =>
+        Effect.sync(() => {
+          lastRoundBusy = handled > 0
+        })
+      )
+    )
+
     /**
-     * One round of batches side by side, each its own transaction; what they
-     * handled together. When every queued signal belongs to customers other
-     * workers hold right now, the first waits for them rather than reporting
-     * idle, so that `worker --once` never stops while signals remain; the
-     * others, finding nothing (the first, or another worker, holds every
-     * customer left), end at once.
+     * A round; when it priced nothing while signals are still queued (other
+     * workers hold their customers), it waits for them and runs again rather
+     * than report idle, so that `worker --once` never stops while signals
+     * remain. The whole round waits, not one of its batches: a
+     * batch that found its round's siblings holding every customer must not
+     * keep the round (and the signals queued meanwhile) waiting 20 ms.
      */
     const runOnce: Effect.Effect<number> = Effect.tap(
-      Effect.map(
-        Effect.suspend(() =>
-          Effect.all([
-            waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
-            ...Array.from({ length: lastRoundBusy ? concurrency - 1 : 0 }, () => oneBatch)
-          ], { concurrency: "unbounded" })
-        ),
-        (handled) => handled.reduce((a, b) => a + b, 0)
-      ),
-      (handled) =>
-        Effect.zipRight(
-          Effect.sync(() => {
-            lastRoundBusy = handled > 0
-          }),
-          handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
-        )
+      waitForHeldWork(round, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
+      (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
     ).pipe(Effect.withSpan("SignalProcessor.runOnce"))
 
-    /** The worker job: one batch of queued signals per call. */
-    const job: WorkerJob = { name: signalsJobName, runOnce: () => runOnce }
+    /** Between drains a looping worker sleeps until signals are queued (src/signals/QueueWake.ts). */
+    const wake = yield* makeQueueWake(sql, yield* Effect.serviceOption(PgClient.PgClient))
 
-    return { runOnce, job } as const
+    /** The worker job: one round of batches of queued signals per call. */
+    const job: WorkerJob = { name: signalsJobName, runOnce: () => runOnce, awaitWork: wake.awaitWork }
+
+    return { runOnce, job, wake } as const
   })
 }) {}
 
