@@ -7,9 +7,10 @@
  * `signalsPricedChannel` whose payload lists their rawIds (or `*` when they
  * do not fit in a notification). An API process with requests waiting
  * listens on that channel (src/db/Listen.ts) and, when a notification names
- * a signal it waits for, reads the ends of all its waiting signals in one
- * statement. It also reads them when a request starts waiting (the signal may
- * have been priced before the listener saw it), and polls while requests wait:
+ * signals it waits for, reads their ends in one statement (all of its waiting
+ * signals' when the payload is `*`). It also reads a signal's end when a
+ * request starts waiting for it (it may have been priced before the listener
+ * saw it), and polls all of them while requests wait:
  * every `listeningPollMs` while the listener is proved to work (a notification
  * lost with its connection), every `pollingMs` while it is not (the embedded
  * database, a pooler without LISTEN, a reconnection).
@@ -94,33 +95,48 @@ export class PricedWaits extends Effect.Service<PricedWaits>()("PricedWaits", {
     let state: ChannelState | "off" = "off"
     let checks = 0
 
-    /** Set when the waiting signals should be read now; `kick` resumes the reader if it sleeps. */
-    let due = false
+    /**
+     * What the reader reads next: every waiting signal (`allDue`: a poll, a
+     * notification too long to name them, a reconnection) or those named
+     * (`dueIds`: a notification, a request that starts waiting). Reading only
+     * the named ones keeps a notification's cost to its own signals however
+     * many requests wait. `kick` resumes the reader if it sleeps.
+     */
+    let allDue = false
+    const dueIds = new Set<string>()
     let kick: (() => void) | undefined
-    const readNow = () => {
-      due = true
+    const wakeReader = () => {
       const resume = kick
       kick = undefined
       resume?.()
     }
+    const readAll = () => {
+      allDue = true
+      wakeReader()
+    }
+    const readSome = (rawId: string) => {
+      dueIds.add(rawId)
+      wakeReader()
+    }
 
     const onPayload = (payload: string) => {
       if (waiters.size === 0) return
-      if (payload === allEnded) return readNow()
-      for (const id of payload.split(",")) if (waitedIds.has(id)) return readNow()
+      if (payload === allEnded) return readAll()
+      for (const id of payload.split(",")) if (waitedIds.has(id)) readSome(id)
     }
 
     const onState = (next: ChannelState) => {
       // Notifications may have been missed before (re)connecting: read once.
-      if (next === "listening" && state !== "listening") readNow()
+      if (next === "listening" && state !== "listening") readAll()
       state = next
     }
 
-    /** The ends of the signals requests wait for, each handed to its waiters. */
-    const readEnds = Effect.gen(function*() {
-      if (waiters.size === 0) return
-      checks++
+    /** The ends of the signals requests wait for (all, or those due), each handed to its waiters. */
+    const readEnds = (all: boolean, ids: ReadonlySet<string>) => Effect.gen(function*() {
       const waited = [...waiters.values()].map((set) => set.values().next().value!)
+        .filter((waiter) => all || ids.has(waiter.rawId))
+      if (waited.length === 0) return
+      checks++
       const rows = yield* findAll(
         EndedRow,
         sql`SELECT organization_id, id, status, error_status, error_message, usage_log_id FROM signals
@@ -158,7 +174,7 @@ export class PricedWaits extends Effect.Service<PricedWaits>()("PricedWaits", {
     )
 
     const sleepUntilDue = Effect.suspend(() => {
-      if (due) return Effect.void
+      if (allDue || dueIds.size > 0) return Effect.void
       const kicked = Effect.async<void>((resume) => {
         kick = () => resume(Effect.void)
         return Effect.sync(() => {
@@ -166,15 +182,21 @@ export class PricedWaits extends Effect.Service<PricedWaits>()("PricedWaits", {
         })
       })
       // Nobody waits: sleep until somebody does. Otherwise the poll, slower while notifications arrive.
-      return waiters.size === 0 ? kicked : Effect.raceFirst(kicked, Effect.sleep(state === "listening" ? listeningPollMs : pollingMs))
+      const poll = Effect.sleep(state === "listening" ? listeningPollMs : pollingMs).pipe(Effect.tap(() => {
+        allDue = true
+      }))
+      return waiters.size === 0 ? kicked : Effect.raceFirst(kicked, poll)
     })
 
     const reader = Effect.forever(
       Effect.zipRight(
         sleepUntilDue,
         Effect.suspend(() => {
-          due = false
-          return readEnds
+          const all = allDue
+          const ids = new Set(dueIds)
+          allDue = false
+          dueIds.clear()
+          return readEnds(all, ids)
         })
       )
     )
@@ -225,7 +247,7 @@ export class PricedWaits extends Effect.Service<PricedWaits>()("PricedWaits", {
           }
           add(waiter)
           // Its end may have been committed (and announced) before it waited.
-          readNow()
+          readSome(rawId)
           return Effect.sync(() => remove(waiter))
         })
       ).pipe(Effect.timeoutTo({ duration: timeoutMs, onTimeout: Option.none, onSuccess: Option.some }))
