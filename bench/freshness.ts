@@ -5,7 +5,7 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/freshness.ts \
  *     [--customers 16] [--connections 64] [--yardstick 20000] [--intake 6000] [--seconds 10] \
- *     [--prefer] [--root OTHER_CHECKOUT] [--report results.json]
+ *     [--prefer] [--rate N] [--root OTHER_CHECKOUT] [--report results.json] [--worker-log FILE]
  *
  * In one run, on a database of its own (dropped at the end), every process
  * started through the checkout's bin (`--root`: another checkout, built, to
@@ -16,7 +16,7 @@
  *  3. the single-signal intake rate R: `--intake` credit signals posted to
  *     `/signal/credit` over `--connections` keep-alive connections (no worker);
  *  4. one looping `billing worker` spawned; once it has priced that queue,
- *     signals are sent open-loop at R/2 (signal i at i/(R/2) s) for `--seconds`,
+ *     signals are sent open-loop at R/2 (or `--rate N`, to compare checkouts at one load) (signal i at i/(R/2) s) for `--seconds`,
  *     over the customers in turn. For each: sent, its 202, and when it was first
  *     seen priced (its inbox row no longer QUEUED, which commits with its balance
  *     moves) by a poller outside the service's processes (one SELECT of the
@@ -39,6 +39,8 @@ const yardstickCount = flag("yardstick", 20_000)
 const intakeCount = flag("intake", 6_000)
 const seconds = flag("seconds", 10)
 const withPrefer = process.argv.includes("--prefer")
+// A fixed arrival rate instead of half the measured intake, to compare two checkouts at the same load.
+const fixedRate = flag("rate", 0)
 const reportFile = textFlag("report")
 // The looping worker's log lines (one a batch round), for a closer look at where the time goes.
 const workerLog = textFlag("worker-log")
@@ -133,7 +135,7 @@ const main = async () => {
       const answer = await api.request("POST", "/signal/credit", signal())
       if (answer.status !== 202) throw new Error(`signal: ${answer.status} ${JSON.stringify(answer.json)}`)
     })
-    const arrivalRate = intake.rate / 2
+    const arrivalRate = fixedRate > 0 ? fixedRate : intake.rate / 2
     report.intake = { signals: intakeCount, connections, rate: intake.rate, ofYardstick: round(intake.rate / yardstick.rate, 2) }
     progress(`single-signal intake: ${intake.rate}/s; arrivals at ${arrivalRate}/s`)
 

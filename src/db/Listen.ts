@@ -16,7 +16,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Cause, Data, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
+import { Cause, Data, Deferred, Duration, Effect, Fiber, Option, Scope, Stream } from "effect"
 import { randomToken } from "../ids.ts"
 
 /**
@@ -156,3 +156,15 @@ export const listenOn = (
       yield* Effect.sleep(wait)
     }
   })
+
+/**
+ * Runs a listener (`listenOn`) until `scope` closes, without the close
+ * waiting for it to stop. Interrupting a listener whose connection is still
+ * being set up can wait on the driver (the stream's `UNLISTEN` finalizer is an
+ * uninterruptible query on that connection): a `billing worker` stopped by
+ * SIGTERM just as it went idle did not exit. The listener is interrupted as
+ * the scope closes; its connection ends with the client's (PgClient's own
+ * finalizer, with its time-out).
+ */
+export const forkListener = (listener: Effect.Effect<never>, scope: Scope.Scope): Effect.Effect<void> =>
+  Effect.flatMap(Effect.forkDaemon(listener), (fiber) => Scope.addFinalizer(scope, Fiber.interruptFork(fiber)))

@@ -18,7 +18,7 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Option, Schema } from "effect"
-import { type ChannelState, listenOn } from "../db/Listen.ts"
+import { type ChannelState, forkListener, listenOn } from "../db/Listen.ts"
 import { findAll } from "../db/Sql.ts"
 import type { OrganizationId } from "../ids.ts"
 import { UsageLog } from "../usage/UsageLog.ts"
@@ -207,7 +207,7 @@ export class PricedWaits extends Effect.Service<PricedWaits>()("PricedWaits", {
       started = true
       return Effect.zipRight(
         Effect.forkIn(reader, scope),
-        Option.isSome(pg) ? Effect.asVoid(Effect.forkIn(listenOn(pg.value, sql, signalsPricedChannel, onPayload, onState), scope)) : Effect.void
+        Option.isSome(pg) ? forkListener(listenOn(pg.value, sql, signalsPricedChannel, onPayload, onState), scope) : Effect.void
       )
     })
 

@@ -14,7 +14,7 @@
 import type { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Option } from "effect"
-import { type ChannelState, listenOn } from "../db/Listen.ts"
+import { type ChannelState, forkListener, listenOn } from "../db/Listen.ts"
 
 /** Notified (empty payload) by every statement that queues signals. */
 export const signalsQueuedChannel = "billing_signals_queued"
@@ -66,7 +66,7 @@ export const makeQueueWake = (sql: SqlClient.SqlClient, pg: Option.Option<PgClie
           Effect.sync(() => {
             state = "connecting"
           }),
-          Effect.forkIn(listenOn(pg.value, sql, signalsQueuedChannel, wake, onState), scope)
+          forkListener(listenOn(pg.value, sql, signalsQueuedChannel, wake, onState), scope)
         )
     )
 
