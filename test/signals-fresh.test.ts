@@ -18,6 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { waitPreference } from "../src/http/Prefer.ts"
 import { workerJobs } from "../src/app/Jobs.ts"
 import { runWorker } from "../src/worker/Worker.ts"
+import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
 import { client, customerWithChatCredits, expectError, query } from "./signals-fixtures.ts"
 import { eventually } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
@@ -212,6 +213,24 @@ describe("Prefer: wait=N with the worker running (as `billing serve` runs it)", 
 })
 
 describe.skipIf(!usesRealPostgres)("the wake (needs real PostgreSQL: LISTEN/NOTIFY)", () => {
+  it("the insert's notification reaches the worker's listener: each signal queued wakes it", async () => {
+    const customerId = await customerOnPlan("wakes@example.com")
+    const processor = await app.run(SignalProcessor)
+    const worker = await app.run(Effect.forkDaemon(runWorker([processor.job], { once: false, idle: Duration.minutes(10) })))
+    try {
+      await eventually(() => expect(processor.wake.state()).toBe("listening"), { timeoutMs: 30_000 })
+      for (let n = 1; n <= 3; n++) {
+        const before = processor.wake.wakes()
+        const answer = await send({ customerId, agentKey: "chat", usage: call })
+        expect(answer.status).toBe(202)
+        await eventually(() => expect(processor.wake.wakes()).toBeGreaterThan(before), { timeoutMs: 20_000 })
+        await eventually(async () => expect(await statusOf(answer.body.result.rawId)).toBe("PROCESSED"), { timeoutMs: 20_000 })
+      }
+    } finally {
+      await Effect.runPromise(Fiber.interrupt(worker))
+    }
+  }, 90_000)
+
   it("`billing worker` with a 60 s fallback poll prices each signal sent after it went idle: the insert's notify woke it", async () => {
     const customerId = await customerOnPlan("wake@example.com")
     const worker = spawn(process.execPath, [cliPath, "worker"], {

@@ -37,7 +37,7 @@ import { CustomerArchived, CustomerNotFound, TimestampTooOld } from "../errors.t
 import { archivedRefusal } from "../customers/Customer.ts"
 import type { InboxRow } from "./InboxRow.ts"
 import { maxBatchSize } from "./Signal.ts"
-import { signalsQueuedChannel } from "./QueueWake.ts"
+import { queuedPayload, signalsQueuedChannel } from "./QueueWake.ts"
 
 /** A row in the inbox: this one (`replayed: false`), or the first one written under its idempotency key. */
 export interface Written {
@@ -181,7 +181,7 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
                  agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late, response
           FROM checked
           WHERE (customer_id IS NULL OR (customer_found AND NOT customer_archived)) AND NOT too_old
-            AND (SELECT true FROM pg_notify(${signalsQueuedChannel}, ''))
+            AND (SELECT true FROM pg_notify(${signalsQueuedChannel}, ${queuedPayload}))
           ORDER BY ord
           ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
           RETURNING id

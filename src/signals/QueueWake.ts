@@ -16,8 +16,14 @@ import type { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Option } from "effect"
 import { type ChannelState, forkListener, listenOn } from "../db/Listen.ts"
 
-/** Notified (empty payload) by every statement that queues signals. */
+/** Notified by every statement that queues signals. */
 export const signalsQueuedChannel = "billing_signals_queued"
+
+/**
+ * Its payload. Not empty: `PgClient.listen` (@effect/sql-pg 0.53) drops a
+ * notification whose payload is empty, so an empty one would never wake.
+ */
+export const queuedPayload = "queued"
 
 export interface QueueWake {
   /**
