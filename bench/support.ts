@@ -159,7 +159,7 @@ export interface Answer {
  */
 export const apiClient = (port: number, apiKey: string, maxSockets: number) => {
   const agent = new http.Agent({ keepAlive: true, maxSockets })
-  const request = (method: string, path: string, body?: unknown) =>
+  const request = (method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
     new Promise<Answer>((resolve, reject) => {
       const payload = body === undefined ? undefined : JSON.stringify(body)
       const req = http.request({
@@ -169,6 +169,7 @@ export const apiClient = (port: number, apiKey: string, maxSockets: number) => {
         method,
         agent,
         headers: {
+          ...headers,
           authorization: `Bearer ${apiKey}`,
           ...(payload === undefined ? {} : { "content-type": "application/json", "content-length": Buffer.byteLength(payload) })
         }

@@ -27,6 +27,7 @@ import { Completions } from "../signals/Completions.ts"
 import { InboxView } from "../signals/InboxView.ts"
 import { InboxWriter } from "../signals/InboxWriter.ts"
 import { Intake } from "../signals/Intake.ts"
+import { PricedWaits } from "../signals/PricedWaits.ts"
 import { SignalProcessor } from "../signals/SignalProcessor.ts"
 import { Units } from "../units/Units.ts"
 import { Reversals } from "../usage/Reversals.ts"
@@ -55,6 +56,7 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   Completions.Default,
   InboxView.Default,
   SignalProcessor.Default,
+  PricedWaits.Default,
   UsageLog.Default,
   Reversals.Default,
   OperationsStatus.Default,

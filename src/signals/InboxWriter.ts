@@ -37,6 +37,7 @@ import { CustomerArchived, CustomerNotFound, TimestampTooOld } from "../errors.t
 import { archivedRefusal } from "../customers/Customer.ts"
 import type { InboxRow } from "./InboxRow.ts"
 import { maxBatchSize } from "./Signal.ts"
+import { queuedPayload, signalsQueuedChannel } from "./QueueWake.ts"
 
 /** A row in the inbox: this one (`replayed: false`), or the first one written under its idempotency key. */
 export interface Written {
@@ -152,6 +153,10 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
   // written wins and the second conflicts, exactly as two requests one after the other would.
   // The late-usage window is the organisation's setting read by this same statement (only for
   // rows with a timestamp): no cache to keep coherent, a settings change applies to the next insert.
+  // The worker's wake (QueueWake.ts) is this statement's too: an uncorrelated subquery is evaluated
+  // once per statement (the plan makes it a one-time filter), so the statement notifies once, at its
+  // commit, whatever its row count, and costs no round trip. A statement whose rows were all refused
+  // notifies too: one idle claim, rarer than to be worth a second statement.
   return Effect.flatMap(
     sql`WITH input AS (
           SELECT * FROM json_to_recordset(${payload}::json) AS r(
@@ -176,6 +181,7 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
                  agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late, response
           FROM checked
           WHERE (customer_id IS NULL OR (customer_found AND NOT customer_archived)) AND NOT too_old
+            AND (SELECT true FROM pg_notify(${signalsQueuedChannel}, ${queuedPayload}))
           ORDER BY ord
           ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
           RETURNING id

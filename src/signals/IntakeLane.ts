@@ -19,6 +19,10 @@
  * A request whose key is in the key cache (nearly all) runs no fiber at all:
  * the cache answers at once and the inbox writer calls back; a fiber per
  * request was a tenth of the lane's time (docs/benchmarks.md).
+ * A signal sent with a `Prefer` header (it may ask to wait for its price,
+ * `Prefer: wait=N`) is not taken at all: the full server answers it; the
+ * lane's own path only looks whether the header is there. A batch ignores
+ * `Prefer` and stays in the lane.
  * A request it cannot judge without the full server (no Content-Length, a
  * query string, a body that is not plain valid JSON of the route's schema) is
  * replayed, body and all, into the full HttpApi server before anything is
@@ -200,6 +204,8 @@ const make = (api: HttpApi.HttpApi.Any) =>
       if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxLaneBody(route))) return false
       const secret = bearerToken(headers["authorization"])
       if (secret === undefined) return false
+      // A request that may ask to wait for its price (`Prefer: wait=N`) is the full server's (SignalsHttp.ts).
+      if (headers["prefer"] !== undefined && route !== "BATCH") return false
 
       const started = performance.now()
       const chunks: Array<Buffer> = []

@@ -5,6 +5,7 @@
  */
 import { BigDecimal, Schema, SchemaAST } from "effect"
 import { Email } from "../customers/Customer.ts"
+import { UsageLogEntry } from "../usage/UsageLogEntry.ts"
 import { AnyJson, ExternalId, IdempotencyKey, MoneyInput, namesCustomer, strict, Timestamp } from "../schema.ts"
 
 /** The route of a signal: it decides the meter, and scopes idempotency keys. */
@@ -335,6 +336,18 @@ export const Acknowledgement = Schema.Struct({
   rawId: Schema.String
 })
 export type Acknowledgement = typeof Acknowledgement.Type
+
+/**
+ * The 200 of a queued route asked to wait (`Prefer: wait=N`) and priced within
+ * the wait: the signal's usage-log row (`GET /signal/usage-log`'s shape:
+ * `usageLog.customerCost`, `usageLog.balance.remaining`) and its ids.
+ */
+export const PricedSignal = Schema.Struct({
+  usageLog: UsageLogEntry,
+  messageId: Schema.String,
+  rawId: Schema.String
+}).annotations({ identifier: "PricedSignal" })
+export type PricedSignal = typeof PricedSignal.Type
 
 export const OutcomeCompleted = Schema.Struct({
   status: Schema.Literal("COMPLETED"),

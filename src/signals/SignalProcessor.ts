@@ -60,6 +60,9 @@ import { inboxRowOf, momentAt } from "./InboxRow.ts"
 import type { SignalInput } from "./Signal.ts"
 import { insertSignals } from "./InboxWriter.ts"
 import { type Settlement, settleReservations } from "./Settlements.ts"
+import { makeQueueWake } from "./QueueWake.ts"
+import { announceEnded } from "./PricedWaits.ts"
+import { PgClient } from "@effect/sql-pg"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -122,7 +125,9 @@ const Candidate = Schema.Struct({
   /** The externalId the customer (when the key is its id) holds. */
   heldExternalId: Schema.NullOr(Schema.String),
   /** Whether the other lane has queued signals (asked in the same statement). */
-  otherLane: Schema.Boolean
+  otherLane: Schema.Boolean,
+  /** The customer's signals among the head's (`claimWhole`: whether the head is the whole lane). */
+  queued: Schema.NullOr(Schema.NumberFromString)
 })
 
 const PurchaseEnd = Schema.Struct({
@@ -234,7 +239,7 @@ export const signalsJobName = "signals"
 
 export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalProcessor", {
   dependencies: [Ledger.Default],
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
 
@@ -325,14 +330,14 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     ) =>
       findAll(
         Candidate,
-        sql`SELECT c.organization_id, c.customer_key, held_by.external_id AS held_external_id, f.other_lane FROM (
+        sql`SELECT c.organization_id, c.customer_key, held_by.external_id AS held_external_id, f.other_lane, c.queued FROM (
               SELECT EXISTS (SELECT 1 FROM signals WHERE status = 'QUEUED' AND ${
           sql.literal(lane === "LATE" ? "NOT late" : "late")
         } ${notDeferred(keys)} ${onlyIds(only)}) AS other_lane) f
             LEFT JOIN LATERAL (
-              SELECT organization_id, customer_key, first FROM (
+              SELECT organization_id, customer_key, first, queued FROM (
                 SELECT head.organization_id, coalesce(head.customer_id, held.id, 'ext:' || head.external_id) AS customer_key,
-                       min(head.id) AS first
+                       min(head.id) AS first, count(*) AS queued
                 FROM (SELECT organization_id, customer_id, external_id, id FROM signals
                       WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${notDeferred(keys)}
                         ${onlyIds(only)}
@@ -415,6 +420,74 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         return claimed.sort(byId)
       })
 
+    /**
+     * Whether the last claim found the whole lane in one batch (`isWholeLane`):
+     * then the next round is one batch, which takes it all at once, rather
+     * than `SignalConcurrency` batches whose others would only find its
+     * customers held (a short queue is priced by one small batch at once; a
+     * long one still by several big ones side by side).
+     */
+    let queueIsShort = false
+
+    /**
+     * Whether a head of `head` rows held the whole lane (fewer rows than it
+     * read, of fewer customers than a head lists) and fits in a batch: a
+     * short queue, the queue of a worker keeping up with its arrivals.
+     */
+    const isWholeLane = (candidates: ReadonlyArray<typeof Candidate.Type>, head: number, limit: number) => {
+      if (candidates.length === 0 || candidates.length >= CLAIM_CANDIDATES || candidates[0]!.customerKey === null) return false
+      const rows = candidates.reduce((sum, candidate) => sum + (candidate.queued ?? 0), 0)
+      return rows < head && rows <= limit
+    }
+
+    /**
+     * `claimLane` for a short queue, in two statements whatever the number of
+     * customers: the advisory locks of all the head's customers at once, then
+     * the queued signals of those it got, oldest first. `claimLane` takes two
+     * statements a customer, one after the other: for a worker keeping up with
+     * signals from many customers, that was most of a small batch's time (a
+     * round of 250 signals over 16 customers took 0.5-0.7 s on a loaded host,
+     * docs/benchmarks.md "Fresh balances"), and every signal waits for it.
+     */
+    const claimWhole = (
+      lane: Lane,
+      limit: number,
+      candidates: ReadonlyArray<typeof Candidate.Type>,
+      only: ReadonlyArray<string> | undefined
+    ) =>
+      Effect.gen(function*() {
+        const locks = yield* orDie(sql<{ ord: string; locked: boolean }>`
+          SELECT k.ord, pg_try_advisory_xact_lock(hashtext(k.org), hashtext(k.key)) AS locked
+          FROM unnest(${candidates.map((c) => c.organizationId)}::text[], ${candidates.map((c) => c.customerKey)}::text[])
+            WITH ORDINALITY AS k(org, key, ord)
+          ORDER BY k.ord`)
+        const organizations: Array<string> = []
+        const customerKeys: Array<string> = []
+        for (const lock of locks) {
+          const candidate = candidates[Number(lock.ord) - 1]
+          if (!lock.locked || candidate?.organizationId == null || candidate.customerKey === null) continue
+          organizations.push(candidate.organizationId)
+          customerKeys.push(candidate.customerKey)
+          if (candidate.heldExternalId !== null) {
+            // Its signals sent by externalId before they were resolved, with it, in send order.
+            organizations.push(candidate.organizationId)
+            customerKeys.push(`ext:${candidate.heldExternalId}`)
+          }
+        }
+        if (customerKeys.length === 0) return []
+        return yield* findAll(
+          ClaimedSignal,
+          sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
+                     composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+              FROM signals
+              WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
+                AND (organization_id, coalesce(customer_id, 'ext:' || external_id)) IN (
+                  SELECT * FROM unnest(${organizations}::text[], ${customerKeys}::text[]))
+              ORDER BY id LIMIT ${limit}
+              FOR UPDATE SKIP LOCKED`
+        )
+      })
+
     const other = (lane: Lane): Lane => (lane === "ON_TIME" ? "LATE" : "ON_TIME")
 
     /**
@@ -461,7 +534,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       only: ReadonlyArray<string> | undefined
     ) =>
       Effect.gen(function*() {
-        const claimed = yield* claimLane(lane, limit, candidates, only)
+        const whole = isWholeLane(candidates, headOf(limit), limit)
+        if (only === undefined) queueIsShort = whole
+        const claimed = yield* (whole ? claimWhole(lane, limit, candidates, only) : claimLane(lane, limit, candidates, only))
         if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) return claimed
         const wider = yield* candidatesOf(lane, limit * 4, keys, only)
         return yield* claimLane(lane, limit, wider, only)
@@ -733,6 +808,8 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         Effect.retry({ while: (failure) => failure._tag === "TransientBatchFailure", schedule: transientBackoff }),
         Effect.catchTag("TransientBatchFailure", (failure) => Effect.failCause(failure.cause)),
         Effect.tap(() => tally(tried.results.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
+        // Not waited for: the next batch need not wait for the announcement's round trip.
+        Effect.tap(() => Effect.forkDaemon(announceEnded(sql, tried.results.map(([signal]) => signal.id)))),
         Effect.tap(() =>
           Effect.sync(() => {
             for (const wait of tried.waiting) deferred.set(`${wait.organizationId}/${wait.customerId}`, wait)
@@ -822,37 +899,40 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      */
     let lastRoundBusy = false
 
+    /** One round of batches side by side, each its own transaction; what they handled together. */
+    const round = Effect.suspend(() =>
+      Effect.all(Array.from({ length: lastRoundBusy && !queueIsShort ? concurrency : 1 }, () => oneBatch), {
+        concurrency: "unbounded"
+      })
+    ).pipe(
+      Effect.map((handled) => handled.reduce((a, b) => a + b, 0)),
+      Effect.tap((handled) =>
+        Effect.sync(() => {
+          lastRoundBusy = handled > 0
+        })
+      )
+    )
+
     /**
-     * One round of batches side by side, each its own transaction; what they
-     * handled together. When every queued signal belongs to customers other
-     * workers hold right now, the first waits for them rather than reporting
-     * idle, so that `worker --once` never stops while signals remain; the
-     * others, finding nothing (the first, or another worker, holds every
-     * customer left), end at once.
+     * A round; when it priced nothing while signals are still queued (other
+     * workers hold their customers), it waits for them and runs again rather
+     * than report idle, so that `worker --once` never stops while signals
+     * remain. The whole round waits, not one of its batches: a
+     * batch that found its round's siblings holding every customer must not
+     * keep the round (and the signals queued meanwhile) waiting 20 ms.
      */
     const runOnce: Effect.Effect<number> = Effect.tap(
-      Effect.map(
-        Effect.suspend(() =>
-          Effect.all([
-            waitForHeldWork(oneBatch, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
-            ...Array.from({ length: lastRoundBusy ? concurrency - 1 : 0 }, () => oneBatch)
-          ], { concurrency: "unbounded" })
-        ),
-        (handled) => handled.reduce((a, b) => a + b, 0)
-      ),
-      (handled) =>
-        Effect.zipRight(
-          Effect.sync(() => {
-            lastRoundBusy = handled > 0
-          }),
-          handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
-        )
+      waitForHeldWork(round, Effect.map(queueIsEmpty, (empty) => !empty), { stepMs: 20 }),
+      (handled) => handled > 0 ? Effect.zipRight(reportQueue(queueState), Effect.sync(() => collect(handled))) : Effect.void
     ).pipe(Effect.withSpan("SignalProcessor.runOnce"))
 
-    /** The worker job: one batch of queued signals per call. */
-    const job: WorkerJob = { name: signalsJobName, runOnce: () => runOnce }
+    /** Between drains a looping worker sleeps until signals are queued (src/signals/QueueWake.ts). */
+    const wake = yield* makeQueueWake(sql, yield* Effect.serviceOption(PgClient.PgClient))
 
-    return { runOnce, job } as const
+    /** The worker job: one round of batches of queued signals per call. */
+    const job: WorkerJob = { name: signalsJobName, runOnce: () => runOnce, awaitWork: wake.awaitWork }
+
+    return { runOnce, job, wake } as const
   })
 }) {}
 

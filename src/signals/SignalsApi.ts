@@ -1,7 +1,8 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
-import { Context } from "effect"
+import { Context, Schema } from "effect"
+import { maxWaitSeconds } from "../http/Prefer.ts"
 import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/Documented.ts"
 import {
@@ -12,6 +13,7 @@ import {
   OutcomeCompleted,
   OutcomeCompleteSignal,
   OutcomeStepSignal,
+  PricedSignal,
   SignalBatch,
   SignalBatchResult,
   UnitSignal,
@@ -37,6 +39,22 @@ export const batchAcceptedMessage = ({ results }: SignalBatchResult) =>
 
 const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
 
+/** The message of a queued route's 200 (`Prefer: wait=N`, priced within the wait). */
+export const pricedMessage = "Signal priced"
+
+const Priced = Success(PricedSignal, { status: 200, message: pricedMessage })
+
+/** The queued routes' one header of their own: `Prefer` (RFC 7240), for `wait` (src/http/Prefer.ts). */
+const PreferHeaders = Schema.Struct({
+  prefer: Schema.optional(Schema.String.annotations({
+    description: `RFC 7240 preferences. \`wait=N\` (seconds, at most ${maxWaitSeconds}; more is taken as ${maxWaitSeconds}) ` +
+      "holds the answer until the worker has priced the signal: 200 with its usage-log row and " +
+      "`Preference-Applied: wait=N`, or the worker's refusal in the error envelope with the status it recorded " +
+      "(422 no active plan, out of allowance, ...). Not priced within N seconds (or held Pending for an unknown " +
+      "`externalId`): the usual 202. Anything else, or a malformed value, is ignored."
+  }))
+})
+
 const BatchAccepted = Success(SignalBatchResult, { status: 202, message: batchAcceptedMessage })
 
 /** The `timestamp` every signal route accepts (docs/signals.md "Usage in its own time"). */
@@ -49,7 +67,11 @@ const intake = "The signal is written to a durable inbox and answered 202 with i
   "`externalId` (`customerId` wins when both are sent). An `externalId` that matches no customer yet is accepted and " +
   "kept Pending until the customer exists. The same `idempotencyKey` on the same route answers the original signal " +
   "again (202, the same `messageId` and `rawId`) and records nothing new, whatever the repeat's body says: a reused " +
-  "key is never refused. " + timestampRule
+  "key is never refused. " + timestampRule + " With `Prefer: wait=N` (N at most 10 seconds) the answer waits for " +
+  "the price: 200 with the signal's usage-log row (`usageLog.customerCost`, `usageLog.balance.remaining`) and " +
+  "`Preference-Applied: wait=N` once the worker has priced it, or its refusal (the status and message the worker " +
+  "recorded), or the usual 202 when it is not priced within N seconds. A repeat with the same key waits for the " +
+  "original signal."
 
 
 const badBody = "The body fails its schema (the message names the field), neither `customerId` nor `externalId` is " +
@@ -62,7 +84,9 @@ const intakeErrors = {
   400: badBody,
   404: "`customerId` names no customer of the workspace.",
   409: "The customer is archived and receives no more usage.",
-  422: tooOld
+  422: `${tooOld} With \`Prefer: wait=N\`: the worker refused the signal (no active plan, not on the plan, ` +
+    "unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered " +
+    "with that status."
 }
 
 const completionErrors = (conflict: string, unprocessable: string) => ({
@@ -74,7 +98,8 @@ const completionErrors = (conflict: string, unprocessable: string) => ({
 
 export class SignalsApi extends HttpApiGroup.make("signals")
   .add(
-    HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "CREDIT").annotateContext(
+    HttpApiEndpoint.post("credit", "/signal/credit").setPayload(CreditSignal).setHeaders(PreferHeaders).addSuccess(Accepted)
+      .addSuccess(Priced).annotate(QueuedEndpoint, "CREDIT").annotateContext(
       documented({
         summary: "Send a credit signal",
         description: "Meters one model call against a credit, named by its `agentKey`, from its token counts. The " +
@@ -84,7 +109,8 @@ export class SignalsApi extends HttpApiGroup.make("signals")
     )
   )
   .add(
-    HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "OUTCOME").annotateContext(
+    HttpApiEndpoint.post("outcome", "/signal/outcome").setPayload(OutcomeStepSignal).setHeaders(PreferHeaders).addSuccess(Accepted)
+      .addSuccess(Priced).annotate(QueuedEndpoint, "OUTCOME").annotateContext(
       documented({
         summary: "Record an outcome step",
         description: "Records one step of an outcome run (`runId`), named by the step's `agentKey`. Steps never " +
@@ -111,7 +137,8 @@ export class SignalsApi extends HttpApiGroup.make("signals")
       }))
   )
   .add(
-    HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "UNIT").annotateContext(
+    HttpApiEndpoint.post("unit", "/signal/unit").setPayload(UnitSignal).setHeaders(PreferHeaders).addSuccess(Accepted)
+      .addSuccess(Priced).annotate(QueuedEndpoint, "UNIT").annotateContext(
       documented({
         summary: "Send a unit signal",
         description: "Records `quantity` units (1 by default) of the unit named by `agentKey`; no model, no " +
@@ -121,7 +148,8 @@ export class SignalsApi extends HttpApiGroup.make("signals")
     )
   )
   .add(
-    HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).addSuccess(Accepted).annotate(QueuedEndpoint, "WALLET").annotateContext(
+    HttpApiEndpoint.post("wallet", "/signal/wallet").setPayload(WalletSignal).setHeaders(PreferHeaders).addSuccess(Accepted)
+      .addSuccess(Priced).annotate(QueuedEndpoint, "WALLET").annotateContext(
       documented({
         summary: "Send a wallet signal",
         description: "Debits the customer's USD wallet at the model's provider cost for the tokens of one call. " +

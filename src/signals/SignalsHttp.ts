@@ -1,19 +1,66 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import { Effect } from "effect"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { Effect, Option } from "effect"
 import { groupApi } from "../http/GroupApi.ts"
 import { SignalsApi } from "./SignalsApi.ts"
 import { forOrganization } from "../http/Auth.ts"
+import { type ErrorStatus, errorResponse, errorStatuses } from "../http/Envelope.ts"
+import { preferenceAppliedHeader, waitPreference } from "../http/Prefer.ts"
+import type { OrganizationId } from "../ids.ts"
 import { Completions } from "./Completions.ts"
 import { Intake, type IntakeRefusal, type QueuedRoute, type SignalOf } from "./Intake.ts"
 import { awaitAnswer } from "./InboxWriter.ts"
-import type { Acknowledgement } from "./Signal.ts"
+import { PricedWaits } from "./PricedWaits.ts"
+import type { Acknowledgement, PricedSignal } from "./Signal.ts"
+
+/** A status the worker recorded, as the envelope knows it (a status it has no envelope for is a 500). */
+const recordedStatus = (status: number): ErrorStatus =>
+  (errorStatuses as ReadonlyArray<number>).includes(status) ? status as ErrorStatus : 500
 
 export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signals", (handlers) =>
   Effect.gen(function*() {
     const intake = yield* Intake
     const completions = yield* Completions
-    const queued = <R extends QueuedRoute>(route: R) => ({ payload }: { readonly payload: SignalOf<R> }) =>
-      forOrganization((org) => awaitAnswer<Acknowledgement, IntakeRefusal>((answer) => intake.accept(org, route, payload, answer)))
+    const waits = yield* PricedWaits
+
+    /**
+     * `Prefer: wait=N`: the signal's end within N seconds, answered with
+     * `Preference-Applied`; the 202 when it has none by then (or is held PENDING).
+     */
+    const waitForEnd = (organizationId: OrganizationId, acknowledgement: Acknowledgement, seconds: number) =>
+      Effect.flatMap(waits.awaitEnd(organizationId, acknowledgement.rawId, seconds * 1000), (end) => {
+        if (Option.isNone(end) || end.value._tag === "Held") {
+          return Effect.succeed<Acknowledgement | PricedSignal | HttpServerResponse.HttpServerResponse>(acknowledgement)
+        }
+        const applied = `wait=${seconds}`
+        if (end.value._tag === "Refused") {
+          return Effect.succeed(HttpServerResponse.setHeader(
+            errorResponse(recordedStatus(end.value.status), end.value.message),
+            preferenceAppliedHeader,
+            applied
+          ))
+        }
+        const priced: PricedSignal = { usageLog: end.value.usageLog, messageId: acknowledgement.messageId, rawId: acknowledgement.rawId }
+        return Effect.as(
+          HttpApp.appendPreResponseHandler((_request, response) =>
+            Effect.succeed(HttpServerResponse.setHeader(response, preferenceAppliedHeader, applied))
+          ),
+          priced
+        )
+      })
+
+    const queued = <R extends QueuedRoute>(route: R) =>
+    ({ headers, payload }: { readonly payload: SignalOf<R>; readonly headers: { readonly prefer?: string | undefined } }) =>
+      forOrganization((org) =>
+        Effect.flatMap(
+          awaitAnswer<Acknowledgement, IntakeRefusal>((answer) => intake.accept(org, route, payload, answer)),
+          (acknowledgement) => {
+            const seconds = waitPreference(headers.prefer)
+            return seconds === undefined ? Effect.succeed(acknowledgement) : waitForEnd(org, acknowledgement, seconds)
+          }
+        )
+      )
     return handlers
       .handle("credit", queued("CREDIT"))
       .handle("outcome", queued("OUTCOME"))

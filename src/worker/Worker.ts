@@ -3,7 +3,8 @@
  * pricing queued signals, delivering webhooks, renewing billing cycles). Each
  * job does one batch of due work and says how much it did; `--once` repeats
  * until every job is idle, for cron; otherwise each job loops until
- * interrupted, sleeping while idle. Jobs claim work with `FOR UPDATE SKIP
+ * interrupted, sleeping while idle (or until the job is told of new work:
+ * `awaitWork`). Jobs claim work with `FOR UPDATE SKIP
  * LOCKED`, so any number of workers may run side by side.
  *
  * The kit knows no service: a job arrives built, its feature's services
@@ -18,6 +19,12 @@ export interface WorkerJob {
   readonly name: string
   /** One batch of work due at `now`; the number of items handled (0 when idle). */
   readonly runOnce: (now: Date) => Effect.Effect<number>
+  /**
+   * How a looping worker waits while this job is idle: `idle` at most, less
+   * when the job learns of new work (the signal processor's wake on queued
+   * signals, src/signals/QueueWake.ts). Without it, the job sleeps `idle`.
+   */
+  readonly awaitWork?: ((idle: Duration.DurationInput) => Effect.Effect<void>) | undefined
 }
 
 /** A job whose batch needs services: built where they are provided, it keeps them. */
@@ -93,7 +100,10 @@ export const runWorker = (jobs: ReadonlyArray<WorkerJob>, options: WorkerOptions
     : Effect.as(
       Effect.forEach(
         jobs,
-        (job) => Effect.forever(Effect.flatMap(drain(job, options), () => Effect.sleep(options.idle))),
+        (job) =>
+          Effect.forever(
+            Effect.flatMap(drain(job, options), () => job.awaitWork?.(options.idle) ?? Effect.sleep(options.idle))
+          ),
         { concurrency: "unbounded", discard: true }
       ),
       0

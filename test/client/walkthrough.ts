@@ -77,6 +77,8 @@ export const walkthrough = async (baseUrl: string, apiKey: string): Promise<Walk
     })).data,
     "send a credit signal"
   )
+  // The route answers 200 with the priced usage-log row only when asked to wait (`Prefer: wait=N`).
+  if (!("queued" in accepted.result)) throw new Error("a signal sent without Prefer: wait is answered 202")
   const signalQueued: true = accepted.result.queued
 
   const balances = required(

@@ -1,0 +1,258 @@
+/**
+ * bench/freshness: how soon a signal's effect on balances is visible, with one
+ * worker, while signals arrive at half of the single-signal intake rate
+ * (issue 26). Run by hand against real PostgreSQL (never by `npm test`):
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/freshness.ts \
+ *     [--customers 16] [--connections 64] [--yardstick 20000] [--intake 6000] [--seconds 10] \
+ *     [--prefer] [--rate N] [--root OTHER_CHECKOUT] [--report results.json] [--worker-log FILE]
+ *
+ * In one run, on a database of its own (dropped at the end), every process
+ * started through the checkout's bin (`--root`: another checkout, built, to
+ * compare with):
+ *  1. the yardstick: plain single-row INSERTs (bench/support.ts);
+ *  2. `billing serve --no-worker`, a credit, a plan, `--customers` customers each
+ *     with a purchase;
+ *  3. the single-signal intake rate R: `--intake` credit signals posted to
+ *     `/signal/credit` over `--connections` keep-alive connections (no worker);
+ *  4. one looping `billing worker` spawned; once it has priced that queue,
+ *     signals are sent open-loop at R/2 (or `--rate N`, to compare checkouts at one load) (signal i at i/(R/2) s) for `--seconds`,
+ *     over the customers in turn. For each: sent, its 202, and when it was first
+ *     seen priced (its inbox row no longer QUEUED, which commits with its balance
+ *     moves) by a poller outside the service's processes (one SELECT of the
+ *     signals still unseen, every 5 ms): 202 -> priced p50, p99, max;
+ *  5. with `--prefer` (a checkout that has it): the same arrivals sent with
+ *     `Prefer: wait=10`: the answer's time after sending (request sent -> priced
+ *     result in hand: what a client waiting for the price meets), and how many
+ *     were answered 200.
+ */
+import { apiClient, benchDatabase, flag, load, percentile, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+
+const customerCount = flag("customers", 16)
+const connections = flag("connections", 64)
+const yardstickCount = flag("yardstick", 20_000)
+const intakeCount = flag("intake", 6_000)
+const seconds = flag("seconds", 10)
+const withPrefer = process.argv.includes("--prefer")
+// A fixed arrival rate instead of half the measured intake, to compare two checkouts at the same load.
+const fixedRate = flag("rate", 0)
+const reportFile = textFlag("report")
+// The looping worker's log lines (one a batch round), for a closer look at where the time goes.
+const workerLog = textFlag("worker-log")
+const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
+const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
+
+const { adminUrl, databaseName, databaseUrl } = benchDatabase("freshness", "billing_bench_fresh_")
+const env = { ...process.env, DATABASE_URL: databaseUrl }
+const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
+const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
+
+const running = new Set<ChildProcess>()
+const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
+  const child = spawn(process.execPath, [cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
+  running.add(child)
+  child.on("exit", () => running.delete(child))
+  return child
+}
+const exited = (child: ChildProcess) =>
+  new Promise<{ code: number | null; stdout: string }>((resolve) => {
+    let stdout = ""
+    child.stdout?.on("data", (chunk) => (stdout += chunk))
+    if (child.exitCode !== null) resolve({ code: child.exitCode, stdout })
+    else child.on("exit", (code) => resolve({ code, stdout }))
+  })
+const cli = async (args: ReadonlyArray<string>) => {
+  const result = await exited(spawnCli(args, "pipe"))
+  if (result.code !== 0) throw new Error(`billing ${args.join(" ")} failed (exit ${result.code})`)
+  return result.stdout
+}
+
+const stats = (values: ReadonlyArray<number>) => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return { n: sorted.length, p50Ms: round(percentile(sorted, 0.5)), p99Ms: round(percentile(sorted, 0.99)), maxMs: round(sorted.at(-1) ?? NaN) }
+}
+
+const main = async () => {
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE "${databaseName}"`)
+  const observer = new pg.Client({ connectionString: databaseUrl })
+  const report: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    root,
+    loadAverage: os.loadavg().map((v) => round(v, 2)),
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
+  }
+  try {
+    await cli(["migrate"])
+    await observer.connect()
+    const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
+    const organizationId: string = organization?.id ?? (await observer.query("SELECT id FROM organizations LIMIT 1")).rows[0].id
+
+    const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
+    report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
+    progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
+
+    const port = 20000 + Math.floor(Math.random() * 20000)
+    const api = apiClient(port, apiKey, connections)
+    spawnCli(["serve", "--no-worker", "--port", String(port)])
+    await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
+
+    const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
+    const credit = (await api.request("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: bundle })).json
+    const plan = (await api.request("POST", "/plans", {
+      name: "Bench",
+      billingCycle: "MONTHLY",
+      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit.result.credit.id, quantity: 1_000_000_000 }]
+    })).json.result.plan
+    const customers: Array<string> = []
+    await load(customerCount, 8, async (index) => {
+      const created = await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })
+      const customerId = created.json.result.customer.id as string
+      const bought = await api.request("POST", "/purchases", { customerId, planId: plan.id })
+      if (bought.status !== 201) throw new Error(`purchase: ${bought.status}`)
+      customers[index] = customerId
+    })
+    let sent = 0
+    const signal = () => {
+      const index = sent++
+      return {
+        customerId: customers[index % customers.length]!,
+        agentKey: "chat",
+        usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 },
+        idempotencyKey: `k-${index}`
+      }
+    }
+
+    // The single-signal intake rate of this run, nothing pricing meanwhile.
+    const intake = await load(intakeCount, connections, async () => {
+      const answer = await api.request("POST", "/signal/credit", signal())
+      if (answer.status !== 202) throw new Error(`signal: ${answer.status} ${JSON.stringify(answer.json)}`)
+    })
+    const arrivalRate = fixedRate > 0 ? fixedRate : intake.rate / 2
+    report.intake = { signals: intakeCount, connections, rate: intake.rate, ofYardstick: round(intake.rate / yardstick.rate, 2) }
+    progress(`single-signal intake: ${intake.rate}/s; arrivals at ${arrivalRate}/s`)
+
+    const queued = async () =>
+      Number((await observer.query("SELECT count(*) AS n FROM signals WHERE status = 'QUEUED'")).rows[0].n)
+    const worker = spawnCli(["worker"], workerLog === undefined ? "ignore" : "pipe")
+    if (workerLog !== undefined) worker.stdout!.pipe(fs.createWriteStream(workerLog))
+    await secondsUntil(async () => (await queued()) === 0, 300_000)
+    progress("worker started; the intake's queue is priced")
+
+    /**
+     * Signals at `arrivalRate` for `seconds`; `track` says when each was priced, in ms after `from`
+     * (its 202, or its sending), or undefined when the answer tells nothing.
+     */
+    // Requests that wait for their price each hold a connection meanwhile: as many as arrive in the wait.
+    const waiting = apiClient(port, apiKey, 20_000)
+    const arrivals = async (client: typeof api, headers: Record<string, string>) => {
+      const count = Math.round(arrivalRate * seconds)
+      const sentAt = new Array<number>(count)
+      const acceptedAt = new Array<number>(count)
+      const statuses = new Array<number>(count)
+      const rawIds = new Array<string>(count)
+      const seenAt = new Map<string, number>()
+      const unseen = new Set<string>()
+      let sending = true
+      // The observer: the signals accepted and not yet seen priced, every 5 ms.
+      const watching = (async () => {
+        while (sending || unseen.size > 0) {
+          if (unseen.size > 0) {
+            const ids = [...unseen]
+            const { rows } = await observer.query(
+              "SELECT id FROM signals WHERE organization_id = $1 AND id = ANY($2) AND status <> 'QUEUED'",
+              [organizationId, ids]
+            )
+            const now = performance.now()
+            for (const row of rows) {
+              seenAt.set(row.id, now)
+              unseen.delete(row.id)
+            }
+          }
+          await sleep(5)
+        }
+      })()
+      const started = performance.now()
+      const requests: Array<Promise<void>> = []
+      for (let i = 0; i < count; i++) {
+        const due = started + (i * 1000) / arrivalRate
+        const wait = due - performance.now()
+        if (wait > 1) await sleep(wait)
+        const body = signal()
+        requests.push((async () => {
+          sentAt[i] = performance.now()
+          // A connection reset (keep-alive sockets closed by the server under load) is sent again: the key
+          // makes the repeat answer the original signal.
+          const answer = await client.request("POST", "/signal/credit", body, headers)
+            .catch(() => client.request("POST", "/signal/credit", body, headers))
+          acceptedAt[i] = performance.now()
+          statuses[i] = answer.status
+          rawIds[i] = answer.json.result.rawId ?? answer.json.result.usageLog?.rawId
+          if (answer.status === 202) unseen.add(rawIds[i]!)
+          else seenAt.set(rawIds[i]!, acceptedAt[i]!)
+        })())
+      }
+      const sendSeconds = (performance.now() - started) / 1000
+      await Promise.all(requests)
+      const deadline = performance.now() + 60_000
+      while (unseen.size > 0 && performance.now() < deadline) await sleep(10)
+      sending = false
+      await watching
+      const byStatus: Record<string, number> = {}
+      for (const status of statuses) byStatus[status] = (byStatus[status] ?? 0) + 1
+      return {
+        signals: count,
+        arrivalRate,
+        achievedRate: Math.round(count / sendSeconds),
+        byStatus,
+        acceptedToPriced: stats(rawIds.flatMap((id, i) => statuses[i] === 202 && seenAt.has(id) ? [seenAt.get(id)! - acceptedAt[i]!] : [])),
+        sentToPriced: stats(rawIds.flatMap((id, i) => seenAt.has(id) ? [seenAt.get(id)! - sentAt[i]!] : [])),
+        answerMs: stats(acceptedAt.map((t, i) => t - sentAt[i]!)),
+        neverSeen: unseen.size
+      }
+    }
+
+    report.freshness = await arrivals(api, {})
+    progress(`freshness: ${JSON.stringify(report.freshness)}`)
+    if (withPrefer) {
+      report.prefer = await arrivals(waiting, { prefer: "wait=10" })
+      progress(`with Prefer: wait=10: ${JSON.stringify(report.prefer)}`)
+    }
+    const stopped = exited(worker)
+    worker.kill("SIGTERM")
+    const timer = setTimeout(() => worker.kill("SIGKILL"), 10_000)
+    await stopped
+    clearTimeout(timer)
+    api.close()
+    waiting.close()
+  } finally {
+    for (const child of running) child.kill("SIGTERM")
+    await sleep(500)
+    for (const child of running) child.kill("SIGKILL")
+    await observer.end().catch(() => {})
+    await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
+    await admin.end()
+  }
+  report.loadAverageAfter = os.loadavg().map((v) => round(v, 2))
+  const text = JSON.stringify(report, null, 2)
+  process.stdout.write(`${text}\n`)
+  if (reportFile) fs.writeFileSync(reportFile, `${text}\n`)
+}
+
+process.on("SIGINT", () => {
+  for (const child of running) child.kill("SIGKILL")
+  process.exit(130)
+})
+
+main().catch((error) => {
+  for (const child of running) child.kill("SIGKILL")
+  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`)
+  process.exit(1)
+})
