@@ -242,6 +242,8 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
+    // Announcements still in flight when the service closes are interrupted with it, not left to a closed pool.
+    const serviceScope = yield* Effect.scope
 
     /**
      * Customers left out of this process's claims because a signal of theirs
@@ -809,7 +811,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         Effect.catchTag("TransientBatchFailure", (failure) => Effect.failCause(failure.cause)),
         Effect.tap(() => tally(tried.results.map(([signal, ended]) => [signal.organizationId, counterOf[ended._tag]]))),
         // Not waited for: the next batch need not wait for the announcement's round trip.
-        Effect.tap(() => Effect.forkDaemon(announceEnded(sql, tried.results.map(([signal]) => signal.id)))),
+        Effect.tap(() => Effect.forkIn(announceEnded(sql, tried.results.map(([signal]) => signal.id)), serviceScope)),
         Effect.tap(() =>
           Effect.sync(() => {
             for (const wait of tried.waiting) deferred.set(`${wait.organizationId}/${wait.customerId}`, wait)
