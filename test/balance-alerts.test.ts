@@ -13,9 +13,11 @@
  *    again until it has fallen again;
  *  - an endpoint that did not subscribe to these events gets none of them.
  */
+import { Schema } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { cycleStart } from "../src/billing/Cycle.ts"
-import { verifyWebhookSignature } from "../src/index.ts"
+import { type EventType, verifyWebhookSignature } from "../src/index.ts"
+import { EventBodySchemas } from "../src/webhooks/EventSchemas.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { buy, type Client, clientOf, makeCredit, makeCustomer, makePlan, makeUnit, ok, runCycles } from "./billing-support.ts"
 import { drain, query } from "./signals-fixtures.ts"
@@ -54,14 +56,20 @@ afterAll(async () => {
   await app?.close()
 })
 
-/** Every event `receiver` got, signatures checked, after the worker delivered everything due. */
+/**
+ * Every event `receiver` got, after the worker delivered everything due: signatures checked, and each
+ * body exactly the shape the OpenAPI document's `webhooks` section gives its type (no field more).
+ */
 const delivered = async (receiver: Receiver, secret?: string) => {
   await drainSender(app)
   return receiver.received.map((request) => {
     if (secret !== undefined) {
       expect(verifyWebhookSignature(secret, request.headers["x-service-signature"] as string, request.body)).toBe(true)
     }
-    return JSON.parse(request.body)
+    const body = JSON.parse(request.body)
+    const schema: Schema.Schema<any> = EventBodySchemas[body.event_type as EventType]
+    Schema.decodeUnknownSync(schema, { onExcessProperty: "error" })(body)
+    return body
   })
 }
 
