@@ -19,7 +19,7 @@ import { cycleStart } from "../src/billing/Cycle.ts"
 import { type EventType, verifyWebhookSignature } from "../src/index.ts"
 import { EventBodySchemas } from "../src/webhooks/EventSchemas.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
-import { buy, type Client, clientOf, makeCredit, makeCustomer, makePlan, makeUnit, ok, runCycles } from "./billing-support.ts"
+import { buy, type Client, clientOf, makeCredit, makeCustomer, makeOutcome, makePlan, makeUnit, ok, runCycles } from "./billing-support.ts"
 import { drain, query } from "./signals-fixtures.ts"
 import { drainSender, type Receiver, startReceiver } from "./webhooks-helpers.ts"
 
@@ -194,6 +194,65 @@ describe("balance.threshold.crossed", () => {
     expect(events.slice(1).map((e) => [e.data.threshold, e.data.used, e.data.remaining, e.data.usage_log_id])).toEqual([
       [80, 200, 0, all],
       [100, 200, 0, all]
+    ])
+  })
+})
+
+describe("balance.threshold.crossed in one drain batch, and for outcomes", () => {
+  it("names the signal whose move reached each threshold when one batch of the worker prices them all", async () => {
+    const unit = await makeUnit(api, { flatPrice: 1 })
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 10 }])
+    const customer = await makeCustomer(api)
+    await buy(api, customer.id, plan.id)
+    const sent = await api.post("/signal/batch", {
+      signals: [3, 3, 3, 1, 4].map((quantity) => ({ type: "unit", customerId: customer.id, agentKey: unit.agentKey, quantity }))
+    })
+    expect(sent.status, JSON.stringify(sent.body)).toBe(202)
+    const rawIds = (sent.body.result.results as Array<any>).map((result) => result.rawId)
+    // One drain: the five signals are one batch, and the balance row is written once.
+    await drain(app)
+    const rows = ok(await api.get(`/signal/usage-log?customerId=${customer.id}&limit=200`)).usageLogs
+    const usageOf = (rawId: string) => rows.find((row: any) => row.rawId === rawId).id
+    const events = await thresholdEvents(customer.id)
+    expect(events.map((e) => [e.data.threshold, e.data.used, e.data.remaining, e.data.usage_log_id])).toEqual([
+      [50, 6, 4, usageOf(rawIds[1])],
+      [80, 9, 1, usageOf(rawIds[2])],
+      [100, 10, 0, usageOf(rawIds[3])]
+    ])
+    // The fifth signal found no allowance left (no ARREAR component): refused, nothing moved, nothing fired.
+    expect(rows.find((row: any) => row.rawId === rawIds[4])).toBeUndefined()
+  })
+
+  it("fires for a prepaid outcome balance when a completed run uses it", async () => {
+    const outcome = await makeOutcome(api)
+    const plan = await makePlan(app, acme, [{ type: "OUTCOME", billingMode: "ADVANCE", outcomeId: outcome.id, quantity: 2 }])
+    const customer = await makeCustomer(api)
+    await buy(api, customer.id, plan.id)
+    const step = await api.post("/signal/outcome", {
+      customerId: customer.id,
+      agentKey: `${outcome.agentKey}-step`,
+      runId: "run-1",
+      usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
+    })
+    expect(step.status, JSON.stringify(step.body)).toBe(202)
+    await drain(app)
+    expect(await thresholdEvents(customer.id)).toEqual([])
+    const complete = await api.post("/signal/outcome/complete", { customerId: customer.id, runId: "run-1" })
+    expect(complete.status, JSON.stringify(complete.body)).toBe(200)
+    await drain(app)
+    const rows = ok(await api.get(`/signal/usage-log?customerId=${customer.id}&limit=200`)).usageLogs
+    const billed = rows.find((row: any) => row.rawId === complete.body.result.rawId)
+    expect((await thresholdEvents(customer.id)).map((e) => e.data)).toEqual([
+      expect.objectContaining({
+        balance_type: "OUTCOME",
+        balance_id: outcome.id,
+        threshold: 50,
+        granted: 2,
+        used: 1,
+        remaining: 1,
+        source: "USAGE",
+        usage_log_id: billed.id
+      })
     ])
   })
 })
