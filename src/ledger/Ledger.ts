@@ -2,7 +2,7 @@
  * The ledger: the one door through which money moves. It owns the purchase
  * balance counters, the purchases' spent-this-cycle, the ordinary Wallet, the
  * wallet ledger and (through the outbox) the webhook events a wallet change
- * causes. Signals, adjustments, purchases, cycles and invoices move money only
+ * causes, and the threshold alerts of prepaid balances (docs/webhooks.md). Signals, adjustments, purchases, cycles and invoices move money only
  * through here, always inside the caller's transaction, so a move commits
  * together with the rows that say why.
  *
@@ -363,6 +363,9 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * A move with `closedCycle` is a late signal's: it moves that ended
      * cycle's row (`cycle_balances`, one more statement when there are any),
      * never the purchase's current one.
+     * A current prepaid balance whose share used reaches 50, 80 or 100 % of
+     * its grant is told to the outbox (`alertThresholds`), in the same
+     * transaction; an ended cycle's balance fires nothing.
      */
     const moveBalances = Effect.fn("Ledger.moveBalances")((moves: ReadonlyArray<BalanceMove>) => {
       if (moves.length === 0) return Effect.void
