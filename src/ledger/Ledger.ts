@@ -113,6 +113,10 @@ export const usedLevel = (granted: Decimal, used: Decimal): number => {
   return 0
 }
 
+/** A column of the moved row's purchase (`m`), looked up by key. */
+const ofPurchase = (column: string) =>
+  `(SELECT p.${column} FROM purchases p WHERE p.organization_id = m.organization_id AND p.id = m.purchase_id)`
+
 const usedLevelSql = (granted: string, used: string) =>
   `CASE WHEN ${granted} <= 0 THEN 0 ${
     [...USED_THRESHOLDS].reverse().map((threshold) => `WHEN (${used}) * 100 >= (${granted}) * ${threshold} THEN ${threshold}`)
@@ -423,12 +427,16 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
                   b.target_id, b.granted, b.used, b.remaining, v.granted AS granted_moved, v.used AS used_moved,
                   v.remaining AS remaining_moved
               )
+              -- What an alert says is looked up by key for the rows that crossed only: subqueries of the select
+              -- list, evaluated per row kept, never a join the planner could make a scan of every purchase.
               SELECT m.organization_id, m.purchase_id, m.component_id, m.customer_id, m.type, m.target_id,
                      m.granted, m.used, m.remaining, m.granted_moved, m.used_moved, m.remaining_moved,
-                     p.cycle_index, p.period_start, p.period_end, c.external_id
+                     ${sql.literal(ofPurchase("cycle_index"))} AS cycle_index,
+                     ${sql.literal(ofPurchase("period_start"))} AS period_start,
+                     ${sql.literal(ofPurchase("period_end"))} AS period_end,
+                     (SELECT c.external_id FROM customers c
+                      WHERE c.organization_id = m.organization_id AND c.id = m.customer_id) AS external_id
               FROM moved m
-              JOIN purchases p ON p.organization_id = m.organization_id AND p.id = m.purchase_id
-              JOIN customers c ON c.organization_id = m.organization_id AND c.id = m.customer_id
               WHERE m.billing_mode = 'ADVANCE' AND m.target_id IS NOT NULL
                 AND ${sql.literal(usedLevelSql("m.granted", "m.used"))}
                   > ${sql.literal(usedLevelSql("m.granted - m.granted_moved", "m.used - m.used_moved"))}`
