@@ -103,15 +103,16 @@ const { sum: add } = BigDecimal
  */
 export const usedLevel = (granted: Decimal, used: Decimal): number => {
   if (!BigDecimal.isPositive(granted)) return 0
-  const usedTimes100 = BigDecimal.multiply(used, BigDecimal.fromBigInt(100n))
-  for (let i = USED_THRESHOLDS.length - 1; i >= 0; i--) {
-    const threshold = USED_THRESHOLDS[i]!
-    if (BigDecimal.greaterThanOrEqualTo(usedTimes100, BigDecimal.multiply(granted, BigDecimal.fromBigInt(BigInt(threshold))))) {
-      return threshold
-    }
+  const usedTimes100 = BigDecimal.multiply(used, HUNDRED)
+  for (const [threshold, factor] of THRESHOLD_FACTORS) {
+    if (BigDecimal.greaterThanOrEqualTo(usedTimes100, BigDecimal.multiply(granted, factor))) return threshold
   }
   return 0
 }
+
+const HUNDRED = BigDecimal.fromBigInt(100n)
+/** The thresholds, highest first, with their factors as decimals (made once: the walk calls `usedLevel` a move). */
+const THRESHOLD_FACTORS = [...USED_THRESHOLDS].reverse().map((threshold) => [threshold, BigDecimal.fromBigInt(BigInt(threshold))] as const)
 
 /** A column of the moved row's purchase (`m`), looked up by key. */
 const ofPurchase = (column: string) =>
