@@ -8,6 +8,7 @@
  *     [--child-node-args "--cpu-prof --cpu-prof-dir=/tmp/prof"] [--worker-pg-options "-c log_min_duration_statement=0"]
  *     [--server-pg-options "-c log_min_duration_statement=0"]
  *     [--report results.json] [--timeline batch-requests.json] [--root OTHER_CHECKOUT] [--keep]
+ *     [--allowance 1000000000] [--webhook-events balance.threshold.crossed,wallet.balance.update]
  *
  * In one run, on a database of its own (dropped at the end), every process started
  * through the package's bin (`bin/billing.mjs`) with the environment a user has:
@@ -33,6 +34,13 @@
  *     purchase cost the machine while they ran: CPU ms of the server process and of
  *     the PostgreSQL backends of the bench's database (from /proc, Linux only), and
  *     transactions and rows read (`pg_stat_database`).
+ * `--allowance N` sets the plan's ADVANCE credits (default 1e9, never used up) and
+ * adds an ARREAR credit component for what goes past them, so a small allowance
+ * makes every customer's balance cross the alert thresholds (50, 80, 100 % used)
+ * during the drain and go on in arrears. `--webhook-events LIST` subscribes an
+ * endpoint to those event types before anything is sold, served by a receiver in
+ * this process that answers 204 (the looping workers deliver while they drain);
+ * the report counts the events stored and received.
  * `backlog` only queues the backlog; `--keep` leaves the database in place (to
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
@@ -42,6 +50,8 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
 import pg from "pg"
 
 const backlog = flag("backlog", 40_000)
@@ -57,6 +67,8 @@ const keep = process.argv.includes("--keep")
 // The batch phase's requests, each {start, ms} in the order sent, for a closer look at where the latency goes.
 const timelineFile = textFlag("timeline")
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
+const allowance = flag("allowance", 1_000_000_000)
+const webhookEvents = textFlag("webhook-events")
 const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 const childNodeArgs = textFlag("child-node-args")?.split(" ").filter((arg) => arg !== "") ?? []
 // PostgreSQL settings for the drain's workers only (PGOPTIONS), e.g. "-c log_min_duration_statement=0" to see where their time goes.
@@ -152,7 +164,23 @@ const main = async () => {
   }
   try {
     await cli(["migrate"])
-    const { apiKey } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
+    const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
+    let webhookReceived = 0
+    if (webhookEvents !== undefined) {
+      const receiver = http.createServer((request, response) => {
+        request.resume()
+        request.on("end", () => {
+          webhookReceived++
+          response.writeHead(204).end()
+        })
+      })
+      await new Promise<void>((resolve) => receiver.listen(0, "127.0.0.1", () => resolve()))
+      receiver.unref()
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hooks`
+      await cli(["webhook", "add", "--url", url, "--events", webhookEvents, "--threshold", "0", "--org", organization.id, "--json"])
+      report.webhook = { events: webhookEvents.split(",") }
+    }
+    report.allowance = allowance
 
     const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
     report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
@@ -170,7 +198,10 @@ const main = async () => {
     const plan = (await api.request("POST", "/plans", {
       name: "Bench",
       billingCycle: "MONTHLY",
-      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit.result.credit.id, quantity: 1_000_000_000 }]
+      entitlements: [
+        { type: "CREDIT", billingMode: "ADVANCE", creditId: credit.result.credit.id, quantity: allowance },
+        ...(allowance < 1_000_000_000 ? [{ type: "CREDIT", billingMode: "ARREAR", creditId: credit.result.credit.id }] : [])
+      ]
     })).json.result.plan
     const createCustomer = async (index: number) => {
       const created = await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })
@@ -340,6 +371,17 @@ const main = async () => {
     }
 
     api.close()
+    if (webhookEvents !== undefined) {
+      const bench = new pg.Client({ connectionString: databaseUrl })
+      await bench.connect()
+      const stored = await bench.query(`SELECT event_type, count(*)::int AS n FROM webhook_events GROUP BY 1 ORDER BY 1`)
+      await bench.end()
+      Object.assign(report.webhook as object, {
+        stored: Object.fromEntries(stored.rows.map((row) => [row.event_type, row.n])),
+        received: webhookReceived
+      })
+      progress(`webhook events stored ${JSON.stringify((report.webhook as { stored: unknown }).stored)}, ${webhookReceived} received`)
+    }
     await stop(server)
   } finally {
     await Promise.all([...running].map(stop))

@@ -69,9 +69,12 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
     port,
     onEvent: (event) => {
       const applied = mirror.apply(event)
+      const what = event.event_type === "balance.threshold.crossed"
+        ? `${event.data.balance_type} ${event.data.balance_id} ${event.data.threshold}% used`
+        : `balance=${event.data.current_balance}`
       process.stdout.write(
         `${event.triggered_at} ${event.event_type} ${event.id} customer=${event.data.customer_id} ` +
-          `balance=${event.data.current_balance}${applied ? "" : " (ignored: duplicate or stale)"}\n`
+          `${what}${applied ? "" : " (ignored: duplicate or stale)"}\n`
       )
     }
   })

@@ -5,4 +5,11 @@
  * never starts or pulls in the service.
  */
 export { computeSignature, signatureHeader, verifyWebhookSignature, type VerifyOptions } from "./webhooks/Signature.ts"
-export { EVENT_TYPES, type EventType, type WalletBalanceEventData, type WebhookEventBody } from "./webhooks/EventBody.ts"
+export {
+  type BalanceThresholdEventData,
+  DEFAULT_EVENT_TYPES,
+  EVENT_TYPES,
+  type EventType,
+  type WalletBalanceEventData,
+  type WebhookEventBody
+} from "./webhooks/EventBody.ts"

@@ -9,6 +9,7 @@ import { Validator } from "@seriousme/openapi-schema-validator"
 import { describe, expect, it } from "vitest"
 import { Api } from "../src/app/Api.ts"
 import { ErrorEnvelope, errorResponse, errorStatuses } from "../src/http/Envelope.ts"
+import { EVENT_TYPES } from "../src/webhooks/EventBody.ts"
 
 const document = JSON.parse(JSON.stringify(OpenApi.fromApi(Api))) as any
 
@@ -55,6 +56,19 @@ describe("the OpenAPI document", () => {
     expect(result.valid).toBe(true)
     expect(validator.version).toBe("3.1")
     expect(() => validator.resolveRefs()).not.toThrow()
+  })
+
+  it("documents every webhook event's body, with the headers a delivery carries", () => {
+    expect(Object.keys(document.webhooks)).toEqual([...EVENT_TYPES])
+    for (const eventType of EVENT_TYPES) {
+      const operation = document.webhooks[eventType].post
+      expect(operation.parameters.map((p: any) => p.name)).toEqual(["X-Service-Signature", "X-Service-Event-Id", "X-Service-Event-Type"])
+      const schema = operation.requestBody.content["application/json"].schema
+      expect(schema.properties.event_type.enum).toEqual([eventType])
+      expect(schema.properties.data.required).toContain("customer_id")
+    }
+    expect(document.webhooks["balance.threshold.crossed"].post.requestBody.content["application/json"].schema.properties.data.properties.threshold)
+      .toMatchObject({ enum: [50, 80, 100] })
   })
 
   it("documents every error as the envelope of its status, with when it happens", () => {

@@ -152,5 +152,31 @@ describe("billing listen and billing trigger", () => {
     const nobody = await app.cli(["trigger", "wallet.balance.drop", "--org", other.organizationId, "--json"])
     expect(nobody.code, nobody.stderr).toBe(0)
     expect(nobody.json.recipients).toBe(0)
+    // A threshold alert is about a prepaid balance of a purchase: no test event of it, and the refusal says which there are.
+    const threshold = await app.cli(["trigger", "balance.threshold.crossed", "--org", other.organizationId])
+    expect(threshold.code).not.toBe(0)
+    expect(threshold.stderr).toContain("wallet.balance.recovered")
+  }, TIMEOUT)
+
+  it("makes a test wallet.balance.recovered for an endpoint subscribed to it, its threshold the wallet's balance", async () => {
+    const tenant = await app.tenant("Recovering")
+    await makeCustomer(clientOf(app, tenant))
+    const added = await app.cli([
+      "webhook", "add", "--url", "http://127.0.0.1:9/hooks", "--events", "wallet.balance.recovered", "--org", tenant.organizationId, "--json"
+    ])
+    expect(added.code, added.stderr).toBe(0)
+    const triggered = await app.cli(["trigger", "wallet.balance.recovered", "--org", tenant.organizationId, "--json"])
+    expect(triggered.code, triggered.stderr).toBe(0)
+    expect(triggered.json).toMatchObject({ event: { eventType: "wallet.balance.recovered", test: true }, recipients: 1 })
+    const [event] = await query<{ body: string }>(
+      app,
+      "SELECT body FROM webhook_events WHERE organization_id = $1 AND id = $2",
+      [tenant.organizationId, triggered.json.event.id]
+    )
+    expect(JSON.parse(event!.body)).toMatchObject({
+      event_type: "wallet.balance.recovered",
+      test: true,
+      data: { delta: 0, threshold: 0, threshold_source: "CUSTOMER" }
+    })
   }, TIMEOUT)
 })

@@ -13,7 +13,7 @@ import { AppServicesLive } from "../../src/app/Services.ts"
 import { TelemetryLive } from "../../src/Telemetry.ts"
 import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen } from "../../src/webhooks/Listen.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
-import { EventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
+import { DEFAULT_EVENT_TYPES, EVENT_TYPES, EventType, TriggerableEventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
 import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
 import { decodeInput, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
@@ -136,12 +136,12 @@ export const registerListen = (program: Command) => {
     )
   )
     .requiredOption("--forward-to <url>", "where each event is POSTed, e.g. http://localhost:3000/webhooks")
-    .option("--events <list>", "comma-separated event types (default: all)")
+    .option("--events <list>", `comma-separated event types: ${EVENT_TYPES.join(", ")} (default: ${DEFAULT_EVENT_TYPES.join(",")})`)
     .action((options: ListenFlags) => listen(options))
 
   withOrg(
     program.command("trigger").description("make a test event of this type (marked \"test\": true) for endpoints and listeners")
-      .argument("<event>", "wallet.balance.update or wallet.balance.drop")
+      .argument("<event>", "wallet.balance.update, wallet.balance.drop or wallet.balance.recovered")
   )
     .option("--customer <id>", "the customer the event is about (default: the newest active one)")
     .option("--external-id <id>", "the active customer with this external id")
@@ -150,7 +150,7 @@ export const registerListen = (program: Command) => {
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
-          const eventType = yield* decodeInput(EventType, event)
+          const eventType = yield* decodeInput(TriggerableEventType, event)
           const customerId = yield* customerFor(organizationId, options)
           const customer = yield* Effect.flatMap(Customers, (customers) => customers.get(organizationId, customerId))
           const wallet = yield* Effect.flatMap(Wallets, (wallets) => wallets.get(organizationId, customerId))

@@ -8,7 +8,14 @@ import { toNumber } from "../../src/money.ts"
 import { givenOrCurrentTime } from "../../src/time.ts"
 import { WebhookDeliveries, type Replayed } from "../../src/webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../../src/webhooks/Endpoints.ts"
-import { type Delivery, DeliveryStatus, type Endpoint, EndpointCreate } from "../../src/webhooks/Webhook.ts"
+import {
+  DEFAULT_EVENT_TYPES,
+  type Delivery,
+  DeliveryStatus,
+  type Endpoint,
+  EndpointCreate,
+  EVENT_TYPES
+} from "../../src/webhooks/Webhook.ts"
 import { progressReporter, watch } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
@@ -120,10 +127,14 @@ const parseEvents = (value: string) => value.split(",").map((part) => part.trim(
 export const registerWebhook = (program: Command) => {
   const webhook = program.command("webhook").description("webhook endpoints, deliveries, retries and replays")
 
-  withOrg(webhook.command("add").description("subscribe an endpoint to wallet events"))
+  withOrg(webhook.command("add").description("subscribe an endpoint to wallet and balance events"))
     .requiredOption("--url <url>", "where events are POSTed")
-    .option("--events <list>", "comma-separated event types (default: all)", parseEvents)
-    .option("--threshold <usd>", "drop level for customers without an alert level of their own", decimalFlag)
+    .option(
+      "--events <list>",
+      `comma-separated event types: ${EVENT_TYPES.join(", ")} (default: ${DEFAULT_EVENT_TYPES.join(",")})`,
+      parseEvents
+    )
+    .option("--threshold <usd>", "drop and recovery level for customers without an alert level of their own", decimalFlag)
     .action((options: Flags & { url: string; events?: Array<string>; threshold?: string }) =>
       run(
         options,

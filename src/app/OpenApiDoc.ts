@@ -5,6 +5,9 @@
  * the API adds the shared ones and drops what the framework documents that is
  * never sent (`documentApi`).
  *
+ * The `webhooks` section describes every event body the service POSTs to
+ * endpoints (src/webhooks/EventSchemas.ts).
+ *
  * Every error response references `ErrorEnvelope[status]` (src/http/Envelope.ts),
  * the schema every error answer is encoded through.
  *
@@ -16,6 +19,7 @@
 import * as OpenApi from "@effect/platform/OpenApi"
 import type { ErrorStatus } from "../http/Envelope.ts"
 import { type ErrorDescriptions, errorResponse, isError, isWrittenResponse } from "../http/Documented.ts"
+import { webhooksDocument } from "../webhooks/EventSchemas.ts"
 
 const bodyRefusals =
   "The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL " +
@@ -112,7 +116,8 @@ export const documentApi = OpenApi.annotations({
     for (const name of Object.keys(schemas)) if (!referenced.has(name)) delete schemas[name]
     dropGeneratedWords(spec.paths)
     dropGeneratedWords(spec.components)
-    return spec
+    // The events the service POSTs to subscribed endpoints (OpenAPI 3.1 `webhooks`).
+    return { ...spec, webhooks: webhooksDocument() }
   }
 })
 

@@ -2,7 +2,7 @@
  * The ledger: the one door through which money moves. It owns the purchase
  * balance counters, the purchases' spent-this-cycle, the ordinary Wallet, the
  * wallet ledger and (through the outbox) the webhook events a wallet change
- * causes. Signals, adjustments, purchases, cycles and invoices move money only
+ * causes, and the threshold alerts of prepaid balances (docs/webhooks.md). Signals, adjustments, purchases, cycles and invoices move money only
  * through here, always inside the caller's transaction, so a move commits
  * together with the rows that say why.
  *
@@ -17,10 +17,16 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { findAll, insertRows, insertRowsStatement, orDie, writeTogether } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
-import { Money } from "../schema.ts"
+import { Money, Timestamp } from "../schema.ts"
 import { type Decimal, toSql } from "../money.ts"
 import type { BalanceMove } from "../pricing/meters/Context.ts"
-import { type WalletChangeSource, WebhookOutbox } from "../webhooks/Outbox.ts"
+import {
+  type BalanceKind,
+  type ThresholdCrossing,
+  USED_THRESHOLDS,
+  type WalletChangeSource,
+  WebhookOutbox
+} from "../webhooks/Outbox.ts"
 import { type LedgerType, ledgerSource } from "./LedgerType.ts"
 import { currentTime } from "../time.ts"
 
@@ -89,6 +95,55 @@ export interface BalanceValues {
 }
 
 const { sum: add } = BigDecimal
+
+/**
+ * The highest threshold (percent of `granted` used) a prepaid balance is at, 0
+ * below the lowest one or when nothing is granted. `usedLevelSql` is the same
+ * rule in SQL, for the filter of the balance move's own statement.
+ */
+export const usedLevel = (granted: Decimal, used: Decimal): number => {
+  if (!BigDecimal.isPositive(granted)) return 0
+  const usedTimes100 = BigDecimal.multiply(used, HUNDRED)
+  for (const [threshold, factor] of THRESHOLD_FACTORS) {
+    if (BigDecimal.greaterThanOrEqualTo(usedTimes100, BigDecimal.multiply(granted, factor))) return threshold
+  }
+  return 0
+}
+
+const HUNDRED = BigDecimal.fromBigInt(100n)
+/** The thresholds, highest first, with their factors as decimals (made once: the walk calls `usedLevel` a move). */
+const THRESHOLD_FACTORS = [...USED_THRESHOLDS].reverse().map((threshold) => [threshold, BigDecimal.fromBigInt(BigInt(threshold))] as const)
+
+/** A column of the moved row's purchase (`m`), looked up by key. */
+const ofPurchase = (column: string) =>
+  `(SELECT p.${column} FROM purchases p WHERE p.organization_id = m.organization_id AND p.id = m.purchase_id)`
+
+const usedLevelSql = (granted: string, used: string) =>
+  `CASE WHEN ${granted} <= 0 THEN 0 ${
+    [...USED_THRESHOLDS].reverse().map((threshold) => `WHEN (${used}) * 100 >= (${granted}) * ${threshold} THEN ${threshold}`)
+      .join(" ")
+  } ELSE 0 END`
+
+/** A moved prepaid balance row whose used share rose past a threshold, with what its alert says. */
+const RaisedBalance = Schema.Struct({
+  organizationId: Schema.String,
+  purchaseId: Schema.String,
+  componentId: Schema.String,
+  customerId: Schema.String,
+  type: Schema.String,
+  targetId: Schema.String,
+  granted: Money,
+  used: Money,
+  remaining: Money,
+  grantedMoved: Money,
+  usedMoved: Money,
+  remainingMoved: Money,
+  cycleIndex: Schema.Number,
+  periodStart: Timestamp,
+  periodEnd: Timestamp,
+  externalId: Schema.NullOr(Schema.String)
+})
+type RaisedBalance = typeof RaisedBalance.Type
 
 const keyColumns = (keys: ReadonlyArray<CustomerKey>) => {
   const unique = new Map(keys.map((key) => [customerKey(key), key] as const))
@@ -267,12 +322,76 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       })
 
     /**
+     * The thresholds each raised balance reached, told to the outbox. The
+     * balance is walked from its value before the statement through its moves
+     * in the order given, so each threshold names the move (and usage-log row)
+     * that reached it and the values just after; one move that reaches several
+     * thresholds reaches each of them.
+     */
+    const alertThresholds = (raised: ReadonlyArray<RaisedBalance>, moves: ReadonlyArray<BalanceMove>) =>
+      Effect.gen(function*() {
+        const at = yield* currentTime
+        const rowKey = (row: { organizationId: string; purchaseId: string; componentId: string }) =>
+          `${row.organizationId}/${row.purchaseId}/${row.componentId}`
+        type Walk = { readonly row: RaisedBalance; granted: Decimal; used: Decimal; remaining: Decimal; reached: number }
+        const walks = new Map<string, Walk>()
+        for (const row of raised) {
+          const granted = BigDecimal.subtract(row.granted, row.grantedMoved)
+          const used = BigDecimal.subtract(row.used, row.usedMoved)
+          walks.set(rowKey(row), {
+            row,
+            granted,
+            used,
+            remaining: BigDecimal.subtract(row.remaining, row.remainingMoved),
+            reached: usedLevel(granted, used)
+          })
+        }
+        const crossings: Array<ThresholdCrossing> = []
+        for (const move of moves) {
+          if (move.closedCycle !== undefined) continue
+          const walk = walks.get(rowKey(move))
+          if (walk === undefined) continue
+          walk.granted = add(walk.granted, move.granted)
+          walk.used = add(walk.used, move.used)
+          walk.remaining = add(walk.remaining, move.remaining)
+          const level = usedLevel(walk.granted, walk.used)
+          for (const threshold of USED_THRESHOLDS) {
+            if (threshold <= walk.reached || threshold > level) continue
+            const { row } = walk
+            crossings.push({
+              organizationId: row.organizationId,
+              customerId: row.customerId,
+              externalId: row.externalId,
+              purchaseId: row.purchaseId,
+              componentId: row.componentId,
+              balanceType: row.type === "PRICING_METRIC" ? "COMPOSITE" : row.type as BalanceKind,
+              balanceId: row.targetId,
+              cycleIndex: row.cycleIndex,
+              periodStart: row.periodStart,
+              periodEnd: row.periodEnd,
+              threshold,
+              granted: BigDecimal.normalize(walk.granted),
+              used: BigDecimal.normalize(walk.used),
+              remaining: BigDecimal.normalize(walk.remaining),
+              usageLogId: move.usageLogId ?? null,
+              at
+            })
+          }
+          walk.reached = Math.max(walk.reached, level)
+        }
+        yield* outbox.thresholdsCrossed(crossings)
+      })
+
+    /**
      * Moves balance rows by the deltas given, aggregated per row: one
      * statement for any number of moves. The caller holds the rows' locks
      * (`lockBalances`) when it computed the moves from their values.
      * A move with `closedCycle` is a late signal's: it moves that ended
      * cycle's row (`cycle_balances`, one more statement when there are any),
      * never the purchase's current one.
+     * A current prepaid balance whose share used reaches 50, 80 or 100 % of
+     * its grant is told to the outbox (`alertThresholds`), in the same
+     * transaction; an ended cycle's balance fires nothing.
      */
     const moveBalances = Effect.fn("Ledger.moveBalances")((moves: ReadonlyArray<BalanceMove>) => {
       if (moves.length === 0) return Effect.void
@@ -306,20 +425,46 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
           arrearAmount: column((row) => row.arrearAmount)
         }
       }
+      // A prepaid balance whose used share rose past a threshold comes back from the same statement
+      // (no row otherwise: a drain batch pays nothing more for alerts than this filter).
       const moveCurrent = Effect.suspend(() => {
         if (current.size === 0) return Effect.void
         const v = values([...current.values()])
-        return orDie(sql`UPDATE purchase_balances AS b SET
-            granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
-            cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount
-          FROM unnest(
-            ${v.organizations}::text[], ${v.purchases}::text[],
-            ${v.components}::text[], ${v.granted}::numeric[],
-            ${v.used}::numeric[], ${v.remaining}::numeric[],
-            ${v.cycleQuantity}::numeric[], ${v.arrearAmount}::numeric[]
-          ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, cycle_quantity, arrear_amount)
-          WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
-            AND b.component_id = v.component_id`)
+        return Effect.flatMap(
+          findAll(
+            RaisedBalance,
+            sql`WITH moved AS (
+                UPDATE purchase_balances AS b SET
+                  granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
+                  cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount
+                FROM unnest(
+                  ${v.organizations}::text[], ${v.purchases}::text[],
+                  ${v.components}::text[], ${v.granted}::numeric[],
+                  ${v.used}::numeric[], ${v.remaining}::numeric[],
+                  ${v.cycleQuantity}::numeric[], ${v.arrearAmount}::numeric[]
+                ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, cycle_quantity, arrear_amount)
+                WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
+                  AND b.component_id = v.component_id
+                RETURNING b.organization_id, b.purchase_id, b.component_id, b.customer_id, b.type, b.billing_mode,
+                  b.target_id, b.granted, b.used, b.remaining, v.granted AS granted_moved, v.used AS used_moved,
+                  v.remaining AS remaining_moved
+              )
+              -- What an alert says is looked up by key for the rows that crossed only: subqueries of the select
+              -- list, evaluated per row kept, never a join the planner could make a scan of every purchase.
+              SELECT m.organization_id, m.purchase_id, m.component_id, m.customer_id, m.type, m.target_id,
+                     m.granted, m.used, m.remaining, m.granted_moved, m.used_moved, m.remaining_moved,
+                     ${sql.literal(ofPurchase("cycle_index"))} AS cycle_index,
+                     ${sql.literal(ofPurchase("period_start"))} AS period_start,
+                     ${sql.literal(ofPurchase("period_end"))} AS period_end,
+                     (SELECT c.external_id FROM customers c
+                      WHERE c.organization_id = m.organization_id AND c.id = m.customer_id) AS external_id
+              FROM moved m
+              WHERE m.billing_mode = 'ADVANCE' AND m.target_id IS NOT NULL
+                AND ${sql.literal(usedLevelSql("m.granted", "m.used"))}
+                  > ${sql.literal(usedLevelSql("m.granted - m.granted_moved", "m.used - m.used_moved"))}`
+          ),
+          (raised) => raised.length === 0 ? Effect.void : alertThresholds(raised, moves)
+        )
       })
       const moveClosed = Effect.suspend(() => {
         if (closed.size === 0) return Effect.void

@@ -606,7 +606,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       writes.usageRows.push(usageRow(record, customer, usageLogId, priced, purchase?.cycleIndex ?? null))
       if (priced.draw !== null && purchase !== null) {
         applyMoves(purchase, priced.draw.moves)
-        writes.moves.push(...priced.draw.moves)
+        for (const move of priced.draw.moves) writes.moves.push({ ...move, usageLogId })
         if (ended && priced.draw.moves.length > 0) {
           const key = { organizationId: record.organizationId, purchaseId: purchase.id, cycleIndex: purchase.cycleIndex }
           writes.endedCycles.set(`${key.organizationId}/${key.purchaseId}/${key.cycleIndex}`, key)

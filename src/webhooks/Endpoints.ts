@@ -10,7 +10,7 @@ import { WebhookEndpointNotFound } from "../errors.ts"
 import { makeId, randomToken, type OrganizationId } from "../ids.ts"
 import { toSql } from "../money.ts"
 import { currentTime } from "../time.ts"
-import { EVENT_TYPES, Endpoint, type EndpointCreate } from "./Webhook.ts"
+import { DEFAULT_EVENT_TYPES, Endpoint, type EndpointCreate } from "./Webhook.ts"
 
 const newSecret = () => `whsec_${randomToken(32)}`
 
@@ -27,7 +27,7 @@ export class WebhookEndpoints extends Effect.Service<WebhookEndpoints>()("Webhoo
               organizationId,
               id: makeId("whe"),
               url: input.url,
-              events: [...new Set(input.events ?? EVENT_TYPES)],
+              events: [...new Set(input.events ?? DEFAULT_EVENT_TYPES)],
               threshold: input.threshold == null ? null : toSql(input.threshold),
               secret: newSecret()
             })

@@ -1,7 +1,18 @@
 /** The JSON a receiver gets, as the types a receiver codes against (no runtime dependencies). */
 
-export const EVENT_TYPES = ["wallet.balance.update", "wallet.balance.drop"] as const
+export const EVENT_TYPES = [
+  "wallet.balance.update",
+  "wallet.balance.drop",
+  "wallet.balance.recovered",
+  "balance.threshold.crossed"
+] as const
 export type EventType = typeof EVENT_TYPES[number]
+
+/**
+ * What an endpoint (or a listen session) gets when it names no events: the
+ * spec's two wallet events. The others are subscribed to by name.
+ */
+export const DEFAULT_EVENT_TYPES: ReadonlyArray<EventType> = ["wallet.balance.update", "wallet.balance.drop"]
 
 export interface WalletBalanceEventData {
   readonly customer_id: string
@@ -12,18 +23,43 @@ export interface WalletBalanceEventData {
   readonly delta: number
   readonly source: "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT"
   readonly usage_log_id: string | null
-  /** `wallet.balance.drop` only: the level crossed and whose it was. */
+  /** `wallet.balance.drop` and `wallet.balance.recovered` only: the level crossed and whose it was. */
   readonly threshold?: number
   readonly threshold_source?: "CUSTOMER" | "ENDPOINT"
 }
 
-export interface WebhookEventBody {
+/** `balance.threshold.crossed`: a prepaid balance reached a share of what was granted this cycle. */
+export interface BalanceThresholdEventData {
+  readonly customer_id: string
+  readonly external_id: string | null
+  /** The kind of balance and the catalogue id of what it meters (`creditId`, `outcomeId`, `unitId`, `compositeId`). */
+  readonly balance_type: "CREDIT" | "OUTCOME" | "UNIT" | "COMPOSITE"
+  readonly balance_id: string
+  readonly purchase_id: string
+  /** Percent of `granted` used: 50, 80 or 100. */
+  readonly threshold: 50 | 80 | 100
+  /** In the balance's own quantity (credits, outcomes, units, occurrences), exact decimals, just after the move. */
+  readonly granted: number
+  readonly used: number
+  readonly remaining: number
+  readonly cycle_index: number
+  readonly period_start: string
+  readonly period_end: string
+  readonly source: "USAGE" | "ADJUSTMENT"
+  readonly usage_log_id: string | null
+}
+
+interface EventBodyOf<T extends EventType, D> {
   /** `evt_...`; the same on every attempt and replay of the event. */
   readonly id: string
-  readonly event_type: EventType
+  readonly event_type: T
   /** ISO 8601; orders events, which may arrive out of order or more than once. */
   readonly triggered_at: string
-  /** Present (true) only on an event made by `billing trigger`: nothing happened to the wallet. */
+  /** Present (true) only on an event made by `billing trigger`: nothing happened to the balance. */
   readonly test?: true
-  readonly data: WalletBalanceEventData
+  readonly data: D
 }
+
+export type WebhookEventBody =
+  | EventBodyOf<"wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered", WalletBalanceEventData>
+  | EventBodyOf<"balance.threshold.crossed", BalanceThresholdEventData>

@@ -18,7 +18,7 @@ import { dieOnSqlError, findAll } from "../db/Sql.ts"
 import { makeId, randomToken, type OrganizationId } from "../ids.ts"
 import { Timestamp } from "../schema.ts"
 import { signatureHeader } from "./Signature.ts"
-import { EVENT_TYPES, type EventType } from "./Webhook.ts"
+import { DEFAULT_EVENT_TYPES, type EventType } from "./Webhook.ts"
 import { currentTime, timeFromNow } from "../time.ts"
 
 /** How long a session stays subscribed without a heartbeat. */
@@ -92,7 +92,7 @@ export class WebhookListen extends Effect.Service<WebhookListen>()("WebhookListe
           organizationId,
           endpointId: makeId("whe"),
           secret: `whsec_${randomToken(32)}`,
-          events: [...new Set(events ?? EVENT_TYPES)]
+          events: [...new Set(events ?? DEFAULT_EVENT_TYPES)]
         }
         yield* sql`INSERT INTO webhook_endpoints ${
           sql.insert({

@@ -1,19 +1,20 @@
 /**
- * The webhook outbox: the one door through which a change of a customer's
- * ordinary Wallet becomes webhook events. Whoever moves the wallet (purchases,
- * adjustments, cycles, usage) calls `walletChanged` inside the transaction that
- * moves it, so an event exists exactly when the change committed. The worker
- * delivers what is written here (see src/webhooks/Sender.ts).
+ * The webhook outbox: the one door through which a balance change becomes
+ * webhook events. Whoever moves the ordinary Wallet (purchases, adjustments,
+ * cycles, usage) calls `walletChanged` inside the transaction that moves it,
+ * and the ledger calls `thresholdsCrossed` when a move takes a prepaid balance
+ * to a threshold, so an event exists exactly when the change committed. The
+ * worker delivers what is written here (see src/webhooks/Sender.ts).
  *
  * The Reserved Wallet never comes through here: it triggers no event.
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { findAll, insertRows } from "../db/Sql.ts"
+import { findAll, insertRows, insertRowsStatement, writeTogether } from "../db/Sql.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import type { Decimal } from "../money.ts"
 import { Money } from "../schema.ts"
-import type { EventType } from "./Webhook.ts"
+import type { EventType, TriggerableEventType } from "./Webhook.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
 
 export type WalletChangeSource = "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT"
@@ -78,6 +79,69 @@ const eventBody = (
 const crossedDown = (change: WalletChange, level: Decimal) =>
   BigDecimal.greaterThan(change.previousBalance, level) && BigDecimal.lessThanOrEqualTo(change.currentBalance, level)
 
+/** The mirror: from at or below `level` to above it. */
+const crossedUp = (change: WalletChange, level: Decimal) =>
+  BigDecimal.lessThanOrEqualTo(change.previousBalance, level) && BigDecimal.greaterThan(change.currentBalance, level)
+
+/** The share of a prepaid balance's grant that alerts fire at, in percent, ascending. */
+export const USED_THRESHOLDS = [50, 80, 100] as const
+export type UsedThreshold = typeof USED_THRESHOLDS[number]
+
+/** How the API names a balance's kind: the plan's `PRICING_METRIC` component is a composite. */
+export type BalanceKind = "CREDIT" | "OUTCOME" | "UNIT" | "COMPOSITE"
+
+/** A prepaid balance that reached `threshold` % used of what was granted this cycle, with its values just after. */
+export interface ThresholdCrossing {
+  readonly organizationId: string
+  readonly customerId: string
+  readonly externalId: string | null
+  readonly purchaseId: string
+  readonly componentId: string
+  readonly balanceType: BalanceKind
+  readonly balanceId: string
+  readonly cycleIndex: number
+  readonly periodStart: Date
+  readonly periodEnd: Date
+  readonly threshold: UsedThreshold
+  readonly granted: Decimal
+  readonly used: Decimal
+  readonly remaining: Decimal
+  /** The usage-log row whose move reached it; null for an adjustment. */
+  readonly usageLogId: string | null
+  readonly at: Date
+}
+
+const thresholdEventBody = (id: string, crossing: ThresholdCrossing) => {
+  const data: Array<readonly [string, string]> = [
+    ["customer_id", JSON.stringify(crossing.customerId)],
+    ["external_id", JSON.stringify(crossing.externalId)],
+    ["balance_type", JSON.stringify(crossing.balanceType)],
+    ["balance_id", JSON.stringify(crossing.balanceId)],
+    ["purchase_id", JSON.stringify(crossing.purchaseId)],
+    ["threshold", String(crossing.threshold)],
+    ["granted", decimalJson(crossing.granted)],
+    ["used", decimalJson(crossing.used)],
+    ["remaining", decimalJson(crossing.remaining)],
+    ["cycle_index", String(crossing.cycleIndex)],
+    ["period_start", JSON.stringify(crossing.periodStart.toISOString())],
+    ["period_end", JSON.stringify(crossing.periodEnd.toISOString())],
+    ["source", JSON.stringify(crossing.usageLogId === null ? "ADJUSTMENT" : "USAGE")],
+    ["usage_log_id", JSON.stringify(crossing.usageLogId)]
+  ]
+  const dataJson = `{${data.map(([key, value]) => `${JSON.stringify(key)}:${value}`).join(",")}}`
+  return `{"id":${JSON.stringify(id)},"event_type":"balance.threshold.crossed","triggered_at":${
+    JSON.stringify(crossing.at.toISOString())
+  },"data":${dataJson}}`
+}
+
+const FiredAlert = Schema.Struct({
+  organizationId: Schema.String,
+  purchaseId: Schema.String,
+  cycleIndex: Schema.Number,
+  componentId: Schema.String,
+  threshold: Schema.Number
+})
+
 export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbox", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
@@ -138,24 +202,32 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
           const subscribedTo = (eventType: EventType) =>
             ofOrganization.filter((endpoint) => endpoint.events.includes(eventType))
           record(change, "wallet.balance.update", subscribedTo("wallet.balance.update"))
-          const dropSubscribers = subscribedTo("wallet.balance.drop")
-          if (change.alertLevel !== null) {
-            if (crossedDown(change, change.alertLevel)) {
-              record(change, "wallet.balance.drop", dropSubscribers, { threshold: change.alertLevel, source: "CUSTOMER" })
+          // A drop goes down through the level, a recovery back up through it: the same level rules for both.
+          const levelEvents = [
+            ["wallet.balance.drop", crossedDown],
+            ["wallet.balance.recovered", crossedUp]
+          ] as const
+          for (const [eventType, crossed] of levelEvents) {
+            const subscribers = subscribedTo(eventType)
+            if (subscribers.length === 0) continue
+            if (change.alertLevel !== null) {
+              if (crossed(change, change.alertLevel)) {
+                record(change, eventType, subscribers, { threshold: change.alertLevel, source: "CUSTOMER" })
+              }
+              continue
             }
-            continue
-          }
-          // Without a customer level each endpoint's own threshold decides; one event per level crossed.
-          const byLevel = new Map<string, { threshold: Decimal; endpoints: Array<Subscriber> }>()
-          for (const endpoint of dropSubscribers) {
-            if (endpoint.threshold === null || !crossedDown(change, endpoint.threshold)) continue
-            const key = decimalJson(endpoint.threshold)
-            const group = byLevel.get(key) ?? { threshold: endpoint.threshold, endpoints: [] }
-            group.endpoints.push(endpoint)
-            byLevel.set(key, group)
-          }
-          for (const group of byLevel.values()) {
-            record(change, "wallet.balance.drop", group.endpoints, { threshold: group.threshold, source: "ENDPOINT" })
+            // Without a customer level each endpoint's own threshold decides; one event per level crossed.
+            const byLevel = new Map<string, { threshold: Decimal; endpoints: Array<Subscriber> }>()
+            for (const endpoint of subscribers) {
+              if (endpoint.threshold === null || !crossed(change, endpoint.threshold)) continue
+              const key = decimalJson(endpoint.threshold)
+              const group = byLevel.get(key) ?? { threshold: endpoint.threshold, endpoints: [] }
+              group.endpoints.push(endpoint)
+              byLevel.set(key, group)
+            }
+            for (const group of byLevel.values()) {
+              record(change, eventType, group.endpoints, { threshold: group.threshold, source: "ENDPOINT" })
+            }
           }
         }
         yield* insertRows(sql, "webhook_events", events)
@@ -165,16 +237,90 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
     const walletChanged = Effect.fn("WebhookOutbox.walletChanged")((change: WalletChange): Effect.Effect<void> => walletChangedMany([change]))
 
     /**
+     * Prepaid balances that reached thresholds, found by the ledger in the
+     * transaction that moved them. Each (balance, cycle, threshold) fires once:
+     * the alert row's key decides (a threshold already recorded this cycle is
+     * skipped, whatever moved the balance since), and is written whether or
+     * not an endpoint listens. An event (one a threshold) goes to the endpoints
+     * enabled and subscribed to `balance.threshold.crossed` now; nobody, no
+     * event. Three statements whatever the number of crossings, none without one.
+     */
+    const thresholdsCrossed = Effect.fn("WebhookOutbox.thresholdsCrossed")((crossings: ReadonlyArray<ThresholdCrossing>): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        if (crossings.length === 0) return
+        const organizations = [...new Set(crossings.map((crossing) => crossing.organizationId))]
+        const endpoints = yield* findAll(
+          Subscriber,
+          sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
+              WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
+                AND (listen_until IS NULL OR listen_until > now()) AND 'balance.threshold.crossed' = ANY(events)
+              ORDER BY organization_id, id`
+        )
+        const alertKey = (row: { organizationId: string; purchaseId: string; cycleIndex: number; componentId: string; threshold: number }) =>
+          `${row.organizationId}/${row.purchaseId}/${row.cycleIndex}/${row.componentId}/${row.threshold}`
+        const byKey = new Map<string, { crossing: ThresholdCrossing; eventId: string | null }>()
+        for (const crossing of crossings) {
+          const listening = endpoints.some((endpoint) => endpoint.organizationId === crossing.organizationId)
+          const key = alertKey(crossing)
+          if (!byKey.has(key)) byKey.set(key, { crossing, eventId: listening ? makeId("evt") : null })
+        }
+        const alerts = [...byKey.values()]
+        const column = <A>(pick: (alert: typeof alerts[number]) => A) => alerts.map(pick)
+        const fired = yield* findAll(
+          FiredAlert,
+          sql`INSERT INTO balance_threshold_alerts (organization_id, purchase_id, cycle_index, component_id, threshold,
+                customer_id, usage_log_id, event_id, fired_at)
+              SELECT * FROM unnest(
+                ${column((a) => a.crossing.organizationId)}::text[], ${column((a) => a.crossing.purchaseId)}::text[],
+                ${column((a) => a.crossing.cycleIndex)}::int[], ${column((a) => a.crossing.componentId)}::text[],
+                ${column((a) => a.crossing.threshold)}::smallint[], ${column((a) => a.crossing.customerId)}::text[],
+                ${column((a) => a.crossing.usageLogId)}::text[], ${column((a) => a.eventId)}::text[],
+                ${column((a) => a.crossing.at.toISOString())}::timestamptz[])
+              ON CONFLICT DO NOTHING
+              RETURNING organization_id, purchase_id, cycle_index, component_id, threshold`
+        )
+        const events: Array<Record<string, unknown>> = []
+        const deliveries: Array<Record<string, unknown>> = []
+        const now = yield* currentTimeMillis
+        for (const row of fired) {
+          const { crossing, eventId } = byKey.get(alertKey(row))!
+          if (eventId === null) continue
+          events.push({
+            organizationId: crossing.organizationId,
+            id: eventId,
+            eventType: "balance.threshold.crossed",
+            customerId: crossing.customerId,
+            triggeredAt: crossing.at.toISOString(),
+            body: thresholdEventBody(eventId, crossing)
+          })
+          const due = new Date(Math.min(crossing.at.getTime(), now)).toISOString()
+          for (const endpoint of endpoints) {
+            if (endpoint.organizationId !== crossing.organizationId) continue
+            deliveries.push({
+              organizationId: crossing.organizationId,
+              id: makeId("whd"),
+              eventId,
+              endpointId: endpoint.id,
+              status: "PENDING",
+              nextAttemptAt: due
+            })
+          }
+        }
+        // Foreign keys are checked at the statement's end: the deliveries go with their events, one round trip.
+        yield* writeTogether(sql, [insertRowsStatement(sql, "webhook_events", events), insertRowsStatement(sql, "webhook_deliveries", deliveries)])
+      }))
+
+    /**
      * `billing trigger EVENT`: an event of that type for a real customer of the
      * organisation, marked `"test": true`, with nothing moved (delta 0, both
-     * balances the wallet's current one; a drop's threshold is that balance).
+     * balances the wallet's current one; a drop's or recovery's threshold is that balance).
      * It goes to every enabled endpoint and live listen session subscribed to
      * the type, thresholds aside, through the same deliveries as a real event.
      * The number of recipients; none stores nothing, as for real events.
      */
     const testEvent = Effect.fn("WebhookOutbox.testEvent")(function*(
       organizationId: OrganizationId,
-      eventType: EventType,
+      eventType: TriggerableEventType,
       customer: { readonly id: string; readonly externalId: string | null; readonly balance: Decimal }) {
         const recipients = yield* findAll(
           Subscriber,
@@ -198,7 +344,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
           alertLevel: null,
           at
         }
-        const level = eventType === "wallet.balance.drop" ? { threshold: customer.balance, source: "CUSTOMER" as const } : undefined
+        const level = eventType === "wallet.balance.update" ? undefined : { threshold: customer.balance, source: "CUSTOMER" as const }
         yield* insertRows(sql, "webhook_events", [{
           organizationId,
           id,
@@ -222,6 +368,6 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
         return { id, eventType, recipients: recipients.length }
       }, sql.withTransaction)
 
-    return { walletChanged, walletChangedMany, testEvent } as const
+    return { walletChanged, walletChangedMany, thresholdsCrossed, testEvent } as const
   })
 }) {}

@@ -1,13 +1,23 @@
 /** Webhook endpoints, events, deliveries and attempts (DESIGN.md §7). */
 import { BigDecimal, Schema } from "effect"
 import { Money, MoneyInput, Timestamp } from "../schema.ts"
-import { EVENT_TYPES } from "./EventBody.ts"
+import { DEFAULT_EVENT_TYPES, EVENT_TYPES } from "./EventBody.ts"
 
-export { EVENT_TYPES }
+export { DEFAULT_EVENT_TYPES, EVENT_TYPES }
 export const EventType = Schema.Literal(...EVENT_TYPES).annotations({
   message: () => `must be one of ${EVENT_TYPES.join(", ")}`
 })
 export type EventType = typeof EventType.Type
+
+/**
+ * What `billing trigger` makes a test event of: the wallet events. A threshold
+ * event is about a prepaid balance of a purchase; a real one is made by using it.
+ */
+const TRIGGERABLE = ["wallet.balance.update", "wallet.balance.drop", "wallet.balance.recovered"] as const
+export const TriggerableEventType = Schema.Literal(...TRIGGERABLE).annotations({
+  message: () => `must be one of ${TRIGGERABLE.join(", ")}`
+})
+export type TriggerableEventType = typeof TriggerableEventType.Type
 
 export const WebhookUrl = Schema.String.pipe(
   Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),

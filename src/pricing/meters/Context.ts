@@ -95,6 +95,11 @@ export interface BalanceMove {
    * index): the ledger moves that row, never the purchase's current one.
    */
   readonly closedCycle?: number
+  /**
+   * The usage-log row the move bills, when one does: named by a threshold
+   * alert the move makes the balance reach (docs/webhooks.md).
+   */
+  readonly usageLogId?: string | null
 }
 
 /** Applies moves to the in-memory balances, so the next signal sees them. */
