@@ -3,11 +3,15 @@
  * echo-and-reconnect discipline as the API key cache's listener
  * (src/organizations/KeyCache.ts, `listenForKeyChanges`), for any channel.
  *
- * `PgClient.listen` (a dedicated connection) stays silent forever when its
- * connection drops (@effect/sql-pg 0.53 swallows the connection's errors), so
- * a listener is only trusted once a `pg_notify` sent through the pool has come
- * back on the listening connection (`listening`), and again every heartbeat;
- * an echo that does not come back ends the session and it reconnects. On the
+ * The listening connection is our own (`listeningConnection`), not
+ * `PgClient.listen`'s: @effect/sql-pg 0.53 swallows that connection's errors
+ * (it stays silent forever once dropped), drops empty payloads, and leaves the
+ * connection open when the listener is interrupted while it connects (its
+ * socket then kept a `billing worker` stopped by SIGTERM from exiting). Ours is
+ * ended whenever its session ends, however it ends. Still, a listener is only
+ * trusted once a `pg_notify` sent through the pool has come back on the
+ * listening connection (`listening`), and again every heartbeat; an echo that
+ * does not come back ends the session and it reconnects. On the
  * embedded database the echo never comes back (its socket serves one PGlite
  * session to every client): the state is `unavailable`, and callers keep
  * polling. `PgClient.notify` is not used: it sends `NOTIFY chan, $1`, which
@@ -15,8 +19,10 @@
  * pg_notify(chan, payload)` is.
  */
 import type { SqlClient } from "@effect/sql"
+import { SqlError } from "@effect/sql/SqlError"
 import type { PgClient } from "@effect/sql-pg"
-import { Cause, Data, Deferred, Duration, Effect, Fiber, Option, Scope, Stream } from "effect"
+import { Cause, Data, Deferred, Duration, Effect, Fiber, Option, Redacted, Scope } from "effect"
+import Pg from "pg"
 import { randomToken } from "../ids.ts"
 
 /**
@@ -109,11 +115,8 @@ export const listenOn = (
     const session = Effect.scoped(Effect.gen(function*() {
       confirmed = false
       onState("connecting")
-      const stream = yield* pg.listen(channel).pipe(
-        Stream.runForEach((payload) => Effect.sync(() => received(payload))),
-        Effect.forkScoped
-      )
-      const streamEnded = Effect.flatMap(Fiber.join(stream), () => Effect.dieMessage("the notification stream ended"))
+      const ended = yield* listeningConnection(pg.config, channel, received)
+      const streamEnded = Effect.flatMap(Deferred.await(ended), () => Effect.dieMessage("the listening connection ended"))
       const beats = Effect.gen(function*() {
         yield* echoRound
         confirmed = true
@@ -157,14 +160,70 @@ export const listenOn = (
     }
   })
 
+/** A `pg` client's settings from the SQL client's: the same server, database, user and application name. */
+const clientConfigOf = (config: PgClient.PgClientConfig): Pg.ClientConfig => ({
+  ...(config.url !== undefined ? { connectionString: Redacted.value(config.url) } : {}),
+  host: config.host,
+  port: config.port,
+  database: config.database,
+  user: config.username,
+  ...(config.password !== undefined ? { password: Redacted.value(config.password) } : {}),
+  ...(config.ssl !== undefined ? { ssl: config.ssl } : {}),
+  ...(config.applicationName !== undefined ? { application_name: config.applicationName } : {})
+})
+
 /**
- * Runs a listener (`listenOn`) until `scope` closes, without the close
- * waiting for it to stop. Interrupting a listener whose connection is still
- * being set up can wait on the driver (the stream's `UNLISTEN` finalizer is an
- * uninterruptible query on that connection): a `billing worker` stopped by
- * SIGTERM just as it went idle did not exit. The listener is interrupted as
- * the scope closes; its connection ends with the client's (PgClient's own
- * finalizer, with its time-out).
+ * A connection of its own listening on `channel` for as long as the scope
+ * lasts, every payload to `onPayload`; the deferred completes when the
+ * connection ends or fails (the caller reconnects). The connection is ended
+ * when the scope closes, and at once when the fiber is interrupted while it
+ * is still connecting.
+ */
+const listeningConnection = (
+  config: PgClient.PgClientConfig,
+  channel: string,
+  onPayload: (payload: string) => void
+): Effect.Effect<Deferred.Deferred<void>, SqlError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const ended = yield* Deferred.make<void>()
+    const end = (client: Pg.Client) =>
+      Effect.sync(() => {
+        client.end().catch(() => {})
+      })
+    yield* Effect.acquireRelease(
+      Effect.interruptible(Effect.async<Pg.Client, SqlError>((resume) => {
+        const client = new Pg.Client(clientConfigOf(config))
+        client.on("error", () => Deferred.unsafeDone(ended, Effect.void))
+        client.on("end", () => Deferred.unsafeDone(ended, Effect.void))
+        client.on("notification", (message) => {
+          if (message.channel === channel) onPayload(message.payload ?? "")
+        })
+        client.connect()
+          .then(() => client.query(`LISTEN ${Pg.escapeIdentifier(channel)}`))
+          .then(
+            () => resume(Effect.succeed(client)),
+            (cause) => {
+              client.end().catch(() => {})
+              resume(Effect.fail(new SqlError({ cause, message: `Failed to listen on ${channel}` })))
+            }
+          )
+        return end(client)
+      })),
+      end
+    )
+    return ended
+  })
+
+/**
+ * Runs a listener (`listenOn`) until `scope` closes, which interrupts it and
+ * waits for its connection to be ended (at most `listenerStopWait`, so a
+ * database that does not answer cannot hang the close).
  */
 export const forkListener = (listener: Effect.Effect<never>, scope: Scope.Scope): Effect.Effect<void> =>
-  Effect.flatMap(Effect.forkDaemon(listener), (fiber) => Scope.addFinalizer(scope, Fiber.interruptFork(fiber)))
+  Effect.flatMap(
+    Effect.forkDaemon(listener),
+    (fiber) => Scope.addFinalizer(scope, Effect.timeoutOption(Fiber.interrupt(fiber), listenerStopWait))
+  )
+
+/** How long closing a listener's scope waits for the listener to stop. */
+const listenerStopWait = Duration.seconds(3)
