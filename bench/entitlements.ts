@@ -20,6 +20,8 @@
  *  5. beside them, in the same run and through the same door: `GET /customers/{id}/balances`,
  *     a read route the API already had (five statements), as many requests as the check;
  *  6. the machine's load average before and after, since other work shares the cores.
+ *
+ * `--cpu-prof DIR` runs the server under `node --cpu-prof`, its profile written to DIR when it stops.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as os from "node:os"
@@ -40,8 +42,12 @@ const env = { ...process.env, DATABASE_URL: databaseUrl }
 const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 
-const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") =>
-  spawn(process.execPath, [cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
+const cpuProfileDir = (() => {
+  const at = process.argv.indexOf("--cpu-prof")
+  return at === -1 ? undefined : process.argv[at + 1]
+})()
+const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore", nodeArgs: ReadonlyArray<string> = []) =>
+  spawn(process.execPath, [...nodeArgs, cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
 const exited = (child: ChildProcess) =>
   new Promise<{ code: number | null; stdout: string }>((resolve) => {
     let stdout = ""
@@ -69,7 +75,11 @@ const main = async () => {
 
     const port = 20000 + Math.floor(Math.random() * 20000)
     const api = apiClient(port, apiKey, connections)
-    server = spawnCli(["serve", "--no-worker", "--port", String(port)])
+    server = spawnCli(
+      ["serve", "--no-worker", "--port", String(port)],
+      "ignore",
+      cpuProfileDir === undefined ? [] : ["--cpu-prof", "--cpu-prof-dir", cpuProfileDir]
+    )
     await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200)
 
     const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]

@@ -40,6 +40,7 @@ import { AuthenticationLive } from "../http/Auth.ts"
 import { guardBodies } from "../http/BodyGuard.ts"
 import { renderFailures, type RouteTable } from "../http/Envelope.ts"
 import { IntakeLane } from "../signals/IntakeLane.ts"
+import { CheckLane } from "../entitlements/CheckLane.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 
 /** Every path pattern of the API, to answer 405 rather than 404 for a known path. */
@@ -116,18 +117,26 @@ export interface HttpServerOptions {
   readonly requestLog?: Partial<RequestLog.RequestLogOptions>
 }
 
+/** A raw Node door: takes a request it answers (or hands to `fallback`), false for one it leaves alone. */
+type LaneTake = (
+  request: IncomingMessage,
+  response: ServerResponse,
+  fallback: (request: IncomingMessage, response: ServerResponse) => void
+) => boolean
+
 /**
- * Node's server, with every request offered to the intake lane first; what
- * the lane does not take (or hands back) goes to the full server's listener.
+ * Node's server, with every request offered to the lanes first (the intake
+ * lane, the check lane); what no lane takes (or a lane hands back) goes to the
+ * full server's listener.
  */
-const serverWithLane = (lane: Context.Tag.Service<IntakeLane>): Server => {
+const serverWithLanes = (lanes: ReadonlyArray<LaneTake>): Server => {
   const server = createServer()
   const emit = server.emit.bind(server) as (event: string | symbol, ...args: Array<unknown>) => boolean
   const toFullServer = (request: IncomingMessage, response: ServerResponse) => {
     emit("request", request, response)
   }
   server.emit = ((event: string | symbol, ...args: Array<unknown>) =>
-    (event === "request" && lane.take(args[0] as IncomingMessage, args[1] as ServerResponse, toFullServer)) ||
+    (event === "request" && lanes.some((take) => take(args[0] as IncomingMessage, args[1] as ServerResponse, toFullServer))) ||
     emit(event, ...args)) as Server["emit"]
   return server
 }
@@ -147,10 +156,10 @@ export const makeHttpServer = (options: HttpServerOptions) => {
     Layer.provide(ApiLive)
   )
   return (options.logAddress === false ? serve : HttpServer.withLogAddress(serve)).pipe(
-    Layer.provideMerge(Layer.unwrapEffect(Effect.map(IntakeLane, (lane) =>
-      NodeHttpServer.layer(() => serverWithLane(lane), { port: options.port, host: options.host })))),
-    // Built before the server and released after it: the lane's requests in flight end with the server.
-    Layer.provideMerge(IntakeLane.layer(Api)),
+    Layer.provideMerge(Layer.unwrapEffect(Effect.zipWith(IntakeLane, CheckLane, (intake, check) =>
+      NodeHttpServer.layer(() => serverWithLanes([intake.take, check.take]), { port: options.port, host: options.host })))),
+    // Built before the server and released after it: the lanes' requests in flight end with the server.
+    Layer.provideMerge(Layer.merge(IntakeLane.layer(Api), CheckLane.layer(Api))),
     // Built before the HTTP server and released after it: lines of requests that finish while it closes are written.
     Layer.provide(RequestLog.layer(options.requestLog))
   )

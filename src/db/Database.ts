@@ -28,16 +28,24 @@ const resultName = (name: string): string => {
   return camel
 }
 
-const clientOn = (pool: Parameters<typeof acquirePool>[0], connectTimeout?: Duration.DurationInput) =>
+const clientOn = (
+  pool: Parameters<typeof acquirePool>[0],
+  connectTimeout: Duration.DurationInput,
+  options: { readonly prepareMarked: boolean }
+) =>
   PgClient.layerFromPool({
-    acquire: acquirePool({ ...pool, application_name: applicationName }, connectTimeout),
+    acquire: acquirePool({ ...pool, application_name: applicationName }, connectTimeout, options),
     applicationName,
     transformResultNames: resultName,
     transformQueryNames: String.camelToSnake
   })
 
-export const fromUrl = (url: Redacted.Redacted, maxConnections = 20) =>
-  clientOn({ connectionString: Redacted.value(url), max: maxConnections })
+/**
+ * A client on the PostgreSQL server at `url`; `prepareMarked` false for a URL
+ * of the embedded database's socket (tests), whose one session the clients share (Pool.ts).
+ */
+export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMarked = true) =>
+  clientOn({ connectionString: Redacted.value(url), max: maxConnections }, "5 seconds", { prepareMarked })
 
 /**
  * A new client's first statement queues behind whichever client holds the
@@ -54,7 +62,7 @@ export const fromEmbedded = (address: EmbeddedAddress) =>
     user: "postgres",
     // pglite-socket multiplexes every client over one PGlite session.
     max: 8
-  }, EMBEDDED_CONNECT_TIMEOUT)
+  }, EMBEDDED_CONNECT_TIMEOUT, { prepareMarked: false })
 
 /** The SQL client chosen by the environment (`DATABASE_URL`, else the embedded database). */
 export const DatabaseLive = Layer.unwrapScoped(

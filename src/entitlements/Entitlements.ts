@@ -232,12 +232,22 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
     const answer = (organizationId: string, request: CheckRequest, reserving: boolean) =>
       Effect.gen(function*() {
         const now = yield* currentTime
-        let state = yield* checkState(organizationId, request, now)
-        if (reserving) {
-          // Serialises this customer's reserving checks until the hold commits (or the refusal ends the
-          // transaction), then reads again: what a check that held the lock before this one committed.
-          yield* orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${`reservations/${state.simulated.customer.id}`}))`)
-          state = yield* checkState(organizationId, { ...request, customerId: state.simulated.customer.id }, now)
+        // Serialises this customer's reserving checks until the hold commits (or the refusal ends the
+        // transaction): a check reads after the lock, so it sees what a check that held it before committed.
+        const lockHolds = (customerId: string) =>
+          orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${`reservations/${customerId}`}))`)
+        let state
+        if (reserving && request.customerId !== undefined) {
+          // The id names the customer (it wins over an externalId): the lock first, then one read.
+          yield* lockHolds(request.customerId)
+          state = yield* checkState(organizationId, request, now)
+        } else {
+          state = yield* checkState(organizationId, request, now)
+          if (reserving) {
+            // Named by externalId: read to learn its id, lock, then read again.
+            yield* lockHolds(state.simulated.customer.id)
+            state = yield* checkState(organizationId, { ...request, customerId: state.simulated.customer.id }, now)
+          }
         }
         const { context, holds, simulated } = state
         const customer = simulated.customer

@@ -1,7 +1,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
-import { Schema } from "effect"
+import { Context, Schema } from "effect"
 import { CustomerIdPath, customerNotFound } from "../customers/CustomersApi.ts"
 import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/Documented.ts"
@@ -11,13 +11,20 @@ const ReservationIdPath = Schema.Struct({
   id: Schema.String.annotations({ description: "The hold's id (`rsv_...`), as the reserving check answered it." })
 })
 
+/** Marks the check endpoint: the check lane (CheckLane.ts) answers exactly the endpoint so marked. */
+export class CheckEndpoint extends Context.Tag("entitlements/CheckEndpoint")<CheckEndpoint, true>() {}
+
+/** The message of the check's 200 (also written by src/entitlements/CheckLane.ts). */
+export const checkedMessage = "Entitlement checked"
+
 const reservationNotFound = "No reservation with this id in the workspace."
 
 export class EntitlementsApi extends HttpApiGroup.make("entitlements")
   .add(
     HttpApiEndpoint.post("check", "/entitlements/check")
       .setPayload(CheckRequest)
-      .addSuccess(Success(CheckResult, { message: "Entitlement checked" }))
+      .addSuccess(Success(CheckResult, { message: checkedMessage }))
+      .annotate(CheckEndpoint, true)
       .annotateContext(documented({
         summary: "Check a customer's spend before spending, and optionally hold it",
         description: "Whether the customer may spend `usage` (CREDIT, WALLET) or `quantity` (OUTCOME, UNIT) now, by " +

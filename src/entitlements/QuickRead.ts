@@ -73,7 +73,8 @@ export const quickRead = (
   Effect.map(
     findAll(
       QuickRow,
-      sql`SELECT c.organization_id, c.id, c.external_id, c.archived_at,
+      sql`/* prepared: ${sql.literal(by._tag === "ById" ? "entitlements.quick_read.by_id" : "entitlements.quick_read.by_external_id")} */
+          SELECT c.organization_id, c.id, c.external_id, c.archived_at,
             (EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED' AND s.organization_id = c.organization_id
                        AND coalesce(s.customer_id, 'ext:' || s.external_id) = c.id)
              OR c.external_id IS NOT NULL AND EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED'

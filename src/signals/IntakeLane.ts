@@ -46,11 +46,11 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import { Cause, Context, Effect, Either, Exit, FiberSet, Layer, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { Readable } from "node:stream"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import type { ServiceError } from "../errors.ts"
 import { bearerToken } from "../http/Auth.ts"
-import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "../http/BodyGuard.ts"
+import { isJsonType } from "../http/BodyGuard.ts"
+import { parsedBody, replayOf } from "../http/LaneKit.ts"
 import { errorBody, failureAnswer, successBody, writeAnswer } from "../http/Envelope.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 import { awaitAnswer } from "./InboxWriter.ts"
@@ -92,16 +92,6 @@ const acceptedBody = (acknowledgement: Acknowledgement) => successBody(202, acce
 /** The batch's 202 body: its results are plain JSON already (strings, numbers, literals), written directly too. */
 const batchAcceptedBody = (result: SignalBatchResult) => successBody(202, batchAcceptedMessage(result), result)
 
-/** The JSON value of a body, when the body rules let the lane judge it; undefined when the full server must. */
-const parsedBody = (text: string): unknown => {
-  if (jsonDepthExceeds(text, MAX_JSON_DEPTH) || mayHoldLoneSurrogate(text)) return undefined
-  try {
-    return JSON.parse(text)
-  } catch {
-    return undefined
-  }
-}
-
 /**
  * A batch body's items when it has the `SignalBatch` shape: an object of `signals` alone, 1 to
  * 1,000 of them; undefined otherwise (the full server answers its 400). The items are
@@ -113,22 +103,6 @@ const batchItemsOf = (body: unknown): ReadonlyArray<unknown> | undefined => {
   for (const key in body) if (key !== "signals") return undefined
   return Array.isArray(signals) && signals.length >= 1 && signals.length <= maxBatchSize ? signals : undefined
 }
-
-/**
- * A request whose body has been read, as the full server reads a request: the
- * same headers, method, url and socket, and the same bytes as its body.
- */
-const replayOf = (request: IncomingMessage, body: Buffer): IncomingMessage =>
-  Object.assign(Readable.from([body], { objectMode: false }), {
-    headers: request.headers,
-    rawHeaders: request.rawHeaders,
-    method: request.method,
-    url: request.url,
-    socket: request.socket,
-    httpVersion: request.httpVersion,
-    httpVersionMajor: request.httpVersionMajor,
-    httpVersionMinor: request.httpVersionMinor
-  }) as unknown as IncomingMessage
 
 /** What the lane did since the server started (tests, diagnostics). */
 export interface IntakeLaneStats {

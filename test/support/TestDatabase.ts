@@ -118,7 +118,7 @@ const sharedDatabaseFor = Effect.acquireRelease(
 
 const databaseLayer = (url: string) =>
   // The embedded socket multiplexes one session, so keep its pool small.
-  Layer.merge(fromUrl(Redacted.make(url), usesRealPostgres ? 10 : 4), Layer.succeed(TestDatabaseUrl, url))
+  Layer.merge(fromUrl(Redacted.make(url), usesRealPostgres ? 10 : 4, usesRealPostgres), Layer.succeed(TestDatabaseUrl, url))
 
 /** SqlClient and PgClient on a database of the file's own, plus its URL. */
 export const TestDatabaseLive = Layer.unwrapScoped(Effect.map(sharedDatabaseFor, databaseLayer))

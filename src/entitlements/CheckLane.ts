@@ -1,0 +1,162 @@
+/**
+ * The check lane: `POST /api/v1/entitlements/check` (with or without
+ * `reserve`) answered straight from Node's request, without the platform's
+ * per-request machinery (request wrapper, router, middleware chain,
+ * schema-driven payload and response). That machinery alone held a bare
+ * HttpApi endpoint to a p99 of 60-81 ms at 64 connections on this machine, more
+ * than the check's own work (docs/benchmarks.md, "The check before spending").
+ *
+ * The lane is a door, not a second implementation, built as the intake lane
+ * (src/signals/IntakeLane.ts) is: its route is the endpoint annotated
+ * `CheckEndpoint`, found in the API it is given (`HttpApi.reflect`), path and
+ * prefix as the full server routes it. It applies the same body rules
+ * (BodyGuard's functions), decodes with the route's schema (`CheckRequest`),
+ * authenticates with the same key cache (`ApiKeys.authenticateCached`, no
+ * look-up for a known key), calls the same service as the HttpApi handler
+ * (`Entitlements.check`), encodes the result with the route's schema
+ * (`CheckResult`) into the same envelope, maps failures with the one mapping
+ * (`failureAnswer`), and writes the same request id and request-log line.
+ * A request it cannot judge without the full server (no Content-Length, a
+ * query string, a body that is not plain valid JSON of `CheckRequest`, no
+ * bearer key) is replayed, body and all, into the full HttpApi server before
+ * anything is written, and answered there: every 400 comes from one place.
+ */
+import * as HttpApi from "@effect/platform/HttpApi"
+import { Cause, Context, Effect, Either, Exit, FiberSet, Layer, Option, Schema } from "effect"
+import type { IncomingMessage, ServerResponse } from "node:http"
+import { ApiKeys } from "../organizations/ApiKeys.ts"
+import type { ServiceError } from "../errors.ts"
+import { bearerToken } from "../http/Auth.ts"
+import { isJsonType } from "../http/BodyGuard.ts"
+import { errorBody, failureAnswer, successBody, writeAnswer } from "../http/Envelope.ts"
+import { parsedBody, replayOf } from "../http/LaneKit.ts"
+import * as RequestLog from "../http/RequestLog.ts"
+import { CheckRequest, CheckResult } from "./Entitlement.ts"
+import { CheckEndpoint, checkedMessage } from "./EntitlementsApi.ts"
+import { Entitlements } from "./Entitlements.ts"
+
+/** The lane's paths: each POST endpoint of `api` annotated `CheckEndpoint`, by its full path. */
+export const checkRoutesOf = (api: HttpApi.HttpApi.Any): ReadonlySet<string> => {
+  const routes = new Set<string>()
+  HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint }) => {
+      if (endpoint.method === "POST" && Option.isSome(Context.getOption(endpoint.annotations, CheckEndpoint))) {
+        routes.add(endpoint.path)
+      }
+    }
+  })
+  return routes
+}
+
+/** A check's body is a few hundred bytes; a bigger one is the full server's to judge. */
+const maxCheckBody = 64 * 1024
+
+/** The route's payload decoder, as the HttpApi route decodes it (defaults: excess fields ignored). */
+const decodeCheck = Schema.decodeUnknownEither(CheckRequest)
+const encodeResult = Schema.encodeSync(CheckResult)
+
+/** What the lane did since the server started (tests, diagnostics). */
+export interface CheckLaneStats {
+  /** Requests the lane answered itself: checked, or refused by the service or the key check. */
+  readonly answered: number
+  /** Requests the lane read and handed to the full server to answer. */
+  readonly handedOver: number
+}
+
+const make = (api: HttpApi.HttpApi.Any) =>
+  Effect.gen(function*() {
+    const routes = checkRoutesOf(api)
+    const keys = yield* ApiKeys
+    const entitlements = yield* Entitlements
+    const log = yield* RequestLog.RequestLog
+    // Released after the server, which finishes its requests in flight first.
+    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
+    let answered = 0
+    let handedOver = 0
+
+    /**
+     * Takes `request` if it is the lane's and answers it, or hands it to
+     * `fallback` (with a replay of its body) when only the full server can;
+     * false when the lane does not take it at all.
+     */
+    const take = (
+      request: IncomingMessage,
+      response: ServerResponse,
+      fallback: (request: IncomingMessage, response: ServerResponse) => void
+    ): boolean => {
+      if (request.method !== "POST" || !routes.has(request.url ?? "")) return false
+      const headers = request.headers
+      const contentType = headers["content-type"]
+      if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) return false
+      const length = Number(headers["content-length"])
+      if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxCheckBody)) return false
+      const secret = bearerToken(headers["authorization"])
+      if (secret === undefined) return false
+
+      const started = performance.now()
+      const chunks: Array<Buffer> = []
+      request.on("data", (chunk: Buffer) => chunks.push(chunk))
+      request.on("error", () => response.destroy())
+      request.on("end", () => {
+        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
+        const requestId = RequestLog.requestIdOf(headers[RequestLog.requestIdHeader])
+        const finished = (status: number, json: string) => {
+          answered++
+          writeAnswer(response, status, json, requestId)
+          const now = performance.now()
+          log.record(requestId, "POST", request.url!, status, now - started, now)
+        }
+        const handOver = () => {
+          handedOver++
+          fallback(replayOf(request, body), response)
+        }
+        const refused = (cause: Cause.Cause<ServiceError>) => {
+          // A client that went away has no answer and no line, as in the full server.
+          if (response.destroyed) return
+          const failure = failureAnswer(cause)
+          // Cannot happen (the lane's path is a route); if it did, the full server answers.
+          if (failure._tag === "UnknownRoute") return handOver()
+          if (failure.status === 500) runFork(Effect.logError("Unhandled failure", cause))
+          finished(failure.status, errorBody(failure.status, failure.message))
+        }
+
+        const json = parsedBody(body.toString("utf8"))
+        if (json === undefined) return handOver()
+        const decoded = decodeCheck(json)
+        if (Either.isLeft(decoded)) return handOver()
+        const checkRequest = decoded.right
+        const cached = keys.authenticateCached(secret)
+        if (cached !== undefined && Either.isLeft(cached)) return refused(Cause.fail(cached.left))
+        const caller = cached === undefined ? keys.authenticate(secret) : Effect.succeed(cached.right)
+        const fiber = runFork(
+          Effect.flatMap(caller, (caller) => entitlements.check(caller.organizationId, checkRequest)).pipe(
+            Effect.annotateLogs("requestId", requestId),
+            Effect.exit,
+            Effect.map((exit) =>
+              Exit.isSuccess(exit)
+                ? finished(200, successBody(200, checkedMessage, encodeResult(exit.value)))
+                : refused(exit.cause)
+            )
+          )
+        )
+        response.on("close", () => {
+          if (!response.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
+        })
+      })
+      return true
+    }
+
+    return {
+      take,
+      stats: Effect.sync((): CheckLaneStats => ({ answered, handedOver })).pipe(Effect.withSpan("CheckLane.stats"))
+    } as const
+  })
+
+export class CheckLane extends Context.Tag("CheckLane")<
+  CheckLane,
+  Effect.Effect.Success<ReturnType<typeof make>>
+>() {
+  /** The lane for `api`'s check route. */
+  static readonly layer = (api: HttpApi.HttpApi.Any) => Layer.scoped(CheckLane, make(api))
+}

@@ -1,0 +1,195 @@
+/**
+ * The check lane (src/entitlements/CheckLane.ts) answers `POST
+ * /entitlements/check` without the full HttpApi server, and hands what it
+ * cannot judge to it. Each request here is sent twice over raw HTTP: once as
+ * the lane takes it (with a Content-Length) and once chunked, which the lane
+ * leaves to the full server. The two answers must be the same (status,
+ * envelope, headers), and the lane's counters say which door answered.
+ */
+import { Effect } from "effect"
+import * as http from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Api } from "../src/app/Api.ts"
+import { CheckLane, checkRoutesOf } from "../src/entitlements/CheckLane.ts"
+import { IntakeLane } from "../src/signals/IntakeLane.ts"
+import { client, customerWithChatCredits, query } from "./signals-fixtures.ts"
+import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
+
+let app: TestApp
+let acme: Tenant
+let customerId: string
+let archivedId: string
+
+interface Answer {
+  readonly status: number
+  readonly body: any
+  readonly headers: http.IncomingHttpHeaders
+}
+
+/** A POST over node:http: with a Content-Length (the lane's), or chunked (the full server's). */
+const post = (path: string, text: string, options: { readonly chunked: boolean; readonly headers?: Record<string, string> }) =>
+  new Promise<Answer>((resolve, reject) => {
+    const url = new URL(`${app.baseUrl}${path}`)
+    const request = http.request({
+      host: url.hostname,
+      port: url.port,
+      path: url.pathname + url.search,
+      method: "POST",
+      headers: {
+        authorization: `Bearer ${acme.apiKey}`,
+        "content-type": "application/json",
+        ...(options.chunked ? {} : { "content-length": Buffer.byteLength(text) }),
+        ...options.headers
+      }
+    }, (response) => {
+      const chunks: Array<Buffer> = []
+      response.on("data", (chunk) => chunks.push(chunk))
+      response.on("end", () => {
+        const raw = Buffer.concat(chunks).toString("utf8")
+        resolve({ status: response.statusCode ?? 0, body: raw === "" ? raw : JSON.parse(raw), headers: response.headers })
+      })
+    })
+    request.on("error", reject)
+    if (options.chunked) {
+      request.write(text.slice(0, 1))
+      request.end(text.slice(1))
+    } else {
+      request.end(text)
+    }
+  })
+
+const laneStats = () => app.run(Effect.flatMap(CheckLane, (lane) => lane.stats))
+const holdsOf = async (customer: string) =>
+  Number((await query<{ n: string }>(app, "SELECT count(*) AS n FROM reservations WHERE customer_id = $1", [customer]))[0]!.n)
+
+/**
+ * The envelope of an answer without the ids and instants a new hold gets, nor
+ * what is held (the second of two holds sees the first).
+ */
+const withoutHoldIds = (body: any): any =>
+  body?.result?.reservationId == null
+    ? body
+    : { ...body, result: { ...body.result, reservationId: "rsv", expiresAt: "at", held: "held" } }
+
+/**
+ * Sends `text` both ways; expects the same answer and that the lane answered
+ * (`answered`) or handed the request over (`handedOver`), and returns it.
+ */
+const sameBothWays = async (text: string, door: "answered" | "handedOver", headers?: Record<string, string>) => {
+  const before = await laneStats()
+  const viaLane = await post("/entitlements/check", text, { chunked: false, ...(headers ? { headers } : {}) })
+  const afterLane = await laneStats()
+  const viaFull = await post("/entitlements/check", text, { chunked: true, ...(headers ? { headers } : {}) })
+  const afterFull = await laneStats()
+  expect(afterLane[door] - before[door], `the lane ${door} ${text.slice(0, 80)}`).toBe(1)
+  expect(afterFull, "a chunked request is the full server's").toEqual(afterLane)
+  expect(viaLane.status, JSON.stringify(viaLane.body)).toBe(viaFull.status)
+  expect(withoutHoldIds(viaLane.body)).toEqual(withoutHoldIds(viaFull.body))
+  const compared = (headers: http.IncomingHttpHeaders) => {
+    const { date: _date, "x-request-id": _id, "content-length": _length, ...rest } = headers
+    return rest
+  }
+  expect(compared(viaLane.headers)).toEqual(compared(viaFull.headers))
+  expect(viaLane.headers["x-request-id"]).toMatch(/\S/)
+  return viaLane
+}
+
+const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
+
+beforeAll(async () => {
+  app = await startTestApp()
+  acme = await app.tenant("CheckLane")
+  const api = client(app, acme)
+  customerId = await customerWithChatCredits(app, acme, { externalId: "lane-ext" }, 10)
+  archivedId = await api.created("/customers", { name: "Gone", email: "gone@example.com" }, "customer")
+  expect((await api.del(`/customers/${archivedId}`)).status).toBe(200)
+}, 60_000)
+afterAll(() => app.close())
+
+describe("the check lane", () => {
+  it("takes its route from the API definition: the check endpoint, prefix included", () => {
+    expect([...checkRoutesOf(Api)]).toEqual(["/api/v1/entitlements/check"])
+  })
+
+  it("answers a check with the full server's envelope, headers and request id, and writes nothing", async () => {
+    const text = JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage })
+    const answer = await sameBothWays(text, "answered", { "x-request-id": "req-check-1" })
+    expect(answer.status).toBe(200)
+    expect(answer.body.statusDetail).toEqual({ status: "SUCCESS", message: "Entitlement checked" })
+    expect(answer.body.result).toMatchObject({ customerId, meter: "CREDIT", allowed: true, reason: null, reservationId: null })
+    expect(answer.headers["x-request-id"]).toBe("req-check-1")
+    expect(await holdsOf(customerId)).toBe(0)
+    // By externalId, and a refusal the service answers in a 200 (more than the allowance).
+    expect((await sameBothWays(JSON.stringify({ externalId: "lane-ext", meter: "CREDIT", agentKey: "chat", usage }), "answered")).body.result.customerId)
+      .toBe(customerId)
+    const tooMuch = await sameBothWays(
+      JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage: { ...usage, inputTokens: 10_000_000 } }),
+      "answered"
+    )
+    expect(tooMuch.body.result).toMatchObject({ allowed: false, reason: "OUT_OF_ALLOWANCE" })
+  })
+
+  it("holds with `reserve` through either door, once per request", async () => {
+    const text = JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage, reserve: { ttlSeconds: 60 } })
+    const answer = await sameBothWays(text, "answered")
+    expect(answer.body.result).toMatchObject({ allowed: true, reservationId: expect.stringMatching(/^rsv_/) })
+    expect(await holdsOf(customerId)).toBe(2)
+    const again = await sameBothWays(JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage }), "answered")
+    expect(Number(again.body.result.held)).toBeGreaterThan(0)
+  })
+
+  it("answers what the service refuses itself, with the full server's envelope", async () => {
+    const refused: Array<readonly [unknown, number]> = [
+      [{ customerId: "cus_missing", meter: "CREDIT", agentKey: "chat", usage }, 404],
+      [{ externalId: "nobody", meter: "CREDIT", agentKey: "chat", usage }, 404],
+      [{ meter: "CREDIT", agentKey: "chat", usage }, 400],
+      [{ customerId, meter: "CREDIT", agentKey: "nothing", usage }, 422]
+    ]
+    for (const [body, status] of refused) {
+      const answer = await sameBothWays(JSON.stringify(body), "answered")
+      expect(answer.status, JSON.stringify(answer.body)).toBe(status)
+      expect(answer.body.statusDetail.status).toBe("ERROR")
+    }
+    const archived = await sameBothWays(JSON.stringify({ customerId: archivedId, meter: "CREDIT", agentKey: "chat", usage }), "answered")
+    expect(archived.body.result).toMatchObject({ allowed: false, reason: "CUSTOMER_ARCHIVED" })
+  })
+
+  it("answers an unknown key 401 itself", async () => {
+    const text = JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage })
+    const answer = await sameBothWays(text, "answered", { authorization: "Bearer bk_nope" })
+    expect(answer.status).toBe(401)
+  })
+
+  it("hands a body it cannot judge to the full server, which answers it as documented", async () => {
+    const deep = `{"customerId":"${customerId}","meter":"CREDIT","agentKey":"chat","usage":${"[".repeat(70)}${"]".repeat(70)}}`
+    const bodies = [
+      "{not json",
+      JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat" }),
+      JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage, reserve: { ttlSeconds: 0 } }),
+      JSON.stringify({ customerId, meter: "NOPE", agentKey: "chat", usage }),
+      deep,
+      `{"customerId":"${customerId}","meter":"CREDIT","agentKey":"\\ud800","usage":${JSON.stringify(usage)}}`
+    ]
+    for (const text of bodies) {
+      const answer = await sameBothWays(text, "handedOver")
+      expect(answer.status, text.slice(0, 60)).toBe(400)
+      expect(answer.body.statusDetail.status).toBe("ERROR")
+    }
+    expect(await holdsOf(customerId)).toBe(2)
+  })
+
+  it("leaves to the full server what is not a plain check, and leaves the signal routes to the intake lane", async () => {
+    const before = await laneStats()
+    const intakeBefore = await app.run(Effect.flatMap(IntakeLane, (lane) => lane.stats))
+    const text = JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage })
+    const answers = [
+      await post("/entitlements/check", text, { chunked: false, headers: { "content-type": "text/plain" } }),
+      await post("/entitlements/check", text, { chunked: false, headers: { authorization: "Basic abc" } }),
+      await post("/entitlements/check?source=test", text, { chunked: false }),
+      await post("/signal/credit", JSON.stringify({ customerId, agentKey: "chat", usage }), { chunked: false })
+    ]
+    expect(answers.map((answer) => answer.status)).toEqual([415, 401, 200, 202])
+    expect(await laneStats()).toEqual(before)
+    expect((await app.run(Effect.flatMap(IntakeLane, (lane) => lane.stats))).answered - intakeBefore.answered).toBe(1)
+  })
+})
