@@ -1,7 +1,8 @@
 /**
- * Listening on a PostgreSQL channel, with proof that it works: the same
- * echo-and-reconnect discipline as the API key cache's listener
- * (src/organizations/KeyCache.ts, `listenForKeyChanges`), for any channel.
+ * Listening on a PostgreSQL channel, with proof that it works, for every
+ * listener of the service: the API key cache's (src/organizations/KeyCache.ts
+ * `listenForKeyChanges`), the worker's wake (src/signals/QueueWake.ts) and the
+ * API's priced waits (src/signals/PricedWaits.ts).
  *
  * The listening connection is our own (`listeningConnection`), not
  * `PgClient.listen`'s: @effect/sql-pg 0.53 swallows that connection's errors

@@ -34,8 +34,9 @@
  */
 import type { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
-import { Cause, Data, Deferred, Duration, Effect, Fiber, Option, Stream } from "effect"
-import { type OrganizationId, randomToken } from "../ids.ts"
+import type { Effect } from "effect"
+import { type ChannelOptions, defaultChannelOptions, listenOn } from "../db/Listen.ts"
+import type { OrganizationId } from "../ids.ts"
 
 /** The channel that carries API key changes to every API process. */
 export const keyChangesChannel = "billing_api_key_changes"
@@ -177,43 +178,13 @@ export class KeyCache {
   }
 }
 
-export interface ListenerOptions {
-  /** How often the listener proves that notifications still arrive. */
-  readonly heartbeat: Duration.DurationInput
-  /** How long an echo may take before the listener counts as lost. */
-  readonly echoTimeout: Duration.DurationInput
-  /** How often an echo is re-sent while waiting (the first may precede LISTEN). */
-  readonly echoResend: Duration.DurationInput
-  /** The wait before trying again after notifications did not come back at all. */
-  readonly unavailableRetry: Duration.DurationInput
-  /** The longest wait between connection attempts. */
-  readonly maxBackoff: Duration.DurationInput
-}
-
-export const defaultListenerOptions: ListenerOptions = {
-  heartbeat: "5 seconds",
-  echoTimeout: "2 seconds",
-  echoResend: "200 millis",
-  unavailableRetry: "60 seconds",
-  maxBackoff: "30 seconds"
-}
-
-class EchoTimeout extends Data.TaggedError("EchoTimeout")<{ readonly message: string }> {}
-
 /**
  * Keeps `cache` in step with key changes committed by any process, for as
- * long as it runs (fork it; it never ends by itself).
- *
- * It uses `PgClient.listen` (a dedicated connection, not one of the pool's).
- * In @effect/sql-pg 0.53 that stream stays silent forever when its connection
- * drops (the connection's errors are swallowed), so the listener proves the
- * path works with an echo: a `pg_notify` through the pool that must come back
- * on the listening connection, first to confirm LISTEN took effect (then the
- * cache is cleared: entries loaded before it may have missed a change) and
- * then every `heartbeat`. An echo that does not come back within
- * `echoTimeout` ends the session: the cache is cleared, and the listener
- * reconnects. `PgClient.notify` is not used: it sends `NOTIFY chan, $1`, which
- * PostgreSQL rejects (a NOTIFY payload must be a literal).
+ * long as it runs (fork it; it never ends by itself): a listener on
+ * `keyChangesChannel` (src/db/Listen.ts `listenOn`, which proves with an echo
+ * that notifications arrive, and reconnects). Whenever the listener starts
+ * listening, or stops (lost, or not reaching this process), the cache is
+ * cleared: entries loaded meanwhile may have missed a change.
  *
  * On the embedded database the echo never comes back (its socket serves one
  * PGlite session to every client, and a notification is written to whichever
@@ -224,102 +195,20 @@ export const listenForKeyChanges = (
   pg: PgClient.PgClient,
   sql: SqlClient.SqlClient,
   cache: KeyCache,
-  options: ListenerOptions = defaultListenerOptions
+  options: ChannelOptions = defaultChannelOptions
 ): Effect.Effect<never> =>
-  Effect.gen(function*() {
-    const echoPrefix = `echo:${randomToken(10)}:`
-    let echoed = 0
-    let sent = 0
-    let waiting: { readonly after: number; readonly arrived: Deferred.Deferred<void> } | undefined
-
-    const onPayload = (payload: string) => {
-      if (payload.startsWith("key:")) {
-        cache.invalidateKey(payload.slice(4))
-      } else if (payload.startsWith(echoPrefix)) {
-        const n = Number(payload.slice(echoPrefix.length))
-        if (Number.isInteger(n)) echoed = Math.max(echoed, n)
-        if (waiting !== undefined && echoed > waiting.after) Deferred.unsafeDone(waiting.arrived, Effect.void)
-      } else if (!payload.startsWith("echo:")) {
-        // A change this version does not know how to scope: drop everything.
-        cache.clear()
-      }
-    }
-
-    const sendEcho = Effect.suspend(() => {
-      sent++
-      return sql`SELECT pg_notify(${keyChangesChannel}, ${echoPrefix + sent})`
-    })
-
-    /** One of this round's echoes came back on the listening connection. */
-    const echoRound = Effect.gen(function*() {
-      const arrived = yield* Deferred.make<void>()
-      waiting = { after: sent, arrived }
-      yield* Effect.raceFirst(
-        Deferred.await(arrived),
-        Effect.zipRight(sendEcho, Effect.forever(Effect.zipRight(Effect.sleep(options.echoResend), sendEcho)))
-      ).pipe(
-        Effect.timeoutFail({
-          duration: options.echoTimeout,
-          onTimeout: () => new EchoTimeout({ message: "a notification sent through the pool did not come back on the listening connection" })
-        }),
-        Effect.ensuring(Effect.sync(() => {
-          waiting = undefined
-        }))
-      )
-    })
-
-    let confirmed = false
-    const session = Effect.scoped(Effect.gen(function*() {
-      confirmed = false
-      cache.listener = "connecting"
-      const stream = yield* pg.listen(keyChangesChannel).pipe(
-        Stream.runForEach((payload) => Effect.sync(() => onPayload(payload))),
-        Effect.forkScoped
-      )
-      const streamEnded = Effect.flatMap(Fiber.join(stream), () => Effect.dieMessage("the notification stream ended"))
-      const beats = Effect.gen(function*() {
-        yield* echoRound
-        confirmed = true
-        cache.clear()
-        cache.listener = "listening"
-        yield* Effect.logInfo("API key cache: listening for key changes")
-        for (;;) {
-          yield* Effect.sleep(options.heartbeat)
-          yield* echoRound
-        }
-      })
-      return yield* Effect.raceFirst(beats, streamEnded)
-    }))
-
-    let failures = 0
-    let toldUnavailable = false
-    for (;;) {
-      const exit = yield* Effect.exit(session)
-      // Whatever ended the session, changes may have been missed since.
-      cache.clear()
-      const cause = exit._tag === "Failure" ? exit.cause : Cause.empty
-      const echoLost = Option.exists(Cause.failureOption(cause), (error) => error instanceof EchoTimeout)
-      let wait: Duration.DurationInput
-      if (confirmed) {
-        failures = 0
-        cache.listener = "connecting"
-        yield* Effect.logWarning("API key cache: lost the key-change listener; reconnecting (the TTL bounds the cache meanwhile)", cause)
-        wait = "100 millis"
-      } else if (echoLost) {
-        cache.listener = "unavailable"
-        if (!toldUnavailable) {
-          toldUnavailable = true
-          yield* Effect.logInfo(
-            "API key cache: key-change notifications do not reach this process (the embedded database, or a pooler without LISTEN); revocations take effect within the cache's TTL"
-          )
-        }
-        wait = options.unavailableRetry
-      } else {
-        failures++
-        cache.listener = "connecting"
-        if (failures === 1) yield* Effect.logWarning("API key cache: cannot listen for key changes; retrying", cause)
-        wait = Duration.min(Duration.times(Duration.millis(250), 2 ** Math.min(failures, 10)), Duration.decode(options.maxBackoff))
-      }
-      yield* Effect.sleep(wait)
-    }
-  })
+  listenOn(
+    pg,
+    sql,
+    keyChangesChannel,
+    (payload) => {
+      if (payload.startsWith("key:")) cache.invalidateKey(payload.slice(4))
+      // A change this version does not know how to scope: drop everything.
+      else cache.clear()
+    },
+    (state) => {
+      if (state === "listening" || cache.listener === "listening") cache.clear()
+      cache.listener = state
+    },
+    options
+  )
