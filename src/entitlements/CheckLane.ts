@@ -25,11 +25,10 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import { Cause, Context, Effect, Either, Exit, FiberSet, Layer, Option, Schema } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
-import type { ServiceError } from "../errors.ts"
 import { bearerToken } from "../http/Auth.ts"
 import { isJsonType } from "../http/BodyGuard.ts"
-import { errorBody, failureAnswer, successBody, writeAnswer } from "../http/Envelope.ts"
-import { parsedBody, replayOf } from "../http/LaneKit.ts"
+import { successBody } from "../http/Envelope.ts"
+import { type LaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 import { CheckRequest, CheckResult } from "./Entitlement.ts"
 import { CheckEndpoint, checkedMessage } from "./EntitlementsApi.ts"
@@ -74,6 +73,12 @@ const make = (api: HttpApi.HttpApi.Any) =>
     const runFork = yield* FiberSet.makeRuntime<never, void, never>()
     let answered = 0
     let handedOver = 0
+    const lane: LaneContext = {
+      log,
+      runFork,
+      onAnswered: () => answered++,
+      onHandedOver: () => handedOver++
+    }
 
     /**
      * Takes `request` if it is the lane's and answers it, or hands it to
@@ -94,33 +99,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
       const secret = bearerToken(headers["authorization"])
       if (secret === undefined) return false
 
-      const started = performance.now()
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("error", () => response.destroy())
-      request.on("end", () => {
-        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
-        const requestId = RequestLog.requestIdOf(headers[RequestLog.requestIdHeader])
-        const finished = (status: number, json: string) => {
-          answered++
-          writeAnswer(response, status, json, requestId)
-          const now = performance.now()
-          log.record(requestId, "POST", request.url!, status, now - started, now)
-        }
-        const handOver = () => {
-          handedOver++
-          fallback(replayOf(request, body), response)
-        }
-        const refused = (cause: Cause.Cause<ServiceError>) => {
-          // A client that went away has no answer and no line, as in the full server.
-          if (response.destroyed) return
-          const failure = failureAnswer(cause)
-          // Cannot happen (the lane's path is a route); if it did, the full server answers.
-          if (failure._tag === "UnknownRoute") return handOver()
-          if (failure.status === 500) runFork(Effect.logError("Unhandled failure", cause))
-          finished(failure.status, errorBody(failure.status, failure.message))
-        }
-
+      readExchange(request, response, fallback, lane, ({ body, finished, handOver, refused, requestId }) => {
         const json = parsedBody(body.toString("utf8"))
         if (json === undefined) return handOver()
         const decoded = decodeCheck(json)

@@ -50,8 +50,8 @@ import { ApiKeys } from "../organizations/ApiKeys.ts"
 import type { ServiceError } from "../errors.ts"
 import { bearerToken } from "../http/Auth.ts"
 import { isJsonType } from "../http/BodyGuard.ts"
-import { parsedBody, replayOf } from "../http/LaneKit.ts"
-import { errorBody, failureAnswer, successBody, writeAnswer } from "../http/Envelope.ts"
+import { type LaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
+import { successBody } from "../http/Envelope.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 import { awaitAnswer } from "./InboxWriter.ts"
 import { decodeQueued, Intake, type IntakeRefusal, type QueuedRoute } from "./Intake.ts"
@@ -123,6 +123,12 @@ const make = (api: HttpApi.HttpApi.Any) =>
     const runFork = yield* FiberSet.makeRuntime<never, void, never>()
     let answered = 0
     let handedOver = 0
+    const lane: LaneContext = {
+      log,
+      runFork,
+      onAnswered: () => answered++,
+      onHandedOver: () => handedOver++
+    }
 
     /**
      * Batches whose body has arrived, each waiting for a turn of the event loop of its own. Node
@@ -181,32 +187,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
       // A request that may ask to wait for its price (`Prefer: wait=N`) is the full server's (SignalsHttp.ts).
       if (headers["prefer"] !== undefined && route !== "BATCH") return false
 
-      const started = performance.now()
-      const chunks: Array<Buffer> = []
-      request.on("data", (chunk: Buffer) => chunks.push(chunk))
-      request.on("error", () => response.destroy())
-      request.on("end", () => {
-        const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
-        const requestId = RequestLog.requestIdOf(headers[RequestLog.requestIdHeader])
-        const finished = (status: number, json: string) => {
-          answered++
-          writeAnswer(response, status, json, requestId)
-          const now = performance.now()
-          log.record(requestId, "POST", request.url!, status, now - started, now)
-        }
-        const handOver = () => {
-          handedOver++
-          fallback(replayOf(request, body), response)
-        }
-        const refused = (cause: Cause.Cause<ServiceError>) => {
-          // A client that went away has no answer and no line, as in the full server.
-          if (response.destroyed) return
-          const failure = failureAnswer(cause)
-          // Cannot happen (the lane's paths are all routes); if it did, the full server answers.
-          if (failure._tag === "UnknownRoute") return handOver()
-          if (failure.status === 500) runFork(Effect.logError("Unhandled failure", cause))
-          finished(failure.status, errorBody(failure.status, failure.message))
-        }
+      readExchange(request, response, fallback, lane, ({ body, finished, handOver, refused, requestId }) => {
         const settled = (exit: Exit.Exit<Acknowledgement, ServiceError>) =>
           Exit.isSuccess(exit) ? finished(202, acceptedBody(exit.value)) : refused(exit.cause)
 
