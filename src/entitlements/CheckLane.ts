@@ -22,14 +22,11 @@
  * anything is written, and answered there: every 400 comes from one place.
  */
 import * as HttpApi from "@effect/platform/HttpApi"
-import { Cause, Context, Effect, Either, Exit, FiberSet, Layer, Option, Schema } from "effect"
+import { Cause, Context, Effect, Either, Exit, Layer, Option, Schema } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
-import { bearerToken } from "../http/Auth.ts"
-import { isJsonType } from "../http/BodyGuard.ts"
 import { successBody } from "../http/Envelope.ts"
-import { type LaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
-import * as RequestLog from "../http/RequestLog.ts"
+import { laneSecretOf, type LaneStats, makeLaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
 import { CheckRequest, CheckResult } from "./Entitlement.ts"
 import { CheckEndpoint, checkedMessage } from "./EntitlementsApi.ts"
 import { Entitlements } from "./Entitlements.ts"
@@ -56,29 +53,15 @@ const decodeCheck = Schema.decodeUnknownEither(CheckRequest)
 const encodeResult = Schema.encodeSync(CheckResult)
 
 /** What the lane did since the server started (tests, diagnostics). */
-export interface CheckLaneStats {
-  /** Requests the lane answered itself: checked, or refused by the service or the key check. */
-  readonly answered: number
-  /** Requests the lane read and handed to the full server to answer. */
-  readonly handedOver: number
-}
+export type CheckLaneStats = LaneStats
 
 const make = (api: HttpApi.HttpApi.Any) =>
   Effect.gen(function*() {
     const routes = checkRoutesOf(api)
     const keys = yield* ApiKeys
     const entitlements = yield* Entitlements
-    const log = yield* RequestLog.RequestLog
     // Released after the server, which finishes its requests in flight first.
-    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
-    let answered = 0
-    let handedOver = 0
-    const lane: LaneContext = {
-      log,
-      runFork,
-      onAnswered: () => answered++,
-      onHandedOver: () => handedOver++
-    }
+    const { context: lane, runFork, stats } = yield* makeLaneContext
 
     /**
      * Takes `request` if it is the lane's and answers it, or hands it to
@@ -91,12 +74,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
       fallback: (request: IncomingMessage, response: ServerResponse) => void
     ): boolean => {
       if (request.method !== "POST" || !routes.has(request.url ?? "")) return false
-      const headers = request.headers
-      const contentType = headers["content-type"]
-      if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) return false
-      const length = Number(headers["content-length"])
-      if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxCheckBody)) return false
-      const secret = bearerToken(headers["authorization"])
+      const secret = laneSecretOf(request, maxCheckBody)
       if (secret === undefined) return false
 
       readExchange(request, response, fallback, lane, ({ body, finished, handOver, refused, requestId }) => {
@@ -128,7 +106,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
 
     return {
       take,
-      stats: Effect.sync((): CheckLaneStats => ({ answered, handedOver })).pipe(Effect.withSpan("CheckLane.stats"))
+      stats: Effect.sync(stats).pipe(Effect.withSpan("CheckLane.stats"))
     } as const
   })
 

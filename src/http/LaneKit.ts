@@ -7,11 +7,12 @@
  * (`readExchange`): the body read, then one way to answer, to hand over or to
  * refuse, with the request id and the request-log line.
  */
-import { type Cause, Effect } from "effect"
+import { type Cause, Effect, FiberSet } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Readable } from "node:stream"
 import type { ServiceError } from "../errors.ts"
-import { MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "./BodyGuard.ts"
+import { bearerToken } from "./Auth.ts"
+import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "./BodyGuard.ts"
 import { errorBody, failureAnswer, writeAnswer } from "./Envelope.ts"
 import * as RequestLog from "./RequestLog.ts"
 
@@ -55,10 +56,50 @@ export interface LaneExchange {
 
 /** What a lane gives `readExchange`: its log, its fiber runner, and counters of what it did. */
 export interface LaneContext {
-  readonly log: RequestLog.RequestLog["Type"]
+  readonly log: RequestLog.RequestLogger
   readonly runFork: (effect: Effect.Effect<void>) => unknown
   readonly onAnswered: () => void
   readonly onHandedOver: () => void
+}
+
+/** What a lane did since the server started (tests, diagnostics). */
+export interface LaneStats {
+  /** Requests the lane answered itself: served, or refused by a service or the key check. */
+  readonly answered: number
+  /** Requests the lane read and handed to the full server to answer. */
+  readonly handedOver: number
+}
+
+/**
+ * A lane's context: the request log, a fiber runner released after the server
+ * (which finishes its requests in flight first), and its counters, read by `stats`.
+ */
+export const makeLaneContext = Effect.gen(function*() {
+  const log = yield* RequestLog.RequestLog
+  const runFork = yield* FiberSet.makeRuntime<never, void, never>()
+  let answered = 0
+  let handedOver = 0
+  const context: LaneContext = {
+    log,
+    runFork,
+    onAnswered: () => answered++,
+    onHandedOver: () => handedOver++
+  }
+  return { context, runFork, stats: (): LaneStats => ({ answered, handedOver }) } as const
+})
+
+/**
+ * The bearer key of a request a lane may read: a JSON (or untyped) body of
+ * a known length up to `maxBody`, not chunked. Undefined: the request is the
+ * full server's.
+ */
+export const laneSecretOf = (request: IncomingMessage, maxBody: number): string | undefined => {
+  const headers = request.headers
+  const contentType = headers["content-type"]
+  if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) return undefined
+  const length = Number(headers["content-length"])
+  if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxBody)) return undefined
+  return bearerToken(headers["authorization"])
 }
 
 /** Reads `request`'s body, then gives `onBody` the exchange to end it with. */

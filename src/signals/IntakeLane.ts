@@ -44,15 +44,12 @@
  * of its own, no cached setting to go stale.
  */
 import * as HttpApi from "@effect/platform/HttpApi"
-import { Cause, Context, Effect, Either, Exit, FiberSet, Layer, Option } from "effect"
+import { Cause, Context, Effect, Either, Exit, Layer, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import type { ServiceError } from "../errors.ts"
-import { bearerToken } from "../http/Auth.ts"
-import { isJsonType } from "../http/BodyGuard.ts"
-import { type LaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
+import { laneSecretOf, type LaneStats, makeLaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
 import { successBody } from "../http/Envelope.ts"
-import * as RequestLog from "../http/RequestLog.ts"
 import { awaitAnswer } from "./InboxWriter.ts"
 import { decodeQueued, Intake, type IntakeRefusal, type QueuedRoute } from "./Intake.ts"
 import { type Acknowledgement, maxBatchSize, type SignalBatchResult } from "./Signal.ts"
@@ -105,30 +102,16 @@ const batchItemsOf = (body: unknown): ReadonlyArray<unknown> | undefined => {
 }
 
 /** What the lane did since the server started (tests, diagnostics). */
-export interface IntakeLaneStats {
-  /** Requests the lane answered itself: accepted, or refused by a service or the key check. */
-  readonly answered: number
-  /** Requests the lane read and handed to the full server to answer. */
-  readonly handedOver: number
-}
+export type IntakeLaneStats = LaneStats
 
 const make = (api: HttpApi.HttpApi.Any) =>
   Effect.gen(function*() {
     const laneRoutes = laneRoutesOf(api)
     const keys = yield* ApiKeys
     const intake = yield* Intake
-    const log = yield* RequestLog.RequestLog
     // For a key not in the cache (its look-up is an effect) and error logs. Released after the server, which
     // finishes its requests in flight first. A request waiting for the inbox writer when that stops is answered 503.
-    const runFork = yield* FiberSet.makeRuntime<never, void, never>()
-    let answered = 0
-    let handedOver = 0
-    const lane: LaneContext = {
-      log,
-      runFork,
-      onAnswered: () => answered++,
-      onHandedOver: () => handedOver++
-    }
+    const { context: lane, runFork, stats } = yield* makeLaneContext
 
     /**
      * Batches whose body has arrived, each waiting for a turn of the event loop of its own. Node
@@ -177,15 +160,10 @@ const make = (api: HttpApi.HttpApi.Any) =>
       if (request.method !== "POST") return false
       const route = laneRoutes.get(request.url ?? "")
       if (route === undefined) return false
-      const headers = request.headers
-      const contentType = headers["content-type"]
-      if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) return false
-      const length = Number(headers["content-length"])
-      if (headers["transfer-encoding"] !== undefined || !(length > 0 && length <= maxLaneBody(route))) return false
-      const secret = bearerToken(headers["authorization"])
+      const secret = laneSecretOf(request, maxLaneBody(route))
       if (secret === undefined) return false
       // A request that may ask to wait for its price (`Prefer: wait=N`) is the full server's (SignalsHttp.ts).
-      if (headers["prefer"] !== undefined && route !== "BATCH") return false
+      if (request.headers["prefer"] !== undefined && route !== "BATCH") return false
 
       readExchange(request, response, fallback, lane, ({ body, finished, handOver, refused, requestId }) => {
         const settled = (exit: Exit.Exit<Acknowledgement, ServiceError>) =>
@@ -243,7 +221,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
 
     return {
       take,
-      stats: Effect.sync((): IntakeLaneStats => ({ answered, handedOver })).pipe(Effect.withSpan("IntakeLane.stats"))
+      stats: Effect.sync(stats).pipe(Effect.withSpan("IntakeLane.stats"))
     } as const
   })
 
