@@ -16,6 +16,7 @@ import { ApiKeys } from "../src/organizations/ApiKeys.ts"
 import { InboxWriter } from "../src/signals/InboxWriter.ts"
 import { client, customerWithChatCredits, query } from "./signals-fixtures.ts"
 import { eventually } from "./support/Eventually.ts"
+import { type LaneAnswer, postVia, sameBothWays as sameBothWaysVia } from "./support/LanePost.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -24,44 +25,11 @@ let acme: Tenant
 let customerId: string
 let archivedId: string
 
-interface Answer {
-  readonly status: number
-  readonly body: any
-  readonly headers: http.IncomingHttpHeaders
-}
+type Answer = LaneAnswer
 
-/** A POST over node:http: with a Content-Length (the lane's), or chunked (the full server's). */
+/** A POST as acme: with a Content-Length (the lane's), or chunked (the full server's). */
 const post = (path: string, text: string, options: { readonly chunked: boolean; readonly headers?: Record<string, string> }) =>
-  new Promise<Answer>((resolve, reject) => {
-    const url = new URL(`${app.baseUrl}${path}`)
-    const request = http.request({
-      host: url.hostname,
-      port: url.port,
-      path: url.pathname + url.search,
-      method: "POST",
-      headers: {
-        authorization: `Bearer ${acme.apiKey}`,
-        "content-type": "application/json",
-        ...(options.chunked ? {} : { "content-length": Buffer.byteLength(text) }),
-        ...options.headers
-      }
-    }, (response) => {
-      const chunks: Array<Buffer> = []
-      response.on("data", (chunk) => chunks.push(chunk))
-      response.on("end", () => {
-        const raw = Buffer.concat(chunks).toString("utf8")
-        resolve({ status: response.statusCode ?? 0, body: raw === "" ? raw : JSON.parse(raw), headers: response.headers })
-      })
-    })
-    request.on("error", reject)
-    if (options.chunked) {
-      // Two writes: the body goes out in chunks, as a streaming client sends it.
-      request.write(text.slice(0, 1))
-      request.end(text.slice(1))
-    } else {
-      request.end(text)
-    }
-  })
+  postVia(app.baseUrl, acme.apiKey, path, text, options)
 
 const laneStats = () => app.run(Effect.flatMap(IntakeLane, (lane) => lane.stats))
 const writerRows = () => app.run(Effect.map(Effect.flatMap(InboxWriter, (writer) => writer.stats), (stats) => stats.rows))
@@ -79,25 +47,8 @@ const withoutIds = (body: any): any => {
  * Sends `text` both ways; expects the same answer and that the lane answered
  * (`answered`) or handed the request over (`handedOver`), and returns it.
  */
-const sameBothWays = async (path: string, text: string, door: "answered" | "handedOver", headers?: Record<string, string>) => {
-  const before = await laneStats()
-  const viaLane = await post(path, text, { chunked: false, ...(headers ? { headers } : {}) })
-  const afterLane = await laneStats()
-  const viaFull = await post(path, text, { chunked: true, ...(headers ? { headers } : {}) })
-  const afterFull = await laneStats()
-  expect(afterLane[door] - before[door], `the lane ${door} ${path} ${text.slice(0, 60)}`).toBe(1)
-  expect(afterFull, "a chunked request is the full server's").toEqual(afterLane)
-  expect(viaLane.status, JSON.stringify(viaLane.body)).toBe(viaFull.status)
-  expect(withoutIds(viaLane.body)).toEqual(withoutIds(viaFull.body))
-  // The same headers, but for those that differ by nature (date, the request's id, the length of new ids).
-  const compared = (headers: http.IncomingHttpHeaders) => {
-    const { date: _date, "x-request-id": _id, "content-length": _length, ...rest } = headers
-    return rest
-  }
-  expect(compared(viaLane.headers)).toEqual(compared(viaFull.headers))
-  expect(viaLane.headers["x-request-id"]).toMatch(/\S/)
-  return viaLane
-}
+const sameBothWays = (path: string, text: string, door: "answered" | "handedOver", headers?: Record<string, string>) =>
+  sameBothWaysVia({ baseUrl: app.baseUrl, apiKey: acme.apiKey, stats: laneStats, comparable: withoutIds }, path, text, door, headers)
 
 const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
 
