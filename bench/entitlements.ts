@@ -27,7 +27,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
-import { apiClient, benchDatabase, flag, load, plainInsertYardstick, secondsUntil } from "./support.ts"
+import { apiClient, benchDatabase, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf } from "./support.ts"
 
 const requests = flag("requests", 20_000)
 const connections = flag("connections", 64)
@@ -48,18 +48,7 @@ const cpuProfileDir = (() => {
 })()
 const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore", nodeArgs: ReadonlyArray<string> = []) =>
   spawn(process.execPath, [...nodeArgs, cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
-const exited = (child: ChildProcess) =>
-  new Promise<{ code: number | null; stdout: string }>((resolve) => {
-    let stdout = ""
-    child.stdout?.on("data", (chunk) => (stdout += chunk))
-    if (child.exitCode !== null) resolve({ code: child.exitCode, stdout })
-    else child.on("exit", (code) => resolve({ code, stdout }))
-  })
-const cli = async (args: ReadonlyArray<string>) => {
-  const result = await exited(spawnCli(args, "pipe"))
-  if (result.code !== 0) throw new Error(`billing ${args.join(" ")} failed (exit ${result.code})`)
-  return result.stdout
-}
+const cli = cliOutputOf(spawnCli)
 
 const main = async () => {
   const admin = new pg.Client({ connectionString: adminUrl })
@@ -147,7 +136,7 @@ const main = async () => {
     ].join("\n"))
   } finally {
     if (server !== undefined) {
-      const done = exited(server)
+      const done = exitOf(server)
       server.kill("SIGTERM")
       await done
     }

@@ -26,7 +26,7 @@
  *     result in hand: what a client waiting for the price meets), and how many
  *     were answered 200.
  */
-import { apiClient, benchDatabase, flag, load, percentile, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
+import { apiClient, benchDatabase, cliOutputOf, flag, plainInsertYardstick, load, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -60,18 +60,7 @@ const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "igno
   child.on("exit", () => running.delete(child))
   return child
 }
-const exited = (child: ChildProcess) =>
-  new Promise<{ code: number | null; stdout: string }>((resolve) => {
-    let stdout = ""
-    child.stdout?.on("data", (chunk) => (stdout += chunk))
-    if (child.exitCode !== null) resolve({ code: child.exitCode, stdout })
-    else child.on("exit", (code) => resolve({ code, stdout }))
-  })
-const cli = async (args: ReadonlyArray<string>) => {
-  const result = await exited(spawnCli(args, "pipe"))
-  if (result.code !== 0) throw new Error(`billing ${args.join(" ")} failed (exit ${result.code})`)
-  return result.stdout
-}
+const cli = cliOutputOf(spawnCli)
 
 const stats = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)
@@ -225,7 +214,7 @@ const main = async () => {
       report.prefer = await arrivals(waiting, { prefer: "wait=10" })
       progress(`with Prefer: wait=10: ${JSON.stringify(report.prefer)}`)
     }
-    const stopped = exited(worker)
+    const stopped = exitOf(worker)
     worker.kill("SIGTERM")
     const timer = setTimeout(() => worker.kill("SIGKILL"), 10_000)
     await stopped

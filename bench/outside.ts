@@ -45,7 +45,7 @@
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
-import { apiClient, benchDatabase, flag, load, multiRowInsertYardstick, percentile, plainInsertYardstick, secondsUntil, textFlag } from "./support.ts"
+import { apiClient, benchDatabase, cliOutputOf, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -103,20 +103,9 @@ const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "igno
   child.on("exit", () => running.delete(child))
   return child
 }
-const exited = (child: ChildProcess) =>
-  new Promise<{ code: number | null; stdout: string }>((resolve) => {
-    let stdout = ""
-    child.stdout?.on("data", (chunk) => (stdout += chunk))
-    if (child.exitCode !== null) resolve({ code: child.exitCode, stdout })
-    else child.on("exit", (code) => resolve({ code, stdout }))
-  })
-const cli = async (args: ReadonlyArray<string>) => {
-  const result = await exited(spawnCli(args, "pipe"))
-  if (result.code !== 0) throw new Error(`billing ${args.join(" ")} failed (exit ${result.code})`)
-  return result.stdout
-}
+const cli = cliOutputOf(spawnCli)
 const stop = async (child: ChildProcess) => {
-  const done = exited(child)
+  const done = exitOf(child)
   child.kill("SIGTERM")
   await done
 }

@@ -124,6 +124,23 @@ export const cliProcesses = (options: {
   return { running, spawnCli, finished }
 }
 
+/** A spawned process's exit code and stdout (a pipe, or nothing), once it has exited. */
+export const exitOf = (child: ChildProcess) =>
+  new Promise<{ code: number | null; stdout: string }>((resolve) => {
+    let stdout = ""
+    child.stdout?.on("data", (chunk) => (stdout += chunk))
+    if (child.exitCode !== null) resolve({ code: child.exitCode, stdout })
+    else child.on("exit", (code) => resolve({ code, stdout }))
+  })
+
+/** `billing ...args` through a bench's `spawnCli`, its stdout piped: the output, or a throw when it fails. */
+export const cliOutputOf =
+  (spawnCli: (args: ReadonlyArray<string>, stdout: "pipe") => ChildProcess) => async (args: ReadonlyArray<string>) => {
+    const result = await exitOf(spawnCli(args, "pipe"))
+    if (result.code !== 0) throw new Error(`billing ${args.join(" ")} failed (exit ${result.code})`)
+    return result.stdout
+  }
+
 /**
  * The batch yardstick: the same rows as `plainInsertYardstick`, `rowsPerStatement`
  * to one multi-row INSERT, `statements` of them from 64 callers over a pool of 10:
