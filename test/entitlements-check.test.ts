@@ -373,6 +373,21 @@ describe("holds (reserve)", () => {
     expect(usage.body.result.usageLogs).toHaveLength(2)
   })
 
+  it("a signal the worker refuses leaves the hold it names in place", async () => {
+    const jo = await newCustomer()
+    const { reservationId } = await jo.check({ meter: "CREDIT", agentKey: "chat", usage: call, reserve: { quantity: 2, ttlSeconds: 600 } })
+    // A credit the plan does not sell: accepted at intake, refused by the worker (NOT_ON_PLAN).
+    const refused = await jo.signal("/signal/credit", { agentKey: "unsold", usage: call, reservationId })
+    await drain()
+    const [row] = await query<{ status: string }>(app, "SELECT status FROM signals WHERE organization_id = $1 AND id = $2", [
+      acme.organizationId,
+      refused
+    ])
+    expect(row!.status).toBe("FAILED")
+    expect(await reservation(reservationId)).toMatchObject({ status: "HELD", signalId: null })
+    expect(await jo.check({ meter: "CREDIT", agentKey: "chat", usage: call })).toMatchObject({ remaining: 10, held: 2 })
+  })
+
   it("a hold of another customer, or a malformed reservationId, settles nothing", async () => {
     const jo = await newCustomer()
     const al = await newCustomer()
