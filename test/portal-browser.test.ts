@@ -118,7 +118,7 @@ describe.skipIf(chromiumPath === undefined)("the customer's pages in Chromium", 
     expect(await chart.count()).toBe(1)
     expect(await chart.locator("rect.bar").count()).toBeGreaterThan(5)
     expect((await chart.boundingBox())!.height).toBeGreaterThan(100)
-    const invoiceRow = page.getByRole("row").filter({ hasText: world.invoice.id })
+    const invoiceRow = page.getByRole("row").filter({ hasText: world.invoice.number })
     expect(await invoiceRow.textContent()).toContain(usd(world.invoice.total))
     // Dates are rewritten in the browser's time zone (Tokyo), not left in UTC.
     expect(await page.locator("footer time").textContent()).toMatch(/GMT\+9/)
@@ -138,6 +138,11 @@ describe.skipIf(chromiumPath === undefined)("the customer's pages in Chromium", 
     expect(await page.getByRole("row").filter({ hasText: "VAT (20%)" }).count()).toBe(1)
     expect(await page.locator("tbody tr").count()).toBe(3)
     expect(await page.getByTestId("payment-instructions").textContent()).toBe(PAYMENT_INSTRUCTIONS)
+    // The number a person can quote, in the details and in the payment instructions.
+    expect(world.invoice.number).toMatch(/^INV-\d{6}$/)
+    expect(await page.getByTestId("invoice-number").textContent()).toBe(world.invoice.number)
+    expect(await page.getByTestId("quote-number").textContent()).toBe(world.invoice.number)
+    expect(await page.title()).toContain(world.invoice.number)
     await screenshot(page, "invoice-desktop", 1100)
     await screenshot(page, "invoice-phone", 375)
     expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(375)

@@ -22,7 +22,7 @@ export interface PortalWorld {
   readonly api: Client
   readonly plan: { readonly id: string; readonly name: string; readonly cost: number }
   readonly customer: { readonly id: string; readonly name: string }
-  readonly invoice: { readonly id: string; readonly total: number }
+  readonly invoice: { readonly id: string; readonly number: string; readonly total: number }
   /** Another customer of the same organisation, with an invoice of its own. */
   readonly neighbour: { readonly id: string; readonly invoiceId: string }
   /** A customer of another organisation, with an invoice. */
@@ -86,7 +86,7 @@ export const makePortalWorld = async (app: TestApp, customerName = "Jo's Robots"
     api,
     plan,
     customer: { id: customer.id, name: customer.name },
-    invoice: { id: invoice.id, total: invoice.total },
+    invoice: { id: invoice.id, number: invoice.number, total: invoice.total },
     neighbour: { id: neighbour.id, invoiceId: neighbourInvoice.id },
     stranger: { tenant: other, id: stranger.id, invoiceId: strangerInvoice.id }
   }

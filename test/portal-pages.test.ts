@@ -102,7 +102,10 @@ describe("GET /pay/{invoiceId}", () => {
     const [link] = invoiceLinksOf(portal.text)
     const page = await open(link!)
     expect(page.status).toBe(200)
-    expect(page.text).toContain(world.invoice.id)
+    // The customer quotes the invoice's number (the organisation's first), not its id.
+    expect(world.invoice.number).toMatch(/^INV-\d{6}$/)
+    expect(page.text).toContain(`<dd data-testid="invoice-number">${world.invoice.number}</dd>`)
+    expect(page.text).toContain(`Please quote <strong data-testid="quote-number">${world.invoice.number}</strong>`)
     expect(page.text).toMatch(/class="badge OPEN"/)
     expect(page.text).toContain("VAT (20%)")
     expect(page.text).toContain(new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" }).format(world.invoice.total))

@@ -30,6 +30,7 @@ const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string 
   <Details
     title={props.title}
     fields={[
+      ["number", props.invoice.number ?? "(none while DRAFT: numbered when final)"],
       ["id", props.invoice.id],
       ["customer", props.invoice.customerId],
       ["kind", props.invoice.kind],
@@ -75,6 +76,7 @@ export const registerInvoice = (program: Command) => {
       view: (list) => (
         <Table
           columns={[
+            { header: "NUMBER", value: (i) => i.number ?? "-" },
             { header: "ID", value: (i) => i.id },
             { header: "CUSTOMER", value: (i) => i.customerId },
             { header: "KIND", value: (i) => i.kind },

@@ -22,6 +22,7 @@ const organizationJson = (organization: Organization) => ({
   paymentInstructions: organization.paymentInstructions,
   lateUsageDays: organization.lateUsageDays,
   invoiceGraceHours: organization.invoiceGraceHours,
+  invoiceNumberPrefix: organization.invoiceNumberPrefix,
   createdAt: organization.createdAt.toISOString()
 })
 
@@ -103,9 +104,11 @@ export const registerOrg = (program: Command) => {
       "--invoice-grace-hours <n>",
       `how long a cycle-end usage invoice stays DRAFT for late usage, in hours (${INVOICE_GRACE_HOURS.min} to ${INVOICE_GRACE_HOURS.max}, default ${INVOICE_GRACE_HOURS.default})`
     )
+    .option("--invoice-number-prefix <text>", "what invoice numbers finalised from now on start with (default INV-; \"\" for none)")
     .action((options: {
       json?: boolean
       org?: string
+      invoiceNumberPrefix?: string
       reservedWallet?: string
       name?: string
       paymentInstructions?: string
@@ -125,7 +128,8 @@ export const registerOrg = (program: Command) => {
             name: options.name,
             paymentInstructions: options.paymentInstructions,
             lateUsageDays,
-            invoiceGraceHours
+            invoiceGraceHours,
+            invoiceNumberPrefix: options.invoiceNumberPrefix
           })
         }),
         {
@@ -139,7 +143,8 @@ export const registerOrg = (program: Command) => {
                 ["reserved wallet", organization.reservedWalletEnabled ? "on" : "off"],
                 ["payment instructions", organization.paymentInstructions ?? "(not set)"],
                 ["late-usage window", `${organization.lateUsageDays} day(s)`],
-                ["invoice grace period", organization.invoiceGraceHours === 0 ? "none (usage invoices final at once)" : `${organization.invoiceGraceHours} hour(s)`]
+                ["invoice grace period", organization.invoiceGraceHours === 0 ? "none (usage invoices final at once)" : `${organization.invoiceGraceHours} hour(s)`],
+                ["invoice numbers", `${organization.invoiceNumberPrefix}000001, ...`]
               ]}
             />
           )

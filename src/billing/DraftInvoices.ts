@@ -27,7 +27,7 @@ import { makeId } from "../ids.ts"
 import { customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import { invoiceRecord, invoiceTotals, type IssuedInvoice, type LineInput, lineRecords, LineRow, type TaxRate } from "./Invoices.ts"
+import { finaliseDrafts, invoiceRecord, invoiceTotals, type IssuedInvoice, type LineInput, lineRecords, LineRow, type TaxRate } from "./Invoices.ts"
 import { arrearLines, type LineComponent } from "./Renewal.ts"
 import { currentTime } from "../time.ts"
 
@@ -375,15 +375,6 @@ export const finalizeDue = (now: Date, limit: number = FINALIZE_BATCH_SIZE) =>
         })
         paid.add(`${invoice.organizationId}/${invoice.id}`)
       }
-      if (rebuilt.length > 0) {
-        const statusOf = (invoice: IssuedInvoice) =>
-          invoice.totals.free || paid.has(`${invoice.organizationId}/${invoice.id}`) ? "PAID" : "OPEN"
-        yield* orDie(sql`UPDATE invoices AS i SET status = v.status,
-              paid_at = CASE WHEN v.status = 'PAID' THEN ${now}::timestamptz ELSE NULL END, updated_at = ${now}
-            FROM unnest(${rebuilt.map((r) => r.invoice.organizationId)}::text[], ${rebuilt.map((r) => r.invoice.id)}::text[],
-                        ${rebuilt.map((r) => statusOf(r.invoice))}::text[]) AS v(organization_id, id, status)
-            WHERE i.organization_id = v.organization_id AND i.id = v.id AND i.status = 'DRAFT'`)
-      }
       yield* insertRows(sql, "payments", payments)
       const keys = keyColumns(claimed)
       // Whatever a cycle's draft now holds is invoiced; a cycle without one invoiced nothing.
@@ -397,6 +388,14 @@ export const finalizeDue = (now: Date, limit: number = FINALIZE_BATCH_SIZE) =>
       yield* orDie(sql`UPDATE purchase_cycles SET status = 'FINAL'
           WHERE (organization_id, purchase_id, cycle_index) IN (
             SELECT * FROM unnest(${keys.organizations}::text[], ${keys.purchases}::text[], ${keys.indexes}::int[]))`)
+      // Last: OPEN or PAID, numbered (the organisations' invoice counters stay locked until the commit).
+      const statusOf = (invoice: IssuedInvoice) =>
+        invoice.totals.free || paid.has(`${invoice.organizationId}/${invoice.id}`) ? "PAID" as const : "OPEN" as const
+      yield* finaliseDrafts(
+        sql,
+        rebuilt.map(({ invoice }) => ({ organizationId: invoice.organizationId, id: invoice.id, status: statusOf(invoice) })),
+        now
+      )
       yield* ledger.postToWallets(locked, postings)
       return claimed.length
     }).pipe(sql.withTransaction, Effect.orDie)

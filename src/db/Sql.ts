@@ -151,12 +151,20 @@ export const insertRowsStatement = (
   rows: ReadonlyArray<Record<string, unknown>>
 ): Statement.Statement<Row> | undefined => {
   if (rows.length === 0) return undefined
-  const keys = Object.keys(rows[0]!)
-  const columns = keys.map(String.camelToSnake)
+  const { columns, json } = recordsetOf(rows)
   const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
-  return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${
-    rowsJson(keys, columns, rows)
-  }::json)`
+  return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${json}::json)`
+}
+
+/**
+ * Rows (camelCase keys, the same in every row) as `insertRowsStatement` sends
+ * them: their snake_case column names and one JSON text for
+ * `json_populate_recordset`, for a statement that selects from them itself.
+ */
+export const recordsetOf = (rows: ReadonlyArray<Record<string, unknown>>) => {
+  const keys = rows.length === 0 ? [] : Object.keys(rows[0]!)
+  const columns = keys.map(String.camelToSnake)
+  return { columns, json: rowsJson(keys, columns, rows) }
 }
 
 /**
@@ -186,17 +194,31 @@ export const insertRows = (
 ): Effect.Effect<void> => Effect.asVoid(writeTogether(sql, [insertRowsStatement(sql, table, rows)]))
 
 /**
+ * A write that the others of its `writeTogether` read by name: its WITH
+ * clause is called `name`, and a sibling selects from its RETURNING rows
+ * (the invoice counter, whose numbers the invoices' INSERT takes).
+ */
+export class NamedWrite {
+  constructor(readonly name: string, readonly statement: Statement.Statement<Row>) {}
+}
+
+export type Write = Statement.Statement<Row> | NamedWrite | undefined
+
+const statementOf = (write: Statement.Statement<Row> | NamedWrite) => write instanceof NamedWrite ? write.statement : write
+
+/**
  * Writes (INSERT, UPDATE or DELETE statements, undefined for none) sent as one
  * statement of data-modifying WITH clauses: one round trip instead of one a
  * write, which is most of what a small transaction costs. They run on one
- * snapshot and none sees another's rows, so no two may touch the same row;
+ * snapshot and none sees another's rows, so no two may touch the same row
+ * (a write reads another's RETURNING rows only by its name, `NamedWrite`);
  * foreign keys are checked at the end of the statement, so parents and their
  * children may go together. The rows of `returningOf` (one of the writes, with
  * a RETURNING clause) come back; none otherwise.
  */
 export const writeTogether = (
   sql: SqlClient.SqlClient,
-  writes: ReadonlyArray<Statement.Statement<Row> | undefined>,
+  writes: ReadonlyArray<Write>,
   returningOf?: Statement.Statement<Row>
 ): Effect.Effect<ReadonlyArray<Row>> => {
   const statement = writeTogetherStatement(sql, writes, returningOf)
@@ -213,13 +235,17 @@ export const writeTogether = (
  */
 export const writeTogetherStatement = (
   sql: SqlClient.SqlClient,
-  writes: ReadonlyArray<Statement.Statement<Row> | undefined>,
+  writes: ReadonlyArray<Write>,
   returningOf?: Statement.Statement<Row>
 ): Statement.Statement<Row> | undefined => {
-  const present = writes.filter((write): write is Statement.Statement<Row> => write !== undefined)
-  if (present.length <= 1) return present[0]
-  const clauses = present.map((write, index) => sql`${sql.literal(`write_${index}`)} AS (${write})`)
-  const returned = returningOf === undefined ? -1 : present.indexOf(returningOf)
-  const result = returned < 0 ? sql.literal("SELECT 1 WHERE false") : sql.literal(`SELECT * FROM write_${returned}`)
+  const present = writes.filter((write): write is Statement.Statement<Row> | NamedWrite => write !== undefined)
+  if (present.length <= 1) return present[0] === undefined ? undefined : statementOf(present[0])
+  const nameOf = (write: Statement.Statement<Row> | NamedWrite, index: number) =>
+    write instanceof NamedWrite ? write.name : `write_${index}`
+  const clauses = present.map((write, index) => sql`${sql.literal(nameOf(write, index))} AS (${statementOf(write)})`)
+  const returned = returningOf === undefined ? -1 : present.findIndex((write) => statementOf(write) === returningOf)
+  const result = returned < 0
+    ? sql.literal("SELECT 1 WHERE false")
+    : sql.literal(`SELECT * FROM ${nameOf(present[returned]!, returned)}`)
   return sql`WITH ${sql.join(", ", false)(clauses)} ${result}`
 }

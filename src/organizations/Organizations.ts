@@ -21,6 +21,8 @@ export class Organization extends Schema.Class<Organization>("Organization")({
   lateUsageDays: Schema.Int,
   /** How long a cycle-end usage invoice stays DRAFT for late usage, in hours (0 to 720; 0: final at once). */
   invoiceGraceHours: Schema.Int,
+  /** What every invoice number of the organisation starts with (`INV-` in `INV-000042`), fixed on an invoice when it is finalised. */
+  invoiceNumberPrefix: Schema.String,
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -34,6 +36,8 @@ export interface OrganizationSettings {
   readonly lateUsageDays?: number | undefined
   /** How long a cycle-end usage invoice stays DRAFT, in whole hours: 0 to 720. */
   readonly invoiceGraceHours?: number | undefined
+  /** The prefix of invoice numbers finalised from now on: `INVOICE_NUMBER_PREFIX`. */
+  readonly invoiceNumberPrefix?: string | undefined
 }
 
 /** The late-usage window's bounds (days) and its default. */
@@ -46,6 +50,17 @@ export const wholeNumberIn = (name: string, value: number, range: { readonly min
   Number.isSafeInteger(value) && value >= range.min && value <= range.max
     ? undefined
     : `${name} must be a whole number from ${range.min} to ${range.max}`
+
+/**
+ * An invoice number's prefix: 0 to 20 characters from letters, digits and
+ * `. _ / -` (what a bank transfer's reference field takes); `INV-` by default.
+ */
+export const INVOICE_NUMBER_PREFIX = { pattern: /^[A-Za-z0-9._/-]{0,20}$/, default: "INV-" } as const
+
+export const invoicePrefixProblem = (prefix: string) =>
+  INVOICE_NUMBER_PREFIX.pattern.test(prefix)
+    ? undefined
+    : `invoice number prefix must be 0 to 20 characters from letters, digits and . _ / - (got ${JSON.stringify(prefix)})`
 
 /** Enough for bank details and a note; the page shows it as plain text. */
 export const MAX_PAYMENT_INSTRUCTIONS = 2000
@@ -94,6 +109,10 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
 
     const updateSettings = Effect.fn("Organizations.updateSettings")(function*(id: string, settings: OrganizationSettings) {
         yield* get(id)
+        const name = settings.name?.trim()
+        if (name !== undefined && (name.length === 0 || name.length > 120)) {
+          return yield* new InvalidOrganizationSettings({ message: "name must be 1 to 120 characters" })
+        }
         const instructions = settings.paymentInstructions?.trim()
         if (instructions !== undefined && instructions.length > MAX_PAYMENT_INSTRUCTIONS) {
           return yield* new InvalidOrganizationSettings({ message: `payment instructions must be at most ${MAX_PAYMENT_INSTRUCTIONS} characters` })
@@ -105,15 +124,18 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
             ? undefined
             : wholeNumberIn("invoice grace hours", settings.invoiceGraceHours, INVOICE_GRACE_HOURS))
         if (outOfRange !== undefined) return yield* new InvalidOrganizationSettings({ message: outOfRange })
+        const badPrefix = settings.invoiceNumberPrefix === undefined ? undefined : invoicePrefixProblem(settings.invoiceNumberPrefix)
+        if (badPrefix !== undefined) return yield* new InvalidOrganizationSettings({ message: badPrefix })
         const updated = yield* findOne(
           Organization,
           sql`UPDATE organizations SET
                 reserved_wallet_enabled = coalesce(${settings.reservedWalletEnabled ?? null}, reserved_wallet_enabled),
-                name = coalesce(${settings.name ?? null}, name),
+                name = coalesce(${name ?? null}, name),
                 payment_instructions = CASE WHEN ${instructions === undefined}::boolean THEN payment_instructions
                   ELSE nullif(${instructions ?? ""}, '') END,
                 late_usage_days = coalesce(${settings.lateUsageDays ?? null}::integer, late_usage_days),
                 invoice_grace_hours = coalesce(${settings.invoiceGraceHours ?? null}::integer, invoice_grace_hours),
+                invoice_number_prefix = coalesce(${settings.invoiceNumberPrefix ?? null}::text, invoice_number_prefix),
                 updated_at = now()
               WHERE id = ${id} RETURNING *`
         )

@@ -171,7 +171,7 @@ ${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: 
 <thead><tr><th scope="col">Invoice</th><th scope="col" class="wide">Issued</th><th scope="col" class="wide">Period</th><th scope="col">Status</th><th scope="col" class="num">Total</th></tr></thead>
 <tbody>${
       view.invoices.map(({ href, invoice }) =>
-        html`<tr><td><a href="${href}">${invoice.kind === "PLAN" ? "Plan" : "Usage"} invoice</a><div class="id">${invoice.id}</div></td><td class="wide">${
+        html`<tr><td><a href="${href}">${invoice.kind === "PLAN" ? "Plan" : "Usage"} invoice</a><div class="id">${invoice.number ?? "Draft"}</div></td><td class="wide">${
           formats.date(invoice.issuedAt)
         }</td><td class="wide">${period(invoice.periodStart, invoice.periodEnd, formats)}</td><td>${statusBadge(invoice.status)}</td><td class="num">${
           formats.money(invoice.total, invoice.currencyCode)
@@ -213,13 +213,15 @@ export const invoicePage = (view: InvoicePageView, formats: Formats): Html => {
   const money = (value: BigDecimal.BigDecimal) => formats.money(value, invoice.currencyCode)
   const precise = (value: BigDecimal.BigDecimal | null) =>
     value === null ? "" : formats.preciseMoney(value, invoice.currencyCode)
+  // What the customer quotes: the number (an OPEN invoice always has one), the id only were it missing.
+  const reference = invoice.number ?? invoice.id
   const howToPay = invoice.status === "OPEN"
     ? html`<section class="card pay" aria-labelledby="pay"><h2 id="pay">How to pay</h2>
 <p class="muted flush">Amount due</p><p class="due">${money(invoice.total)}</p>
 ${
       view.paymentInstructions === null
-        ? html`<p>Contact ${view.organizationName} to pay this invoice, quoting <strong>${invoice.id}</strong>.</p>`
-        : html`<p class="quote">Please quote <strong>${invoice.id}</strong> with your payment.</p><div class="instructions" data-testid="payment-instructions">${view.paymentInstructions}</div>`
+        ? html`<p>Contact ${view.organizationName} to pay this invoice, quoting <strong data-testid="quote-number">${reference}</strong>.</p>`
+        : html`<p class="quote">Please quote <strong data-testid="quote-number">${reference}</strong> with your payment.</p><div class="instructions" data-testid="payment-instructions">${view.paymentInstructions}</div>`
     }</section>`
     : invoice.status === "DRAFT"
     ? html`<section class="card" aria-labelledby="pay" data-testid="invoice-draft"><h2 id="pay">Draft</h2><p>This invoice is a draft: usage of its period that arrives late may still change it. It cannot be paid yet; ${view.organizationName} will issue it when it is final.</p></section>`
@@ -232,13 +234,13 @@ ${
     }. Nothing is due.</p></section>`
 
   return layout({
-    title: `${invoiceTitle(invoice)} ${invoice.id} from ${view.organizationName}`,
+    title: `${invoiceTitle(invoice)} ${invoice.number ?? "(draft)"} from ${view.organizationName}`,
     lang: formats.locale,
     top: topBar(view, "Invoice"),
     body: html`<main>
 <h1>${invoiceTitle(invoice)} ${statusBadge(invoice.status)}</h1>
 <section class="card" aria-label="Invoice details"><dl class="facts">
-<div><dt>Invoice</dt><dd>${invoice.id}</dd></div>
+<div><dt>Invoice number</dt><dd data-testid="invoice-number">${invoice.number ?? html`<span class="muted">Given when final</span>`}</dd></div>
 <div><dt>Billed to</dt><dd>${view.customerName}<div class="email">${view.customerEmail}</div></dd></div>
 <div><dt>Issued</dt><dd>${formats.date(invoice.issuedAt)}</dd></div>
 <div><dt>Period</dt><dd>${period(invoice.periodStart, invoice.periodEnd, formats)}</dd></div>
