@@ -5,9 +5,27 @@
 import { AsyncLocalStorage } from "node:async_hooks"
 import type { Command } from "commander"
 
-const storage = new AsyncLocalStorage<{ command?: Command }>()
+interface Slot {
+  command?: Command
+  /** `--json` runs: what commander writes on stderr is held here, to be told as one JSON document. */
+  commanderErrors?: Array<string>
+}
 
-export const withActiveCommandSlot = <A>(f: () => A): A => storage.run({}, f)
+const storage = new AsyncLocalStorage<Slot>()
+
+export const withActiveCommandSlot = <A>(f: () => A, options: { readonly holdCommanderErrors?: boolean } = {}): A =>
+  storage.run(options.holdCommanderErrors === true ? { commanderErrors: [] } : {}, f)
+
+/** Holds `text` when the run holds commander's errors; false when the caller should write it. */
+export const holdCommanderError = (text: string): boolean => {
+  const held = storage.getStore()?.commanderErrors
+  if (held === undefined) return false
+  held.push(text)
+  return true
+}
+
+/** What commander wrote on stderr in a run that holds its errors. */
+export const heldCommanderErrors = (): ReadonlyArray<string> | undefined => storage.getStore()?.commanderErrors
 
 export const setActiveCommand = (command: Command): void => {
   const slot = storage.getStore()

@@ -6,7 +6,8 @@
  * module is on the path of `billing --help`.
  */
 import { Command, CommanderError } from "commander"
-import { setActiveCommand, withActiveCommandSlot } from "./activeCommand.ts"
+import { heldCommanderErrors, holdCommanderError, setActiveCommand, withActiveCommandSlot } from "./activeCommand.ts"
+import { errorDocument, wantsJson } from "./errorDocument.ts"
 import { ExitCode } from "./exitCodes.ts"
 import { writeErr, writeOut } from "./Output.ts"
 
@@ -17,7 +18,13 @@ import { writeErr, writeOut } from "./Output.ts"
 export const newRoot = (name: string): Command =>
   new Command(name)
     .exitOverride()
-    .configureOutput({ writeOut, writeErr })
+    .configureOutput({
+      writeOut,
+      // A `--json` run tells commander's errors as one JSON document (parseCommandLine).
+      writeErr: (text) => {
+        if (!holdCommanderError(text)) writeErr(text)
+      }
+    })
     .hook("preAction", (_program, actionCommand) => setActiveCommand(actionCommand))
 
 /** `billing customer get`, as a person would type it. */
@@ -48,13 +55,25 @@ export const parseCommandLine = async (
   args: ReadonlyArray<string>,
   setExitCode: (code: number) => void
 ): Promise<void> => {
-  try {
-    await withActiveCommandSlot(() => program.parseAsync([...args], { from: "user" }))
-  } catch (error) {
-    if (!(error instanceof CommanderError)) throw error
-    // Asked-for help (`--help`, `billing help customer`) and the version succeed: commander
-    // stops on them with exit code 0. Anything else it stops on is a usage error, help shown
-    // because a command was missing (`billing customer`) included.
-    setExitCode(error.exitCode === 0 ? ExitCode.ok : ExitCode.usage)
-  }
+  const json = wantsJson(args)
+  await withActiveCommandSlot(async () => {
+    try {
+      await program.parseAsync([...args], { from: "user" })
+    } catch (error) {
+      if (!(error instanceof CommanderError)) throw error
+      // Asked-for help (`--help`, `billing help customer`) and the version succeed: commander
+      // stops on them with exit code 0. Anything else it stops on is a usage error, help shown
+      // because a command was missing (`billing customer`) included.
+      const held = heldCommanderErrors() ?? []
+      if (error.exitCode === 0) {
+        for (const text of held) writeErr(text)
+      } else if (json) {
+        const message = error.code === "commander.help" || error.message === "(outputHelp)"
+          ? `a command is required: see '${[...args.filter((arg) => !arg.startsWith("-")), "--help"].join(" ")}'`
+          : error.message.replace(/^error: /, "")
+        writeErr(errorDocument(400, message, "usage_error"))
+      }
+      setExitCode(error.exitCode === 0 ? ExitCode.ok : ExitCode.usage)
+    }
+  }, { holdCommanderErrors: json })
 }

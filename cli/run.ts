@@ -23,6 +23,8 @@ import { activeCommand } from "./activeCommand.ts"
 import { ExitCode, exitCodeOfStatus } from "./exitCodes.ts"
 import { describeInputIssues } from "./inputErrors.ts"
 import { cliIo, envVar, outputMode, setExitCode, writeErr, writeOut } from "./Output.ts"
+import { commandDatabase, createdNote, whereLooked } from "./databaseNote.ts"
+import { codeOfTag, errorDocument } from "./errorDocument.ts"
 
 /**
  * What every command stands on: the environment's database, migrated before a
@@ -75,6 +77,37 @@ const describeFailure = (cause: Cause.Cause<unknown>): string => {
   return defect instanceof Error ? `internal error: ${defect.message}` : `internal error: ${String(defect)}`
 }
 
+const failureTag = (cause: Cause.Cause<unknown>): string | undefined => {
+  const failure = Cause.failureOption(cause)
+  const value = Option.isSome(failure) ? failure.value : Cause.squash(cause)
+  return typeof value === "object" && value !== null ? (value as { readonly _tag?: string })._tag : undefined
+}
+
+/** `--org` named no organisation: the answer says which database was looked in. */
+const isOrganizationNotFound = (cause: Cause.Cause<unknown>) => failureTag(cause) === "OrganizationNotFound"
+
+/** The database could not be reached at all (nothing was created). */
+const isConnectFailure = (cause: Cause.Cause<unknown>) => failureTag(cause) === "SqlError"
+
+/** The status the API would answer the failure with: 500 for a defect. */
+const statusOfCause = (cause: Cause.Cause<unknown>): number => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isNone(failure)) return 500
+  const status = failureStatus(failure.value)
+  if (status !== undefined) return status
+  return ParseResult.isParseError(failure.value) ? 400 : 500
+}
+
+/** `statusDetail.code` of a `--json` error: the failure's name in snake_case, as the API derives it. */
+const codeOfCause = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  if (Option.isNone(failure)) return "internal_error"
+  if (ParseResult.isParseError(failure.value)) return "validation_failed"
+  if (failureStatus(failure.value) === undefined) return "internal_error"
+  const tag = failureTag(cause)
+  return tag === undefined ? "internal_error" : codeOfTag(tag)
+}
+
 /** The exit code of a failed command (cli/exitCodes.ts): from the failure's tag, 1 for a defect. */
 const exitCodeOfCause = (cause: Cause.Cause<unknown>): number => {
   const failure = Cause.failureOption(cause)
@@ -90,6 +123,17 @@ export interface Presenter<A> {
   readonly json: (value: A) => unknown
   /** What a person sees. */
   readonly view: (value: A) => ReactElement
+}
+
+/**
+ * Tells a failed long-running command's failure (the worker loop, `listen`), as
+ * `runOn` tells any command's: `error: ...`, or with `--json` one JSON document.
+ */
+export const writeFailure = (options: CommonOptions, cause: Cause.Cause<unknown>): void => {
+  const message = describeFailure(cause)
+  writeErr(
+    outputMode(options) === "json" ? errorDocument(statusOfCause(cause), message, codeOfCause(cause)) : `error: ${message}\n`
+  )
 }
 
 /** Runs one command's effect on `CommandBase` and what its module builds on it. */
@@ -115,11 +159,18 @@ export const runOn = async <A, R>(
   effect: Effect.Effect<A, unknown, R>,
   presenter: Presenter<A>
 ): Promise<void> => {
+  // Read before the database is opened: an embedded folder is created by opening it.
+  const database = commandDatabase(cliIo().env)
   const runtime = ManagedRuntime.make(
     layer.pipe(Layer.provide(quiet), Layer.provide(TelemetryLive), Layer.provide(environmentConfig()))
   )
   const exit = await runtime.runPromiseExit(effect)
   await runtime.dispose()
+  // A `--json` failure is one JSON document on stderr: there the note is in its message (`whereLooked`).
+  const failedJson = Exit.isFailure(exit) && outputMode(options) === "json"
+  if (database.createdNow && !failedJson && !(Exit.isFailure(exit) && isConnectFailure(exit.cause))) {
+    writeErr(`${createdNote(database)}\n`)
+  }
   if (Exit.isSuccess(exit)) {
     if (outputMode(options) === "json") {
       writeOut(`${JSON.stringify(presenter.json(exit.value), null, 2)}\n`)
@@ -130,7 +181,15 @@ export const runOn = async <A, R>(
     }
     return
   }
-  writeErr(`error: ${describeFailure(exit.cause)}\n`)
+  const notFoundWhere = isOrganizationNotFound(exit.cause) || (database.createdNow && outputMode(options) === "json" && !isConnectFailure(exit.cause))
+    ? whereLooked(database)
+    : ""
+  const message = `${describeFailure(exit.cause)}${notFoundWhere}`
+  writeErr(
+    outputMode(options) === "json"
+      ? errorDocument(statusOfCause(exit.cause), message, codeOfCause(exit.cause))
+      : `error: ${message}\n`
+  )
   setExitCode(exitCodeOfCause(exit.cause))
 }
 

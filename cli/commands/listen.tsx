@@ -14,8 +14,8 @@ import { TelemetryLive } from "../../src/Telemetry.ts"
 import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen } from "../../src/webhooks/Listen.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
 import { DEFAULT_EVENT_TYPES, EVENT_TYPES, EventType, TriggerableEventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
-import { outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
-import { decodeInput, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { outputMode, setExitCode, writeOut } from "../Output.ts"
+import { decodeInput, organizationOf, runnerOn, withOrg, writeFailure } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
 import { BillingCommandServices } from "../commandServices.ts"
 import { CustomerId, type OrganizationId } from "../../src/ids.ts"
@@ -98,8 +98,7 @@ const listen = async (options: ListenFlags) => {
   process.off("SIGTERM", stop)
   if (exit._tag === "Failure") {
     if (!Cause.isInterruptedOnly(exit.cause)) {
-      const failure = Cause.squash(exit.cause)
-      writeErr(`error: ${failure instanceof Error ? failure.message : String(failure)}\n`)
+      writeFailure(options, exit.cause)
       setExitCode(1)
       return
     }

@@ -7,7 +7,7 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import type { Command } from "commander"
 import * as HttpServer from "@effect/platform/HttpServer"
-import { Context, Data, Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Runtime } from "effect"
+import { Cause, Context, Data, Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Runtime } from "effect"
 import cluster, { type Worker } from "node:cluster"
 import { makeHttpServer } from "../../src/app/Server.ts"
 import { fromEmbedded, fromUrl } from "../../src/db/Database.ts"
@@ -19,7 +19,7 @@ import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
 import { workerJobs } from "../../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
-import { outputMode, writeOut } from "../Output.ts"
+import { outputMode, writeErr, writeOut } from "../Output.ts"
 
 export interface ServeOptions {
   readonly port?: number
@@ -215,6 +215,52 @@ const superviseApiProcesses = (count: number, host: string, withWorker: boolean)
     return Deferred.await(failed)
   })
 
+/** The Node error (`code`, `message`) somewhere in a failure's cause chain. */
+const systemErrorIn = (cause: Cause.Cause<unknown>): { readonly code?: string; readonly message?: string; readonly _tag?: string } | undefined => {
+  for (const reason of [...Cause.failures(cause), ...Cause.defects(cause)]) {
+    for (let at: unknown = reason, depth = 0; typeof at === "object" && at !== null && depth < 5; depth++) {
+      const error = at as { readonly code?: unknown; readonly cause?: unknown }
+      if (typeof error.code === "string") return at as { code: string }
+      at = error.cause
+    }
+  }
+  return undefined
+}
+
+/**
+ * Failures a person can fix, told in one line on stderr (exit code 1) instead
+ * of a logged stack trace: the port is taken (or not ours to take), or the
+ * database cannot be reached (src/db/Pool.ts names it and says why).
+ */
+export const startFailureText = (cause: Cause.Cause<unknown>, listen: { readonly port: number; readonly host: string }): string | undefined => {
+  const system = systemErrorIn(cause)
+  if (system?.code === "EADDRINUSE") {
+    return `port ${listen.port} on ${listen.host} is in use (another billing serve, or another program): ` +
+      `stop it, or choose another port with --port N (or PORT=N)`
+  }
+  if (system?.code === "EACCES") {
+    return `port ${listen.port} on ${listen.host} needs privileges this process lacks: choose a port above 1023 with --port N`
+  }
+  for (const failure of [...Cause.failures(cause), ...Cause.defects(cause)]) {
+    const error = failure as { readonly _tag?: unknown; readonly message?: unknown }
+    if (error?._tag === "SqlError" && typeof error.message === "string" && error.message.startsWith("cannot connect")) {
+      return error.message
+    }
+  }
+  return undefined
+}
+
+const toldStartFailures = (listen: { readonly port: number; readonly host: string }) =>
+<A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A | void, E, R> =>
+  Effect.catchAllCause(effect, (cause) => {
+    const text = startFailureText(cause, listen)
+    if (text === undefined) return Effect.failCause(cause)
+    return Effect.sync(() => {
+      writeErr(`error: ${text}\n`)
+      process.exitCode = 1
+    })
+  })
+
 /** What `billing serve` does once its flags are parsed (loaded only by `serve`: see cli/commands/serve.tsx). */
 export const runServe = (program: Command, options: ServeOptions) => {
   const port = options.port ?? Number(process.env.PORT ?? 8787)
@@ -236,7 +282,7 @@ export const runServe = (program: Command, options: ServeOptions) => {
     )
     // SIGTERM and SIGINT interrupt the layer: the server stops accepting,
     // in-flight requests finish, then the pool and the embedded database close.
-    return NodeRuntime.runMain(Layer.launch(server), { disablePrettyLogger: true })
+    return NodeRuntime.runMain(Layer.launch(server).pipe(toldStartFailures({ port, host })), { disablePrettyLogger: true })
   }
 
   if (process.env.DATABASE_URL === undefined && processes > maxEmbeddedProcesses) {
@@ -250,5 +296,5 @@ export const runServe = (program: Command, options: ServeOptions) => {
     Effect.provide(workerLoop.pipe(Layer.provideMerge(AppServicesLive))),
     Effect.provide(processSettings)
   )
-  NodeRuntime.runMain(primary, { disablePrettyLogger: true })
+  NodeRuntime.runMain(primary.pipe(toldStartFailures({ port, host })), { disablePrettyLogger: true })
 }

@@ -6,8 +6,8 @@ import { TelemetryLive } from "../../src/Telemetry.ts"
 import { workerJobNames, workerJobs, WorkerJobsLive } from "../../src/app/Jobs.ts"
 import { type BatchReport, summarize } from "../../src/worker/Stats.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
-import { isInteractive, outputMode, setExitCode, writeErr, writeOut } from "../Output.ts"
-import { runnerOn, withJson } from "../run.ts"
+import { isInteractive, outputMode, setExitCode, writeOut } from "../Output.ts"
+import { runnerOn, withJson, writeFailure } from "../run.ts"
 import { parseInstant } from "../instantFlag.ts"
 import { loadInk } from "../ui/ink.ts"
 
@@ -117,8 +117,7 @@ const loop = async (options: WorkerFlags) => {
   process.off("SIGINT", stop)
   process.off("SIGTERM", stop)
   if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-    const failure = Cause.squash(exit.cause)
-    writeErr(`error: ${failure instanceof Error ? failure.message : String(failure)}\n`)
+    writeFailure(options, exit.cause)
     setExitCode(1)
     return
   }

@@ -13,7 +13,7 @@
  * followed by the ROLLBACK that closing its scope sends, on the same connection.
  */
 import { SqlError } from "@effect/sql/SqlError"
-import { type Duration, Effect } from "effect"
+import { Duration, Effect } from "effect"
 import Pg from "pg"
 
 /** The exact text `@effect/sql-pg` sends to cancel a connection's statement. */
@@ -57,6 +57,37 @@ class PreparingClient extends Pg.Client {
 }
 
 /**
+ * Where a pool connects, for a person: `host:port/database`, never the user or
+ * the password (a `DATABASE_URL` carries both).
+ */
+export const targetOf = (config: Pg.PoolConfig): string => {
+  if (config.connectionString !== undefined) {
+    try {
+      const url = new URL(config.connectionString)
+      const host = url.hostname === "" ? "localhost" : url.hostname
+      return `${host}:${url.port === "" ? "5432" : url.port}/${decodeURIComponent(url.pathname.slice(1))}`
+    } catch {
+      return "(a DATABASE_URL that is not a valid URL)"
+    }
+  }
+  return `${config.host ?? "localhost"}:${config.port ?? 5432}/${config.database ?? ""}`
+}
+
+/**
+ * Why a connection failed, in the driver's words: its message, else its code
+ * (Node gives `ECONNREFUSED` with an empty message when every address of a
+ * name refused), else the first of its errors.
+ */
+export const connectCause = (cause: unknown): string => {
+  if (typeof cause !== "object" || cause === null) return String(cause)
+  const error = cause as { message?: unknown; code?: unknown; errors?: unknown }
+  if (typeof error.message === "string" && error.message !== "") return error.message
+  if (Array.isArray(error.errors) && error.errors.length > 0) return connectCause(error.errors[0])
+  if (typeof error.code === "string") return error.code
+  return "unknown cause"
+}
+
+/**
  * The pool for `PgClient.layerFromPool`, checked with `SELECT 1` (within
  * `connectTimeout`) and ended with its scope; with `prepareMarked`, its
  * clients prepare the statements `preparedName` marks.
@@ -75,12 +106,17 @@ export const acquirePool = (
         await pool.query("SELECT 1")
         return pool
       },
-      catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+      // The database named by host and name, and the cause: "Failed to connect" alone left a person guessing.
+      catch: (cause) => new SqlError({ cause, message: `cannot connect to PostgreSQL at ${targetOf(config)}: ${connectCause(cause)}` })
     }),
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(1000))
   ).pipe(
     Effect.timeoutFail({
       duration: connectTimeout,
-      onTimeout: () => new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+      onTimeout: () =>
+        new SqlError({
+          cause: new Error("Connection timed out"),
+          message: `cannot connect to PostgreSQL at ${targetOf(config)}: no answer within ${Duration.format(connectTimeout)}`
+        })
     })
   )
