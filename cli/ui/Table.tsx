@@ -2,6 +2,9 @@
  * A plain table for operators: a header row, aligned columns, optional totals.
  * In a terminal the columns are cut to fit its width (widest first, with an
  * ellipsis) so a row never wraps; on a pipe nothing is cut (see cli/Output.ts).
+ * Ids, statuses, numbers and amounts (right-aligned columns) are never cut: a
+ * `0.00…` or `PEND…` says nothing. When they alone do not fit, each record is
+ * shown as a block of `HEADER  value` lines instead, whole.
  */
 import { Box, Text } from "./ink.ts"
 import { isInteractive, terminalColumns, truncate } from "../Output.ts"
@@ -38,8 +41,16 @@ export interface Column<Row> {
   readonly whole?: boolean
 }
 
-/** Ids are kept whole by default: they are what an operator copies into the next command. */
-const isWhole = (column: Column<never>) => column.whole ?? /(^|\s)ID$/.test(column.header)
+/**
+ * Kept whole by default: ids and invoice numbers (what an operator copies into
+ * the next command), statuses, and every right-aligned column (amounts,
+ * quantities, counts): a value cut short is a wrong value.
+ */
+export const isWhole = (column: Pick<Column<never>, "header" | "align" | "whole">) =>
+  column.whole ?? (column.align === "right" || /(^|\s)(ID|STATUS|NUMBER)$/.test(column.header))
+
+const fits = (widths: ReadonlyArray<number>, available: number) =>
+  widths.reduce((sum, width) => sum + width, 0) + GAP * Math.max(0, widths.length - 1) <= available
 
 export function Table<Row>(props: {
   readonly title?: string
@@ -50,9 +61,11 @@ export function Table<Row>(props: {
   const cells = props.rows.map((row) => props.columns.map((column) => column.value(row)))
   const natural = props.columns.map((column, i) => Math.max(column.header.length, ...cells.map((row) => row[i]!.length)))
   // Ink keeps one column of a terminal free (its last character would wrap on some terminals).
-  const widths = isInteractive({})
-    ? fitWidths(natural, terminalColumns() - 1, props.columns.map(isWhole))
-    : natural
+  const available = terminalColumns() - 1
+  const widths = isInteractive({}) ? fitWidths(natural, available, props.columns.map(isWhole)) : natural
+  if (isInteractive({}) && !fits(widths, available) && props.rows.length > 0) {
+    return <Blocks title={props.title} headers={props.columns.map((column) => column.header)} cells={cells} footer={props.footer} />
+  }
   const pad = (text: string, i: number) => {
     const cell = truncate(text, widths[i]!)
     return props.columns[i]!.align === "right" ? cell.padStart(widths[i]!) : cell.padEnd(widths[i]!)
@@ -63,6 +76,31 @@ export function Table<Row>(props: {
       <Text bold color="cyan">{props.columns.map((column, i) => pad(column.header, i)).join("  ")}</Text>
       {cells.map((row, r) => <Text key={r}>{row.map(pad).join("  ")}</Text>)}
       {props.rows.length === 0 ? <Text dimColor>(none)</Text> : null}
+      {props.footer ? <Text dimColor>{props.footer}</Text> : null}
+    </Box>
+  )
+}
+
+/** Each record as a block of `HEADER  value` lines, a blank line between records: nothing is cut. */
+function Blocks(props: {
+  readonly title?: string | undefined
+  readonly headers: ReadonlyArray<string>
+  readonly cells: ReadonlyArray<ReadonlyArray<string>>
+  readonly footer?: string | undefined
+}) {
+  const width = Math.max(0, ...props.headers.map((header) => header.length))
+  return (
+    <Box flexDirection="column">
+      {props.title ? <Text bold>{props.title}</Text> : null}
+      {props.cells.map((row, r) => (
+        <Box key={r} flexDirection="column" marginTop={r === 0 ? 0 : 1}>
+          {row.map((value, i) => (
+            <Text key={i}>
+              <Text bold color="cyan">{props.headers[i]!.padEnd(width)}</Text>  {value}
+            </Text>
+          ))}
+        </Box>
+      ))}
       {props.footer ? <Text dimColor>{props.footer}</Text> : null}
     </Box>
   )

@@ -6,7 +6,7 @@
  * browser's time zone when it has one.
  */
 import { BigDecimal } from "effect"
-import { type Decimal, ONE, toSql } from "../money.ts"
+import { type Decimal, ONE, roundTo, toSql } from "../money.ts"
 import { type Html, html } from "./Html.ts"
 
 // Intl takes a decimal string exactly (ECMA-402 NumberFormat v3); the lib types predate it.
@@ -26,6 +26,15 @@ export const localeOf = (acceptLanguage: string | undefined): string => {
   }
   return "en-US"
 }
+
+/**
+ * Never "-$0.00": an amount that rounds to zero shows no sign (ECMA-402's
+ * `signDisplay: "negative"` leaves negative zero unsigned; the lib types predate it).
+ */
+const noNegativeZero = { signDisplay: "negative" } as unknown as Intl.NumberFormatOptions
+
+/** Whether `value` shows as a negative amount in cents: -0.004 shows as 0.00, neither negative nor red. */
+export const isNegativeInCents = (value: Decimal): boolean => BigDecimal.isNegative(roundTo(value, 2))
 
 export interface Formats {
   readonly locale: string
@@ -49,13 +58,19 @@ export const formatsFor = (locale: string): Formats => {
     const key = `${currency}/${maximumFractionDigits}`
     let format = currencyFormats.get(key)
     if (format === undefined) {
-      format = new Intl.NumberFormat(locale, { style: "currency", currency, minimumFractionDigits: 2, maximumFractionDigits })
+      format = new Intl.NumberFormat(locale, {
+        style: "currency",
+        currency,
+        minimumFractionDigits: 2,
+        maximumFractionDigits,
+        ...noNegativeZero
+      })
       currencyFormats.set(key, format)
     }
     return format
   }
-  const large = new Intl.NumberFormat(locale, { maximumFractionDigits: 2 })
-  const small = new Intl.NumberFormat(locale, { maximumSignificantDigits: 3 })
+  const large = new Intl.NumberFormat(locale, { maximumFractionDigits: 2, ...noNegativeZero })
+  const small = new Intl.NumberFormat(locale, { maximumSignificantDigits: 3, ...noNegativeZero })
   const dayFormat = new Intl.DateTimeFormat(locale, { timeZone: "UTC", dateStyle: "medium" })
   const dateTimeFormat = new Intl.DateTimeFormat(locale, { timeZone: "UTC", dateStyle: "medium", timeStyle: "short" })
   const shortDateTimeFormat = new Intl.DateTimeFormat(locale, {

@@ -10,7 +10,7 @@ import type { Allowance } from "../billing/Balances.ts"
 import type { Invoice } from "../billing/Invoices.ts"
 import { HUNDRED, toNumber } from "../money.ts"
 import { meterLabels, usageChart } from "./Chart.ts"
-import type { Formats } from "./Format.ts"
+import { type Formats, isNegativeInCents } from "./Format.ts"
 import { type Html, html, trusted } from "./Html.ts"
 import type { InvoicePageView, PageRefusal, PortalPageView } from "./PortalView.ts"
 
@@ -150,7 +150,7 @@ export const portalPage = (view: PortalPageView, formats: Formats): Html => {
 </dl>
 </section>`
   const wallet = html`<div class="tile"><h3>Wallet</h3><div class="kind">Prepaid money</div>
-<p class="big${BigDecimal.isNegative(view.wallet.balance) ? " negative" : ""}">${money(view.wallet.balance)}</p>
+<p class="big${isNegativeInCents(view.wallet.balance) ? " negative" : ""}">${money(view.wallet.balance)}</p>
 ${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: ${money(view.wallet.reservedBalance)}</div>`}</div>`
   const usageRows = view.latestUsage.length === 0
     ? html`<p class="muted">No usage yet.</p>`

@@ -294,10 +294,24 @@ export interface WalletSignalInput {
   readonly tag: ResolvedTag | undefined
 }
 
-/** Debits exactly the provider cost, no margin; never refused for funds. */
+/**
+ * Debits exactly the provider cost, no margin; never refused for funds. Only
+ * a plan with a WALLET component meters wallet signals (`meters.wallet` of the
+ * current plan): without one the wallet is billed by nothing, neither its grant
+ * nor an invoice, so a debit there would be usage no one pays for; the signal
+ * is refused (422 not on plan) instead, as a credit signal for a credit the
+ * plan does not sell is (docs/signals.md, "A wallet signal needs a wallet").
+ */
 export const meterWallet = (input: WalletSignalInput, context: CustomerContext, catalogue: Catalogue): Metered =>
   Either.gen(function*() {
     const purchase = yield* activePurchase(context)
+    if (!purchase.snapshot.components.some((component) => component.type === "WALLET")) {
+      return yield* Either.left(
+        new NotOnPlan({
+          message: "the wallet is not on the customer's plan: a wallet signal needs a plan with a WALLET component"
+        })
+      )
+    }
     const cost = providerCost(tokensOf(input.usage), yield* ratesOf(catalogue, input.usage.model))
     const before = context.wallet?.balance ?? ZERO
     return priced({
