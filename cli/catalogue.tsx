@@ -8,8 +8,8 @@ import { Effect, type Layer, type Schema } from "effect"
 import type { ReactElement } from "react"
 import { type CatalogueListQuery, toPage } from "../src/http/Pagination.ts"
 import { type Column, Table } from "./ui/Table.tsx"
-import { listFooter, nextCursorOf } from "./lists.ts"
-import { bodyOf, type CommandBase, decodeInput, numberFlag, organizationOf, runnerOn, withOrg } from "./run.ts"
+import { listFooter, nextCursorOf, limitOption } from "./lists.ts"
+import { bodyOf, type CommandBase, decodeInput, organizationOf, runnerOn, withOrg } from "./run.ts"
 import type { OrganizationId } from "../src/ids.ts"
 
 /** `A` is a record as one command shows it; `L` as a list row (an outcome lists without its steps). */
@@ -114,7 +114,7 @@ export const registerCatalogue = <A, C, CI, U, UI, L extends { readonly id: stri
   withOrg(command.command("list").description(`list ${spec.plural}, oldest first`))
     .option("--active", "active records only")
     .option("--archived", "archived records only")
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((options: CatalogueListFlags) =>
       run(

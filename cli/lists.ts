@@ -3,8 +3,9 @@
  * next page (`nextCursor` in `--json`, `null` on the last page), and the
  * footer that tells a person more rows exist and how to see them.
  */
-import type { Command } from "commander"
-import { toPage } from "../src/http/Pagination.ts"
+import { type Command, InvalidArgumentError } from "commander"
+import { Either, ParseResult, Schema } from "effect"
+import { Limit, MAX_LIMIT, toPage } from "../src/http/Pagination.ts"
 import type { Page } from "../src/Page.ts"
 
 export interface PageFlags {
@@ -12,6 +13,19 @@ export interface PageFlags {
   readonly cursor?: string | undefined
   readonly oldest?: boolean | undefined
 }
+
+const decodeLimit = Schema.decodeUnknownEither(Limit)
+
+/** `--limit`, decoded by the API's own `limit` schema: a whole number of at least 1; above the maximum is clamped. */
+export const limitFlag = (value: string): number => {
+  const decoded = decodeLimit(value.trim())
+  if (Either.isRight(decoded)) return decoded.right
+  const [issue] = ParseResult.ArrayFormatter.formatErrorSync(decoded.left)
+  throw new InvalidArgumentError(`${issue?.message.startsWith("must") ? issue.message : "must be a whole number"}`)
+}
+
+/** The `--limit` option of every list, with the API's rule. */
+export const limitOption = ["--limit <n>", `rows per page: a whole number of at least 1 (default 50; above ${MAX_LIMIT}, ${MAX_LIMIT})`, limitFlag] as const
 
 /** `--oldest` on lists shown newest first (signals, usage, deliveries, invoices). */
 export const withOldest = (command: Command) =>

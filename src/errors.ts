@@ -252,6 +252,11 @@ export class InvalidTimeRange extends Data.TaggedError("InvalidTimeRange")<Messa
 /** A webhook URL not of the accepted form. */
 export class InvalidWebhookUrl extends Data.TaggedError("InvalidWebhookUrl")<Message> {}
 
+// Lists
+
+/** A list's `cursor` that names no row of that list (malformed, another list's, or unknown). */
+export class UnknownCursor extends Data.TaggedError("UnknownCursor")<Message> {}
+
 // Fixtures
 
 /** A fixture document names a catalogue record or plan the workspace has no active one of. */
@@ -332,6 +337,7 @@ export type ServiceError =
   | WebhookEventNotFound
   | InvalidTimeRange
   | InvalidWebhookUrl
+  | UnknownCursor
   | FixtureTargetNotFound
 
 /** Why a signal was not billed: what the meters and the worker refuse a signal with. */
@@ -428,6 +434,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   WebhookEventNotFound: 404,
   InvalidTimeRange: 400,
   InvalidWebhookUrl: 400,
+  UnknownCursor: 400,
   FixtureTargetNotFound: 400
 }
 

@@ -4,9 +4,9 @@ import { Customer, CustomerCreate, CustomerUpdate } from "../../src/customers/Cu
 import { Customers } from "../../src/customers/Customers.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { customerIdOf } from "../customerRef.ts"
-import { listFooter, nextCursorOf } from "../lists.ts"
+import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { bodyOf, decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { bodyOf, decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { CustomersLive } from "../../src/app/CustomersLive.ts"
 import { CustomerId } from "../../src/ids.ts"
 
@@ -77,7 +77,7 @@ export const registerCustomer = (program: Command) => {
 
   withOrg(customer.command("list").description("list customers"))
     .option("--q <text>", "filter on name or e-mail, case-insensitive")
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .option("--include-archived", "list archived customers too")
     .action((options: { json?: boolean; org?: string; q?: string; limit?: number; cursor?: string; includeArchived?: boolean }) =>

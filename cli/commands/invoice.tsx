@@ -1,11 +1,11 @@
 import type { Command } from "commander"
-import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
+import { listFooter, newestFirstPage, nextCursorOf, withOldest, limitOption } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { PayLink } from "../../src/billing/BillingApi.ts"
 import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
@@ -61,7 +61,7 @@ interface ListOptions {
 const withListOptions = (command: Command) =>
   withOrg(command)
     .option("--customer <id>", "only this customer's")
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
 
 const withInvoices = <A, E>(options: { readonly org?: string }, f: (invoices: Invoices, organizationId: OrganizationId) => Effect.Effect<A, E>) =>

@@ -1,10 +1,10 @@
 import type { Command } from "commander"
-import { listFooter, nextCursorOf } from "../lists.ts"
+import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { Effect } from "effect"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Member, MemberCreate, Members, MemberUpdate } from "../../src/members/Members.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { BillingCommandServices } from "../commandServices.ts"
 import { CustomerId, type OrganizationId } from "../../src/ids.ts"
 
@@ -43,7 +43,7 @@ export const registerMember = (program: Command) => {
   const member = program.command("member").description("members of a customer")
 
   withOrg(member.command("list").description("list a customer's members").argument("<customerId>"))
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((customerId: string, options: { json?: boolean; org?: string; limit?: number; cursor?: string }) =>
       run(options, withMembers(options, (members, org) => members.list(org, CustomerId.make(customerId), toPage(options))), {

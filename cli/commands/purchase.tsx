@@ -1,12 +1,12 @@
 import type { Command } from "commander"
-import { listFooter, nextCursorOf } from "../lists.ts"
+import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { PurchaseCreate, PurchaseJson, type PurchaseRow, PurchaseUpdate, toPurchaseJson } from "../../src/billing/Purchase.ts"
 import { Purchases } from "../../src/billing/Purchases.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { BillingCommandServices } from "../commandServices.ts"
 import { CustomerId, PurchaseId } from "../../src/ids.ts"
 
@@ -70,7 +70,7 @@ export const registerPurchase = (program: Command) => {
 
   withOrg(purchase.command("list").description("list purchases"))
     .option("--customer <id>", "only this customer's")
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((options: { json?: boolean; org?: string; customer?: string; limit?: number; cursor?: string }) =>
       run(

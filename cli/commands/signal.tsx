@@ -7,11 +7,11 @@ import { maxBatchSize, SignalRecord, SignalStatus } from "../../src/signals/Sign
 import { InboxView } from "../../src/signals/InboxView.ts"
 import { Intake } from "../../src/signals/Intake.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
-import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
+import { listFooter, newestFirstPage, nextCursorOf, withOldest, limitOption } from "../lists.ts"
 import { isInteractive } from "../Output.ts"
 import { progressReporter } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { CustomerId, type OrganizationId } from "../../src/ids.ts"
 import { withArrivalsAnswered } from "../../src/app/CustomersLive.ts"
 
@@ -213,7 +213,7 @@ export const registerSignal = (program: Command) => {
   withOldest(withOrg(signal.command("list").description("list signals, newest first")))
     .option("--customer <id>", "only this customer's signals")
     .option("--status <status>", "QUEUED, PROCESSED, PENDING or FAILED")
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((options: { json?: boolean; org?: string; customer?: string; status?: string; limit?: number; cursor?: string; oldest?: boolean }) =>
       run(

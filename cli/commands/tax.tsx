@@ -4,8 +4,8 @@ import { Tax, TaxCreate, Taxes, TaxUpdate } from "../../src/billing/Taxes.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
-import { listFooter, nextCursorOf } from "../lists.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 import { BillingCommandServices } from "../commandServices.ts"
 import type { OrganizationId } from "../../src/ids.ts"
@@ -39,7 +39,7 @@ export const registerTax = (program: Command) => {
 
   withOrg(tax.command("list").description("list taxes, oldest first"))
     .option("--active", "only those that apply to new invoices")
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((options: { json?: boolean; org?: string; active?: boolean; limit?: number; cursor?: string }) =>
       run(options, withTaxes(options, (taxes, org) => taxes.list(org, options.active ?? false, toPage(options))), {

@@ -1,12 +1,12 @@
 import type { Command } from "commander"
-import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
+import { listFooter, newestFirstPage, nextCursorOf, withOldest, limitOption } from "../lists.ts"
 import { BigDecimal, Effect, Schema } from "effect"
 import { Box } from "../ui/ink.ts"
 import { UsageLogParams } from "../../src/usage/UsageApi.ts"
 import { UsageLog, UsageTotal } from "../../src/usage/UsageLog.ts"
 import { toEntry, UsageLogEntry } from "../../src/usage/UsageLogEntry.ts"
 import { Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { withArrivalsAnswered } from "../../src/app/CustomersLive.ts"
 import { registerUsageReverse } from "./usageReverse.tsx"
 import { CustomerId } from "../../src/ids.ts"
@@ -35,7 +35,7 @@ export const registerUsage = (program: Command) => {
     .option("--from <iso>", "rows at or after this instant")
     .option("--to <iso>", "rows before this instant")
     .option("--meter <meter>", "CREDIT, OUTCOME_STEP, OUTCOME, UNIT, WALLET or COMPOSITE")
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((options: UsageFlags) =>
       run(

@@ -1,11 +1,11 @@
 import type { Command } from "commander"
-import { listFooter, nextCursorOf } from "../lists.ts"
+import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { RecurringGrantBody, WalletAlertBody, WalletLedger } from "../../src/billing/BillingApi.ts"
 import { Wallets } from "../../src/billing/Wallets.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, encode, numberFlag, organizationOf, runnerOn } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn } from "../run.ts"
 import { customerIdOf, withCustomer } from "../customerRef.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 import { BillingCommandServices } from "../commandServices.ts"
@@ -65,7 +65,7 @@ export const registerWallet = (program: Command) => {
     )
 
   withCustomer(wallet.command("ledger").description("the wallet's ledger, oldest first"))
-    .option("--limit <n>", "page size (max 200)", numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last row of the previous page")
     .action((id: string | undefined, options: WalletOptions & { limit?: number; cursor?: string }) =>
       run(

@@ -1,5 +1,5 @@
 import type { Command } from "commander"
-import { nextCursorOf, withOldest } from "../lists.ts"
+import { nextCursorOf, withOldest, limitOption } from "../lists.ts"
 import { Effect, Layer } from "effect"
 import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
@@ -239,7 +239,7 @@ export const registerWebhook = (program: Command) => {
     .option("--endpoint <id>", "only this endpoint's")
     .option("--event <id>", "only this event's")
     .option("--status <status>", "PENDING, DELIVERED, FAILED or CANCELLED")
-    .option("--limit <n>", `page size (max ${MAX_LIMIT})`, numberFlag)
+    .option(...limitOption)
     .option("--cursor <id>", "id of the last delivery of the previous page")
     .option("--watch [seconds]", "keep the table on screen, refreshed every few seconds (default 2), until Ctrl-C", numberFlag)
     .action((

@@ -20,7 +20,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { dieOnSqlError, findAll, findByIdOr, insertRowsStatement, NamedWrite, pageClause, recordsetOf, writeTogether } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, insertRowsStatement, knownCursor, NamedWrite, pageClause, recordsetOf, writeTogether } from "../db/Sql.ts"
 import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { CustomerId, makeId, type OrganizationId } from "../ids.ts"
@@ -451,12 +451,12 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
 
     const list = Effect.fn("Invoices.list")((organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       Effect.flatMap(
-        findAll(
+        Effect.zipRight(knownCursor(sql, "invoices", organizationId, query.page), findAll(
           InvoiceRow,
           sql`SELECT * FROM invoices WHERE organization_id = ${organizationId}
                 AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
                 ${pageClause(sql, query.page)}`
-        ),
+        )),
         (rows) => withLines(organizationId, rows)
       ))
 
@@ -558,12 +558,12 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       ))
 
     const listPayments = Effect.fn("Invoices.listPayments")((organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
-      findAll(
+      Effect.zipRight(knownCursor(sql, "payments", organizationId, query.page), findAll(
         Payment,
         sql`SELECT * FROM payments WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               ${pageClause(sql, query.page)}`
-      ))
+      )))
 
     const findPayment = findByIdOr(sql, Payment, "payments", (id) => new PaymentNotFound({ message: `Payment ${id} not found` }))
     const getPayment = Effect.fn("Invoices.getPayment")((organizationId: OrganizationId, id: string) => findPayment(organizationId, id))

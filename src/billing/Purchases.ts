@@ -36,7 +36,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema, String, Struct } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRowsStatement, orDie, pageClause, uniqueOr, writeTogether, writeTogetherStatement } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRowsStatement, knownCursor, orDie, pageClause, uniqueOr, writeTogether, writeTogetherStatement } from "../db/Sql.ts"
 import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
@@ -578,12 +578,12 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
       }, dieOnSqlError)
 
     const list = Effect.fn("Purchases.list")((organizationId: OrganizationId, query: { readonly customerId?: CustomerId | undefined; readonly page: Page }) =>
-      findAll(
+      Effect.zipRight(knownCursor(sql, "purchases", organizationId, query.page), findAll(
         PurchaseRow,
         sql`SELECT * FROM purchases WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
               ${pageClause(sql, query.page)}`
-      ))
+      )))
 
     const get = Effect.fn("Purchases.get")((organizationId: OrganizationId, id: PurchaseId) => findRow(organizationId, id))
 

@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { activeClause, dieOnSqlError, findAll, findByIdOr, pageClause } from "../db/Sql.ts"
+import { activeClause, dieOnSqlError, findAll, findByIdOr, knownCursor, pageClause } from "../db/Sql.ts"
 import { InvalidTaxRate, TaxNotFound } from "../errors.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
@@ -57,10 +57,13 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
      * like every list (cursor: the previous page's last id).
      */
     const list = Effect.fn("Taxes.list")((organizationId: OrganizationId, activeOnly: boolean, page: Page) =>
-      findAll(
-        Tax,
-        sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId}
-              ${activeClause(sql, activeOnly ? true : undefined)} ${pageClause(sql, page)}`
+      Effect.zipRight(
+        knownCursor(sql, "taxes", organizationId, page),
+        findAll(
+          Tax,
+          sql`${sql.unsafe(selectTaxes)} WHERE organization_id = ${organizationId}
+                ${activeClause(sql, activeOnly ? true : undefined)} ${pageClause(sql, page)}`
+        )
       ))
 
     const findRow = findByIdOr(sql, Tax, "taxes", (id) => new TaxNotFound({ message: `Tax ${id} not found` }), {

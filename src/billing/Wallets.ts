@@ -7,7 +7,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { dieOnSqlError, findAll, findOne, pageClause } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findOne, knownCursor, pageClause } from "../db/Sql.ts"
 import { ReservedWalletDisabled } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { type Decimal, toSql } from "../money.ts"
@@ -132,6 +132,7 @@ export class Wallets extends Effect.Service<Wallets>()("Wallets", {
     const ledger = Effect.fn("Wallets.ledger")(function*(organizationId: OrganizationId, customerId: CustomerId, page: Page) {
         yield* customers.get(organizationId, customerId)
         const wallet = yield* get(organizationId, customerId)
+        yield* knownCursor(sql, "wallet_ledger", organizationId, page)
         const entries = yield* findAll(
           LedgerEntry,
           sql`SELECT * FROM wallet_ledger

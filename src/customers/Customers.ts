@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, knownCursor, pageClause, uniqueOr } from "../db/Sql.ts"
 import { CustomerNotFound, CustomerRefMissing, ExternalIdTaken, InvalidExternalId } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { CustomerId, makeId, type OrganizationId, randomToken } from "../ids.ts"
@@ -82,14 +82,14 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
 
     const list = Effect.fn("Customers.list")((organizationId: OrganizationId, query: CustomerListQuery) => {
       const pattern = query.q ? `%${escapeLike(query.q)}%` : null
-      return findAll(
+      return Effect.zipRight(knownCursor(sql, "customers", organizationId, query.page), findAll(
         Customer,
         sql`SELECT * FROM customers
             WHERE organization_id = ${organizationId}
               AND (${query.includeArchived ?? false} OR archived_at IS NULL)
               AND (${pattern}::text IS NULL OR name ILIKE ${pattern} OR email ILIKE ${pattern})
               ${pageClause(sql, query.page)}`
-      )
+      ))
     })
 
     /** A customer by the service's id, archived or not. */

@@ -10,6 +10,7 @@ import type { SqlClient, SqlError, Statement } from "@effect/sql"
 import type { Row } from "@effect/sql/SqlConnection"
 import { Effect, Option, type ParseResult, Schema, String } from "effect"
 import type { CatalogueListQuery, Page } from "../Page.ts"
+import { UnknownCursor } from "../errors.ts"
 
 /** PostgreSQL's SQLSTATE of a failed statement, when there is one. */
 export const sqlState = (error: SqlError.SqlError): string | undefined => {
@@ -105,6 +106,28 @@ export const pageClause = (sql: SqlClient.SqlClient, page: Page, id = "id") => {
     : sql`AND (${cursor}::text IS NULL OR ${column} > ${cursor}) ORDER BY ${column} LIMIT ${page.limit}`
 }
 
+/**
+ * A page's cursor must name a row of the list it pages: the rows after an id
+ * that names nothing (`cursor=zzz`) were an empty page answered 200, which
+ * reads as "no more rows". Checked by primary key in `table` within the
+ * organisation, only when a cursor is given (the second page on): an unknown
+ * or malformed cursor is 400 (`UnknownCursor`), on every list.
+ */
+export const knownCursor = (sql: SqlClient.SqlClient, table: string, organizationId: string, page: Page) =>
+  page.cursor === undefined
+    ? Effect.void
+    : Effect.flatMap(
+      orDie(sql`SELECT 1 AS found FROM ${sql(table)} WHERE organization_id = ${organizationId} AND id = ${page.cursor}`),
+      (rows) =>
+        rows.length > 0
+          ? Effect.void
+          : Effect.fail(
+            new UnknownCursor({
+              message: `cursor ${JSON.stringify(page.cursor)} names no row of this list: pass the id of the last row of the previous page`
+            })
+          )
+    )
+
 /** The catalogue lists' `active` filter: only active rows, only inactive ones, or (undefined) all. */
 export const activeClause = (sql: SqlClient.SqlClient, active: boolean | undefined) =>
   sql`AND (${active ?? null}::boolean IS NULL OR is_active = ${active ?? null})`
@@ -112,10 +135,13 @@ export const activeClause = (sql: SqlClient.SqlClient, active: boolean | undefin
 /** A catalogue resource's list: an organisation's rows of `table`, filtered on `active`, a page at a time. */
 export const findCataloguePage = <A, I, R>(sql: SqlClient.SqlClient, schema: Schema.Schema<A, I, R>, table: string) =>
 (organizationId: string, query: CatalogueListQuery) =>
-  findAll(
-    schema,
-    sql`SELECT * FROM ${sql(table)}
-        WHERE organization_id = ${organizationId} ${activeClause(sql, query.active)} ${pageClause(sql, query.page)}`
+  Effect.zipRight(
+    knownCursor(sql, table, organizationId, query.page),
+    findAll(
+      schema,
+      sql`SELECT * FROM ${sql(table)}
+          WHERE organization_id = ${organizationId} ${activeClause(sql, query.active)} ${pageClause(sql, query.page)}`
+    )
   )
 
 /** Decodes rows that a statement returned; a row that does not decode is a defect. */

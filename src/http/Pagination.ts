@@ -9,7 +9,13 @@ import { type CatalogueListQuery, DEFAULT_LIMIT, MAX_LIMIT, type Page } from "..
 
 export { type CatalogueListQuery, DEFAULT_LIMIT, MAX_LIMIT, type Page }
 
-const Limit = Schema.NumberFromString.pipe(
+/**
+ * A page size as text, the one rule for every list: the API's `limit` query
+ * parameter and the CLI's `--limit` (cli/lists.ts `limitFlag`) decode with it,
+ * so `0` is refused by both (it listed nothing in the CLI, with exit code 0,
+ * while the API answered 400).
+ */
+export const Limit = Schema.NumberFromString.pipe(
   Schema.int({ message: () => "must be a whole number" }),
   Schema.greaterThanOrEqualTo(1, { message: () => "must be at least 1" })
 ).annotations({
@@ -26,7 +32,8 @@ const Limit = Schema.NumberFromString.pipe(
 export const PageParams = {
   limit: Schema.optional(Limit),
   cursor: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).annotations({
-    description: "The id of the previous page's last row; the page starts after it."
+    description: "The id of the previous page's last row; the page starts after it. A cursor that names no row " +
+      "of the list (malformed, another list's, unknown) is 400."
   })
 }
 

@@ -7,7 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Email } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
-import { decodeRows, dieOnSqlError, findAll, findOne, foundOr, pageClause, uniqueOr } from "../db/Sql.ts"
+import { decodeRows, dieOnSqlError, findAll, findOne, foundOr, knownCursor, pageClause, uniqueOr } from "../db/Sql.ts"
 import { MemberEmailTaken, MemberNotFound } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { type CustomerId, makeId, type OrganizationId } from "../ids.ts"
@@ -63,7 +63,7 @@ export class Members extends Effect.Service<Members>()("Members", {
 
     const list = Effect.fn("Members.list")((organizationId: OrganizationId, customerId: CustomerId, page: Page) =>
       Effect.zipRight(
-        customers.get(organizationId, customerId),
+        Effect.zipRight(customers.get(organizationId, customerId), knownCursor(sql, "customer_members", organizationId, page)),
         findAll(
           Member,
           sql`SELECT * FROM customer_members

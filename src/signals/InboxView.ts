@@ -5,7 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { findAll, findByIdOr, orDie, pageClause } from "../db/Sql.ts"
+import { findAll, findByIdOr, knownCursor, orDie, pageClause } from "../db/Sql.ts"
 import { SignalAlreadyProcessed, SignalNotFound } from "../errors.ts"
 import type { CustomerId, OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
@@ -24,13 +24,16 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
     const customers = yield* Customers
 
     const list = Effect.fn("InboxView.list")((organizationId: OrganizationId, query: SignalListQuery) =>
-      findAll(
-        SignalRecord,
-        sql`SELECT * FROM signals
-            WHERE organization_id = ${organizationId}
-              AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-              AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
-              ${pageClause(sql, query.page)}`
+      Effect.zipRight(
+        knownCursor(sql, "signals", organizationId, query.page),
+        findAll(
+          SignalRecord,
+          sql`SELECT * FROM signals
+              WHERE organization_id = ${organizationId}
+                AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
+                AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
+                ${pageClause(sql, query.page)}`
+        )
       ))
 
     const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new SignalNotFound({ message: `Signal ${id} not found` }))

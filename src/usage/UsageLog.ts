@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { findAll, pageClause } from "../db/Sql.ts"
+import { findAll, knownCursor, pageClause } from "../db/Sql.ts"
 import type { Page } from "../Page.ts"
 import { Money } from "../schema.ts"
 import { type Meter, UsageRecord } from "./UsageLogEntry.ts"
@@ -61,6 +61,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
     /** A customer's rows, oldest first unless the page asks for newest first; another organisation's customer is 404. */
     const forCustomer = Effect.fn("UsageLog.forCustomer")(function*(organizationId: OrganizationId, customerId: CustomerId, query: UsageQuery) {
         yield* customers.get(organizationId, customerId)
+        yield* knownCursor(sql, "usage_log", organizationId, query.page)
         return yield* findAll(
           UsageRecord,
           sql`${selectRows}

@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Array as Arr, Effect, Option, Schema } from "effect"
-import { dieOnSqlError, findAll, findByIdOr, findOne, foundOr } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, findOne, foundOr, knownCursor } from "../db/Sql.ts"
 import {
   InvalidTimeRange,
   WebhookDeliveryNotFound,
@@ -79,7 +79,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
       })
 
     const list = Effect.fn("WebhookDeliveries.list")((organizationId: OrganizationId, query: DeliveryQuery) =>
-      selectDeliveries(
+      Effect.zipRight(knownCursor(sql, "webhook_deliveries", organizationId, { limit: query.limit, cursor: query.cursor }), selectDeliveries(
         organizationId,
         sql.and([
           query.endpointId !== undefined ? sql`d.endpoint_id = ${query.endpointId}` : sql`TRUE`,
@@ -89,7 +89,7 @@ export class WebhookDeliveries extends Effect.Service<WebhookDeliveries>()("Webh
         ]),
         query.limit,
         query.oldestFirst
-      ))
+      )))
 
     const get = Effect.fn("WebhookDeliveries.get")((organizationId: OrganizationId, id: string) =>
       foundOr(() => new WebhookDeliveryNotFound({ message: `Webhook delivery ${id} not found` }))(
