@@ -38,23 +38,31 @@ import { UsageHttpLive } from "../usage/UsageHttp.ts"
 import { OrganizationHttpLive } from "../billing/SettingsHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
-import { guardBodies } from "../http/BodyGuard.ts"
+import { guardBodies, keyCheckOf, type RouteMatcher } from "../http/BodyGuard.ts"
+import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { renderFailures, type RouteTable } from "../http/Envelope.ts"
 import { IntakeLane } from "../signals/IntakeLane.ts"
 import { CheckLane } from "../entitlements/CheckLane.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 
-/** Every path pattern of the API, to answer 405 rather than 404 for a known path. */
-const routeTable = (api: HttpApi.HttpApi.Any): RouteTable => {
-  const patterns: Array<RegExp> = []
+/**
+ * Every route of the API by method and path pattern: to answer 405 rather than
+ * 404 for a known path, and for the body guard, which judges only bodies sent
+ * to a route that exists.
+ */
+const routeTable = (api: HttpApi.HttpApi.Any): RouteTable & RouteMatcher => {
+  const routes: Array<{ readonly method: string; readonly pattern: RegExp }> = []
   HttpApi.reflect(api as HttpApi.HttpApi.AnyWithProps, {
     onGroup: () => {},
     onEndpoint: ({ endpoint }) => {
       const source = endpoint.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z]+/g, "[^/]+")
-      patterns.push(new RegExp(`^${source}/?$`))
+      routes.push({ method: endpoint.method, pattern: new RegExp(`^${source}/?$`) })
     }
   })
-  return { hasPath: (path) => patterns.some((pattern) => pattern.test(path)) }
+  return {
+    hasPath: (path) => routes.some((route) => route.pattern.test(path)),
+    hasRoute: (method, path) => routes.some((route) => route.method === method && route.pattern.test(path))
+  }
 }
 
 /** The customer pages' links carry a bearer token in the query: the log keeps the path, not the token. */
@@ -104,9 +112,11 @@ export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(AuthenticationLive)
 )
 
+const routes = routeTable(Api)
+
 const EnvelopeLive = Layer.merge(
-  HttpApiBuilder.middleware(renderFailures(routeTable(Api))),
-  HttpApiBuilder.middleware(guardBodies("/api/v1/"))
+  HttpApiBuilder.middleware(renderFailures(routes)),
+  HttpApiBuilder.middleware(Effect.map(ApiKeys, (keys) => guardBodies("/api/v1/", routes, keyCheckOf(keys))))
 )
 
 export interface HttpServerOptions {

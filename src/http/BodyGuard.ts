@@ -11,11 +11,20 @@
  * The depth scan is iterative, so no body, however deep, can exhaust the
  * stack; the text check runs only on a body within the depth limit.
  * Unparseable JSON is left to the framework's own 400.
+ *
+ * Only a request to a route that exists, with a key that authenticates, has
+ * its body judged (the spec's Authentication rule 3: a missing, unknown or
+ * expired key is 401, whatever the body): anything else goes on untouched, to
+ * the framework's 404 or 405 for an unknown route or method, or the
+ * Authentication middleware's 401. The key is looked up as that middleware
+ * looks it up (`ApiKeys.authenticate`, the key cache), so it costs no more.
  */
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type * as HttpApp from "@effect/platform/HttpApp"
 import { Effect } from "effect"
 import { unstorableText } from "../schema.ts"
+import type { ApiKeys } from "../organizations/ApiKeys.ts"
+import { bearerToken } from "./Auth.ts"
 import { errorResponse } from "./Envelope.ts"
 
 /** The deepest nesting of arrays and objects a request body may have. */
@@ -98,11 +107,32 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
       : errorResponse(400, `Invalid request: ${pathText(unstorable.path)} holds ${unstorableWords[unstorable.reason]}`)
   })
 
-/** The API middleware: refuses a bad body before routing, or runs the app. */
-export const guardBodies = (prefix: string) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
-  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+/** A route of the API, by method and path (src/app/Server.ts builds it from the API). */
+export interface RouteMatcher {
+  readonly hasRoute: (method: string, path: string) => boolean
+}
+
+/** Whether the request's key authenticates; a missing or malformed header does not. */
+export type KeyCheck = (authorization: string | undefined) => Effect.Effect<boolean>
+
+/**
+ * A `KeyCheck` by `ApiKeys.authenticate`: the lookup the Authentication
+ * middleware makes, answered from the same key cache.
+ */
+export const keyCheckOf = (keys: ApiKeys): KeyCheck => (authorization) => {
+  const secret = bearerToken(authorization)
+  return secret === undefined ? Effect.succeed(false) : Effect.match(keys.authenticate(secret), { onFailure: () => false, onSuccess: () => true })
+}
+
+/** The API middleware: refuses a bad body of an authenticated request to a known route, or runs the app. */
+export const guardBodies = (prefix: string, routes: RouteMatcher, keyCheck: KeyCheck) => <E, R>(app: HttpApp.Default<E, R>): HttpApp.Default<E, R> =>
+  Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
     // request.url is the request target: a path, except in the absolute form a proxy may send.
-    (request.url.startsWith("/") ? request.url : new URL(request.url).pathname).startsWith(prefix)
-      ? Effect.flatMap(refusal(request), (response): HttpApp.Default<E, R> =>
-        response === undefined ? app : Effect.succeed(response))
-      : app)
+    const path = request.url.startsWith("/") ? request.url.split("?")[0]! : new URL(request.url).pathname
+    if (!path.startsWith(prefix) || !withBody.has(request.method) || !hasBody(request.headers)) return app
+    if (!routes.hasRoute(request.method, path)) return app
+    return Effect.flatMap(keyCheck(request.headers["authorization"]), (authenticated): HttpApp.Default<E, R> =>
+      authenticated
+        ? Effect.flatMap(refusal(request), (response): HttpApp.Default<E, R> => response === undefined ? app : Effect.succeed(response))
+        : app)
+  })

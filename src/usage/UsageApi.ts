@@ -33,11 +33,24 @@ const UsageLogIdPath = Schema.Struct({
   id: Schema.String.annotations({ description: "The usage-log row's id (`usg_...`)." })
 })
 
+/** How many ids a lookup may send, repeats included: a bound on the body, well above the distinct limit. */
+const MAX_LOOKUP_ITEMS = 10 * MAX_LOOKUP_IDS
+
+/**
+ * The limit counts distinct ids (the spec: duplicates are removed), so 11 ids
+ * that are 10 once repeats are dropped are accepted, as the 10 they are.
+ */
 export const LookupRequest = Schema.Struct({
   ids: Schema.Array(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).pipe(
     Schema.minItems(1, { message: () => "must hold at least one id" }),
-    Schema.maxItems(MAX_LOOKUP_IDS, { message: () => `must hold at most ${MAX_LOOKUP_IDS} ids` })
-  ).annotations({ description: `1 to ${MAX_LOOKUP_IDS} usage-log row ids of the workspace.` })
+    Schema.maxItems(MAX_LOOKUP_ITEMS, { message: () => `must hold at most ${MAX_LOOKUP_ITEMS} ids, repeats included` }),
+    Schema.filter((ids) => new Set(ids).size <= MAX_LOOKUP_IDS, {
+      message: () => `must hold at most ${MAX_LOOKUP_IDS} distinct ids`
+    })
+  ).annotations({
+    description: `1 to ${MAX_LOOKUP_IDS} distinct usage-log row ids of the workspace; a repeated id counts once ` +
+      `(at most ${MAX_LOOKUP_ITEMS} items in all).`
+  })
 }).annotations(strict)
 
 export class UsageApi extends HttpApiGroup.make("usage")
