@@ -46,8 +46,13 @@ export interface Column<Row> {
  * the next command), statuses, and every right-aligned column (amounts,
  * quantities, counts): a value cut short is a wrong value.
  */
-export const isWhole = (column: Pick<Column<never>, "header" | "align" | "whole">) =>
-  column.whole ?? (column.align === "right" || /(^|\s)(ID|STATUS|NUMBER)$/.test(column.header))
+export const isWhole = (column: Pick<Column<never>, "header" | "align" | "whole">, values: ReadonlyArray<string> = []) =>
+  column.whole ?? (column.align === "right" || /(^|\s)(ID|STATUS|NUMBER)$/.test(column.header) || holdsIds(values))
+
+/** Service ids (`cus_01m8...`), whatever the column's header (CUSTOMER, INVOICE, ENDPOINT...). */
+const idPattern = /^[a-z]{2,5}_[0-9a-z]{12,}$/
+const holdsIds = (values: ReadonlyArray<string>) =>
+  values.some((value) => idPattern.test(value)) && values.every((value) => value === "-" || value === "" || idPattern.test(value))
 
 const fits = (widths: ReadonlyArray<number>, available: number) =>
   widths.reduce((sum, width) => sum + width, 0) + GAP * Math.max(0, widths.length - 1) <= available
@@ -62,7 +67,8 @@ export function Table<Row>(props: {
   const natural = props.columns.map((column, i) => Math.max(column.header.length, ...cells.map((row) => row[i]!.length)))
   // Ink keeps one column of a terminal free (its last character would wrap on some terminals).
   const available = terminalColumns() - 1
-  const widths = isInteractive({}) ? fitWidths(natural, available, props.columns.map(isWhole)) : natural
+  const whole = props.columns.map((column, i) => isWhole(column, cells.map((row) => row[i]!)))
+  const widths = isInteractive({}) ? fitWidths(natural, available, whole) : natural
   if (isInteractive({}) && !fits(widths, available) && props.rows.length > 0) {
     return <Blocks title={props.title} headers={props.columns.map((column) => column.header)} cells={cells} footer={props.footer} />
   }
