@@ -218,8 +218,13 @@ describe("unit meter", () => {
 })
 
 describe("wallet meter", () => {
+  it("refuses a plan without a WALLET component: nothing bills that wallet (422 not on plan)", () => {
+    expect(refusal(meterWallet({ usage, tag: undefined }, customer(purchase([creditAdvance], { cmp_adv: "10" }), "5"), catalogue))).toBe("NotOnPlan")
+  })
+
   it("debits exactly the provider cost, below zero, never refused for funds", () => {
-    const result = priced(meterWallet({ usage, tag: undefined }, customer(purchase([], {}), "0.005"), catalogue))
+    const wallet = component({ id: "cmp_w", type: "WALLET", billingMode: "ADVANCE", amount: d("0") })
+    const result = priced(meterWallet({ usage, tag: undefined }, customer(purchase([wallet], {}), "0.005"), catalogue))
     expect(text(result.walletDebit)).toBe("0.0075")
     expect(text(result.entry.balanceRemaining)).toBe("-0.0025")
     expect(text(result.spent)).toBe("0.0075")

@@ -242,6 +242,8 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /taxes/{id}", { id: tax.id })
     await valid("PATCH /taxes/{id}", { id: tax.id }, { body: { name: "VAT (FR)" } })
     await valid("POST /portal/token", {}, { body: { customerId: id } })
+    await valid("GET /organization", {})
+    await valid("PATCH /organization", {}, { body: { invoiceNumberPrefix: "INV-" } })
 
     // Closing moves last: archive, unarchive, cancel, remove, delete.
     for (const group of catalogue) {

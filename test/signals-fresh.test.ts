@@ -192,7 +192,18 @@ describe("Prefer: wait=N with the worker running (as `billing serve` runs it)", 
 
   it("the other queued routes wait too; the batch ignores Prefer", async () => {
     const api = client(app, acme)
-    const customerId = await customerOnPlan("routes@example.com")
+    // The chat credits and a wallet: a wallet signal needs a plan with a WALLET component (docs/signals.md).
+    const creditId = (await query<{ creditId: string }>(app, "SELECT id AS credit_id FROM credits WHERE organization_id = $1 AND agent_key = 'chat'", [acme.organizationId]))[0]!.creditId
+    const walletPlan = await api.created("/plans", {
+      name: "Chat and wallet",
+      billingCycle: "MONTHLY",
+      entitlements: [
+        { type: "CREDIT", billingMode: "ADVANCE", creditId, quantity: 1000 },
+        { type: "WALLET", billingMode: "ADVANCE", amount: 0 }
+      ]
+    }, "plan")
+    const customerId = await api.created("/customers", { name: "routes", email: "routes@example.com" }, "customer")
+    expect((await api.post("/purchases", { customerId, planId: walletPlan })).status).toBe(201)
     const wallet = await app.request("POST", "/signal/wallet", {
       key: acme.apiKey,
       body: { customerId, usage: call },

@@ -45,12 +45,14 @@ export const LookupRequest = Schema.Struct({
     Schema.minItems(1, { message: () => "must hold at least one id" }),
     Schema.maxItems(MAX_LOOKUP_ITEMS, { message: () => `must hold at most ${MAX_LOOKUP_ITEMS} ids, repeats included` }),
     Schema.filter((ids) => new Set(ids).size <= MAX_LOOKUP_IDS, {
-      message: () => `must hold at most ${MAX_LOOKUP_IDS} distinct ids`
+      message: () => `must hold at most ${MAX_LOOKUP_IDS} distinct ids`,
+      // The document: the array's bounds, and what no JSON Schema keyword says (distinct ids counted).
+      jsonSchema: {
+        description: `1 to ${MAX_LOOKUP_IDS} distinct usage-log row ids of the workspace; a repeated id counts once ` +
+          `(at most ${MAX_LOOKUP_ITEMS} items in all).`
+      }
     })
-  ).annotations({
-    description: `1 to ${MAX_LOOKUP_IDS} distinct usage-log row ids of the workspace; a repeated id counts once ` +
-      `(at most ${MAX_LOOKUP_ITEMS} items in all).`
-  })
+  )
 }).annotations(strict)
 
 export class UsageApi extends HttpApiGroup.make("usage")
