@@ -734,5 +734,13 @@ describe.skipIf(!usesRealPostgres)("several cycle runs at once (needs real Postg
     expect(Number(totals!.grants)).toBe(Number(totals!.planInvoices))
     expect(Number(totals!.payments)).toBe(Number(totals!.paidFromWallet))
     expect(Number(totals!.payments)).toBe(Number(totals!.paidInvoices))
+    // Invoice numbers (docs/billing.md): two processes and four loops finalised invoices at once, and every
+    // invoice has its own number, 1..n without a gap.
+    const numbers = await query<{ sequenceNumber: string }>(
+      app,
+      "SELECT sequence_number FROM invoices WHERE organization_id = $1 AND status <> 'DRAFT' ORDER BY sequence_number",
+      [tenant.organizationId]
+    )
+    expect(numbers.map((row) => Number(row.sequenceNumber))).toEqual(numbers.map((_, index) => index + 1))
   }, 600_000)
 })
