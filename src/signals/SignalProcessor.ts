@@ -537,7 +537,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     ) =>
       Effect.gen(function*() {
         const whole = isWholeLane(candidates, headOf(limit), limit)
-        if (only === undefined) queueIsShort = whole
+        // A lane this batch found empty is short too: else, in a round of several batches, one that came
+        // after its siblings had claimed everything kept the next round at several batches, which only
+        // found each other's customers held (and read the lane again, wider) while a short queue waited.
+        if (only === undefined) queueIsShort = whole || candidates.every((candidate) => candidate.customerKey === null)
         const claimed = yield* (whole ? claimWhole(lane, limit, candidates, only) : claimLane(lane, limit, candidates, only))
         if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) return claimed
         const wider = yield* candidatesOf(lane, limit * 4, keys, only)
