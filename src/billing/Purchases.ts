@@ -31,7 +31,11 @@
  * (`create`) and a cancellation (`cancel`) go through the same code, as sets
  * of one (`renewal` and the same statements; a first cycle that moves no wallet
  * is written as one statement with the purchase's INSERT), so money moves only
- * through the ledger.
+ * through the ledger. So does a plan change NOW (`change`: `planChange`, a
+ * PRORATION invoice, the balance rows replaced); a change at the cycle end is
+ * kept on the purchase and applied by `renewal`; the upcoming invoices
+ * (`upcoming`) are that same `renewal`, computed on rows read unlocked and
+ * never written (docs/billing.md "Changing plans", "The upcoming invoice").
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Either, Schema, String, Struct } from "effect"
@@ -41,7 +45,15 @@ import { BillingDateInPast, NoScheduledChange, PurchaseAlreadyHeld, PurchaseCanc
 import { type CustomerRef, ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { type CustomerId, makeId, type OrganizationId, PurchaseId } from "../ids.ts"
-import { balanceColumns, createBalancesStatement, customerKey, Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
+import {
+  balanceColumns,
+  createBalancesStatement,
+  customerKey,
+  deleteBalancesStatement,
+  Ledger,
+  setBalancesStatement,
+  type WalletPosting
+} from "../ledger/Ledger.ts"
 import { toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { type Invoice, Invoices, issuedInvoiceJson, issuedStatements, type TaxRate, type WalletPayment } from "./Invoices.ts"
@@ -483,10 +495,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               ${now.map((r) => r.invoices[0]?.at.toISOString() ?? null)}::timestamptz[]
             ) AS v(organization_id, id, plan_id, snapshot, at)
             WHERE p.organization_id = v.organization_id AND p.id = v.id`,
-        replaced.length === 0 ? undefined : sql`DELETE FROM purchase_balances AS b
-            USING unnest(${replaced.map((r) => r.organizationId)}::text[], ${replaced.map((r) => r.purchaseId)}::text[])
-              AS v(organization_id, purchase_id)
-            WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id`,
+        deleteBalancesStatement(sql, replaced),
         changed.length === 0 ? undefined : sql`UPDATE purchase_cycles AS c SET snapshot = v.snapshot::jsonb
             FROM unnest(
               ${changed.map((r) => r.organizationId)}::text[], ${changed.map((r) => r.purchaseId)}::text[],

@@ -17,7 +17,11 @@
  *   CYCLE_GRANT later), then the customer's recurring grant, and a PLAN
  *   invoice is issued for the ADVANCE charges and the price adjustment;
  * - with auto-payment on, each invoice that is not free is paid from the
- *   wallet when the wallet holds its whole total at that moment.
+ *   wallet when the wallet holds its whole total at that moment;
+ * - a plan change scheduled for the cycle end (`scheduledSnapshot`): the
+ *   ended cycle is invoiced and recorded under the plan it ran on, the next
+ *   one starts on the new plan, its rows replacing the old ones (a change NOW
+ *   is PlanChange.ts).
  * The wallet steps keep the order the one-purchase code had: the USAGE
  * invoice's payment, the grants, the recurring grant, the PLAN invoice's payment.
  */

@@ -180,6 +180,20 @@ export const createBalancesStatement = (sql: SqlClient.SqlClient, rows: Readonly
   })))
 
 /**
+ * The DELETE of every balance row of the purchases given (a plan change: their
+ * replacements, new component ids, are `createBalancesStatement`'s), for
+ * `writeTogether`; undefined when there are none. The caller holds the rows' locks.
+ */
+export const deleteBalancesStatement = (
+  sql: SqlClient.SqlClient,
+  purchases: ReadonlyArray<{ readonly organizationId: string; readonly purchaseId: string }>
+) =>
+  purchases.length === 0 ? undefined : sql`DELETE FROM purchase_balances AS b
+      USING unnest(${purchases.map((p) => p.organizationId)}::text[], ${purchases.map((p) => p.purchaseId)}::text[])
+        AS v(organization_id, purchase_id)
+      WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id`
+
+/**
  * The UPDATE setting balance rows to the values given (a cycle start re-grants
  * them, a cycle end clears what it invoiced), one statement for any number of
  * rows, for `writeTogether`; undefined when there are none. The caller holds
