@@ -303,6 +303,9 @@ describe("a change at the cycle end (CYCLE_END)", () => {
     at("2025-04-10T00:00:00.000Z")
     await units(api, customer.id, u.agentKey, 5)
     await units(api, customer.id, v.agentKey, 2)
+    // One unit of u granted by hand: the adjustment names u's balance row, which the change replaces.
+    const adjust = { agentKey: u.agentKey, delta: 1, idempotencyKey: `adj-${customer.id}` }
+    expect(ok(await api.post(`/customers/${customer.id}/units/adjust`, adjust))).toMatchObject({ remaining: 41 })
 
     at("2025-04-20T00:00:00.000Z")
     const scheduled = await changeTo(api, purchase.id, small.id, "CYCLE_END")
@@ -320,7 +323,7 @@ describe("a change at the cycle end (CYCLE_END)", () => {
     })
     // Nothing moved: no invoice, the balances as they were.
     expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.map((i: any) => i.kind)).toEqual(["PLAN"])
-    expect((await balancesOf(api, customer.id)).units.find((b: any) => b.unitId === u.id)).toMatchObject({ granted: 45, remaining: 40 })
+    expect((await balancesOf(api, customer.id)).units.find((b: any) => b.unitId === u.id)).toMatchObject({ granted: 46, remaining: 41 })
 
     // The preview: v's usage of the ending cycle (2 at 3), then the small plan's first PLAN invoice.
     const upcoming = ok(await api.get(`/invoices/upcoming?customerId=${customer.id}`)).invoices
@@ -354,6 +357,8 @@ describe("a change at the cycle end (CYCLE_END)", () => {
     })
     // No rollover: u starts again at the small plan's 15; v is not on the plan any more.
     expect((await balancesOf(api, customer.id)).units).toEqual([expect.objectContaining({ unitId: u.id, granted: 15, remaining: 15 })])
+    // The adjustment follows u to the new plan's row: its replay reads what is left there.
+    expect(ok(await api.post(`/customers/${customer.id}/units/adjust`, adjust))).toMatchObject({ replayed: true, remaining: 15 })
 
     // v usage of April, reported late: billed in April's cycle, under the plan April ran on (3 a unit).
     const late = await api.post("/signal/unit", {
@@ -521,6 +526,29 @@ describe("refusals, repeats and other purchases", () => {
     expectError(await api.del(`/purchases/${purchase.id}/scheduled-change`), 409)
     // ... but a repeat of a change it made still answers that change.
     expect(ok(await changeTo(api, purchase.id, b.id, "NOW", { idempotencyKey: "upgrade-1" })).invoice).toEqual(first.invoice)
+  })
+
+  it("a change to the plan the purchase is on re-freezes it, NOW and at the cycle end", async () => {
+    const { api, tenant } = await workspace("SamePlan")
+    const u = await makeUnit(api, { flatPrice: 2 })
+    const plan = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 15, rollover: true }])
+    const customer = await makeCustomer(api)
+    at("2025-04-01T00:00:00.000Z")
+    const purchase = await buy(api, customer.id, plan.id)
+    at("2025-04-05T00:00:00.000Z")
+    await units(api, customer.id, u.agentKey, 3)
+    at("2025-04-11T00:00:00.000Z")
+    // 30 x 2/3 = 20 out and in: nothing to pay, PAID at issue; 12 left, 15 x 2/3 out and in.
+    const now = ok(await changeTo(api, purchase.id, plan.id, "NOW")).invoice
+    expect(now).toMatchObject({ total: 0, status: "PAID" })
+    expect(now.lines.map((l: any) => l.amount)).toEqual([-20, 20])
+    expect((await balancesOf(api, customer.id)).units[0]).toMatchObject({ granted: 15, remaining: 12 })
+    ok(await changeTo(api, purchase.id, plan.id, "CYCLE_END"))
+    at("2025-05-01T00:00:00.000Z")
+    await runCycles(app, new Date("2025-05-01T00:00:00.000Z"))
+    // Rolled over: 15 + 12.
+    expect((await balancesOf(api, customer.id)).units[0]).toMatchObject({ granted: 27, remaining: 27 })
+    expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase).toMatchObject({ planId: plan.id, scheduledChange: null })
   })
 
   it("upcoming: needs a customer, 404 for an unknown one, none without a live purchase, the first PLAN invoice of a scheduled one", async () => {

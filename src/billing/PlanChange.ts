@@ -134,14 +134,16 @@ const prorationLines = (state: RenewalState, to: PlanSnapshot, share: Share, at:
  * The balance rows of the new plan for the rest of the cycle, from the old
  * rows (which are all replaced).
  */
-const changedBalances = (state: RenewalState, to: PlanSnapshot, share: Share): Array<BalanceValues> => {
+const changedBalances = (state: RenewalState, to: PlanSnapshot, share: Share) => {
   const { organizationId, purchase } = state
   const pool = [...state.balances]
   const rows: Array<BalanceValues> = []
+  const carried: Array<{ readonly from: string; readonly to: string }> = []
   for (const component of to.components) {
     if (component.type === "WALLET") continue
     const index = pool.findIndex((row) => sameSale(component, row))
     const old = index < 0 ? undefined : pool.splice(index, 1)[0]
+    if (old !== undefined) carried.push({ from: old.componentId, to: component.id })
     const quantity = component.quantity ?? ZERO
     const advance = component.billingMode === "ADVANCE"
     let granted = ZERO
@@ -180,7 +182,7 @@ const changedBalances = (state: RenewalState, to: PlanSnapshot, share: Share): A
       arrearAmount: ZERO
     })
   }
-  return rows
+  return { rows, carried }
 }
 
 /**
@@ -201,6 +203,7 @@ export const planChange = (state: RenewalState, to: PlanSnapshot, at: Date, newI
     lines: prorationLines(state, to, share, at, periodEnd),
     at
   })
+  const balances = changedBalances(state, to, share)
   const walletSteps: Array<WalletStep> = []
   const walletShare = BigDecimal.normalize(
     subtract(prorate(walletAmount(to), share, MONEY_SCALE), prorate(walletAmount(purchase.snapshot), share, MONEY_SCALE))
@@ -232,9 +235,10 @@ export const planChange = (state: RenewalState, to: PlanSnapshot, at: Date, newI
     purchaseId: purchase.id,
     customerId: purchase.customerId,
     cycle: null,
-    createBalances: changedBalances(state, to, share),
+    createBalances: balances.rows,
     setBalances: [],
     replaceBalances: true,
+    carried: balances.carried,
     invoices: [invoice],
     walletSteps,
     endedCycle: null,

@@ -49,7 +49,6 @@ import {
   balanceColumns,
   createBalancesStatement,
   customerKey,
-  deleteBalancesStatement,
   Ledger,
   setBalancesStatement,
   type WalletPosting
@@ -460,11 +459,19 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
             ) AS v(organization_id, id, cycle_index, period_start, period_end, at, plan_id, snapshot)
             WHERE p.organization_id = v.organization_id AND p.id = v.id
             ${sql.literal(returning ? "RETURNING p.*" : "")}`
+        // The rows of a plan change are replaced first, on their own (Ledger.replaceBalances): a change to the same
+        // plan keeps their keys, and balance adjustments name them.
+        const replacing = renewals.filter((r) => r.replaceBalances === true)
+        yield* ledger.replaceBalances(
+          replacing,
+          replacing.flatMap((r) => r.createBalances),
+          replacing.flatMap((r) => (r.carried ?? []).map((c) => ({ organizationId: r.organizationId, purchaseId: r.purchaseId, ...c })))
+        )
         // One statement for every write but the wallets' (each write touches rows no other one does).
         const entered = yield* writeTogether(sql, [
           purchasesEntered,
           ...planChangeStatements(renewals),
-          createBalancesStatement(sql, renewals.flatMap((r) => r.createBalances)),
+          createBalancesStatement(sql, renewals.filter((r) => r.replaceBalances !== true).flatMap((r) => r.createBalances)),
           setBalancesStatement(sql, renewals.flatMap((r) => r.setBalances)),
           ...issuedStatements(sql, renewals.flatMap((r) => r.invoices), payments),
           ...endedCycleStatements(renewals)
@@ -476,15 +483,12 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
     /**
      * The statements of plan changes, for `writeTogether`: a change NOW moves
      * the purchase to its new plan in its cycle (a renewal that applies a
-     * scheduled change does it in `purchasesEntered`); the balance rows a
-     * change replaces are deleted (their replacements are `createBalances`,
-     * new component ids); the ended cycles that have no snapshot of their own
+     * scheduled change does it in `purchasesEntered`); the ended cycles that have no snapshot of their own
      * keep the plan they were billed under (the one ending now carries it in
      * its INSERT).
      */
     const planChangeStatements = (renewals: ReadonlyArray<Renewal>) => {
       const now = renewals.filter((r) => r.cycle === null && r.changedTo)
-      const replaced = renewals.filter((r) => r.replaceBalances === true)
       const changed = renewals.filter((r) => r.changedFrom)
       return [
         now.length === 0 ? undefined : sql`UPDATE purchases AS p SET plan_id = v.plan_id, snapshot = v.snapshot::jsonb,
@@ -495,7 +499,6 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               ${now.map((r) => r.invoices[0]?.at.toISOString() ?? null)}::timestamptz[]
             ) AS v(organization_id, id, plan_id, snapshot, at)
             WHERE p.organization_id = v.organization_id AND p.id = v.id`,
-        deleteBalancesStatement(sql, replaced),
         changed.length === 0 ? undefined : sql`UPDATE purchase_cycles AS c SET snapshot = v.snapshot::jsonb
             FROM unnest(
               ${changed.map((r) => r.organizationId)}::text[], ${changed.map((r) => r.purchaseId)}::text[],

@@ -151,8 +151,10 @@ export interface Renewal {
   readonly endedCycle: EndedCycle | null
   /** The late rows the USAGE invoice billed: their invoiced_arrear becomes their arrear_amount. */
   readonly lateBilled: ReadonlyArray<LateBalance>
-  /** Every balance row of the purchase is deleted before `createBalances` are inserted (a plan change). */
+  /** `createBalances` are all the purchase's rows: the others are deleted (a plan change; Ledger.replaceBalances). */
   readonly replaceBalances?: boolean
+  /** With `replaceBalances`: the old rows whose balance a new one carries on (old component id to new). */
+  readonly carried?: ReadonlyArray<{ readonly from: string; readonly to: string }>
   /** The plan the purchase is on after the step, when the step changes it (its scheduled change is cleared). */
   readonly changedTo?: PlanSnapshot | null
   /** The plan the purchase was on before the change: the ended cycles that have no snapshot of their own keep it. */
@@ -354,6 +356,7 @@ const startCycle = (
   const metered = snapshot.components.filter((c) => c.type !== "WALLET")
   const createBalances: Array<BalanceValues> = []
   const setBalances: Array<BalanceValues> = []
+  const carried: Array<{ readonly from: string; readonly to: string }> = []
   if (changedTo !== null) {
     // A scheduled change: the new plan's rows replace the old ones. A row of a component both plans sell
     // (same kind, target and billing mode) carries what the old plan's rules carry into a next cycle: its
@@ -362,6 +365,7 @@ const startCycle = (
     for (const c of metered) {
       const found = pool.findIndex((row) => row.type === c.type && row.targetId === c.targetId && row.billingMode === c.billingMode)
       const old = found < 0 ? undefined : pool.splice(found, 1)[0]
+      if (old !== undefined) carried.push({ from: old.componentId, to: c.id })
       let granted = ZERO
       if (c.billingMode === "ADVANCE") {
         const carried = old !== undefined && componentOf(purchase.snapshot, old.componentId)?.rollover === true
@@ -447,7 +451,7 @@ const startCycle = (
     at
   })
   walletSteps.push(...autoPay(state, invoice))
-  return { cycle: { ...period, at }, createBalances, setBalances, invoice, walletSteps, replaceBalances: changedTo !== null }
+  return { cycle: { ...period, at }, createBalances, setBalances, invoice, walletSteps, carried }
 }
 
 /**
@@ -487,7 +491,7 @@ export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => 
     walletSteps: [...(arrears.invoice === null ? [] : autoPay(state, arrears.invoice)), ...started.walletSteps],
     endedCycle: changedTo === null ? arrears.endedCycle : { ...arrears.endedCycle, snapshot: purchase.snapshot },
     lateBilled: arrears.lateBilled,
-    ...(changedTo === null ? {} : { replaceBalances: true, changedTo, changedFrom: purchase.snapshot })
+    ...(changedTo === null ? {} : { replaceBalances: true, carried: started.carried, changedTo, changedFrom: purchase.snapshot })
   }
 }
 
