@@ -148,6 +148,9 @@ export class PurchaseAlreadyHeld extends Data.TaggedError("PurchaseAlreadyHeld")
 /** The purchase is cancelled: it cannot be changed or cancelled again. */
 export class PurchaseCancelled extends Data.TaggedError("PurchaseCancelled")<Message> {}
 
+/** The purchase has no plan change waiting for its cycle end. */
+export class NoScheduledChange extends Data.TaggedError("NoScheduledChange")<Message> {}
+
 /** The customer has no ACTIVE purchase to meter or adjust against. */
 export class NoActivePlan extends Data.TaggedError("NoActivePlan")<Message> {}
 
@@ -300,6 +303,7 @@ export type ServiceError =
   | BillingDateInPast
   | PurchaseAlreadyHeld
   | PurchaseCancelled
+  | NoScheduledChange
   | NoActivePlan
   | NotOnPlan
   | NotPrepaid
@@ -396,6 +400,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   BillingDateInPast: 400,
   PurchaseAlreadyHeld: 409,
   PurchaseCancelled: 409,
+  NoScheduledChange: 404,
   NoActivePlan: 422,
   NotOnPlan: 422,
   NotPrepaid: 422,

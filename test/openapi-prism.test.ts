@@ -242,6 +242,13 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /taxes/{id}", { id: tax.id })
     await valid("PATCH /taxes/{id}", { id: tax.id }, { body: { name: "VAT (FR)" } })
     await valid("POST /portal/token", {}, { body: { customerId: id } })
+    await valid("GET /invoices/upcoming", {}, { query: `customerId=${id}` })
+    await valid("GET /invoices/upcoming", {}, { query: `externalId=${externalId}` })
+    await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: plan.id, when: "CYCLE_END" } })
+    await valid("DELETE /purchases/{id}/scheduled-change", { id: purchase.id })
+    await valid("DELETE /purchases/{id}/scheduled-change", { id: purchase.id })
+    await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: plan.id, when: "NOW", idempotencyKey: "change-1" } })
+    await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: "plan_unknown", when: "NOW" } })
 
     // Closing moves last: archive, unarchive, cancel, remove, delete.
     for (const group of catalogue) {

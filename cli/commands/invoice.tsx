@@ -1,7 +1,9 @@
 import type { Command } from "commander"
 import { listFooter, newestFirstPage, nextCursorOf, withOldest } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
-import { PayLink } from "../../src/billing/BillingApi.ts"
+import { PayLink, UpcomingInvoice } from "../../src/billing/BillingApi.ts"
+import { Purchases } from "../../src/billing/Purchases.ts"
+import { withCustomer } from "../customerRef.ts"
 import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
@@ -86,6 +88,29 @@ export const registerInvoice = (program: Command) => {
         />
       )
     }))
+
+  withCustomer(
+    invoice.command("upcoming").description("what the cycle job would issue at the current cycle's end (never stored)")
+  ).action((id: string | undefined, options: { json?: boolean; org?: string; externalId?: string }) =>
+    run(
+      options,
+      Effect.gen(function*() {
+        const organizationId = yield* organizationOf(options)
+        const ref = id !== undefined ? { customerId: id } : { externalId: options.externalId ?? "" }
+        return yield* Effect.flatMap(Purchases, (purchases) => purchases.upcoming(organizationId, ref))
+      }),
+      {
+        json: (list) => ({ invoices: list.map(encode(UpcomingInvoice)) }),
+        view: (list) => (
+          <Box flexDirection="column">
+            {list.length === 0 ? <Text>No upcoming invoice: the customer has no live purchase.</Text> : null}
+            {list.map((upcoming, i) => (
+              <InvoiceView key={i} invoice={{ ...upcoming, id: "(upcoming)" }} title={`Upcoming ${upcoming.kind} invoice`} />
+            ))}
+          </Box>
+        )
+      }
+    ))
 
   withOrg(invoice.command("show").description("show an invoice").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>

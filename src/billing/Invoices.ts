@@ -31,11 +31,18 @@ import { currentTime, timeFromNow } from "../time.ts"
  */
 export const InvoiceStatus = Schema.Literal("DRAFT", "OPEN", "PAID", "VOID")
 
+/**
+ * PLAN: a cycle start's plan cost; USAGE: an ended cycle's ARREAR usage (and late lines); PRORATION: a plan
+ * change NOW (the old plan's unused share credited, the new plan's share charged, the old plan's usage so far).
+ */
+export const InvoiceKind = Schema.Literal("PLAN", "USAGE", "PRORATION")
+export type InvoiceKind = typeof InvoiceKind.Type
+
 class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   id: Schema.String,
   customerId: CustomerId,
   purchaseId: Schema.NullOr(Schema.String),
-  kind: Schema.Literal("PLAN", "USAGE"),
+  kind: InvoiceKind,
   status: InvoiceStatus,
   currencyCode: Schema.String,
   periodStart: Schema.NullOr(Timestamp),
@@ -89,7 +96,7 @@ export const Invoice = Schema.Struct({
   id: Schema.String,
   customerId: Schema.String,
   purchaseId: Schema.NullOr(Schema.String),
-  kind: Schema.Literal("PLAN", "USAGE"),
+  kind: InvoiceKind,
   status: InvoiceStatus,
   currencyCode: Schema.String,
   periodStart: Schema.NullOr(Timestamp),
@@ -167,7 +174,7 @@ export interface IssuedInvoice {
   readonly id: string
   readonly customerId: string
   readonly purchaseId: string
-  readonly kind: "PLAN" | "USAGE"
+  readonly kind: InvoiceKind
   readonly currencyCode: string
   readonly periodStart: Date
   readonly periodEnd: Date
@@ -280,6 +287,48 @@ export const lineRecords = (
 ]
 
 const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.multiply(amount, HUNDRED), 0))
+
+/**
+ * An invoice computed in memory, in the shape the API answers a stored one
+ * with: the same status and totals `invoiceRecord` writes, the lines and tax
+ * lines as `lineRecords` writes them. The answer of a plan change (its
+ * PRORATION invoice, as written) and the upcoming invoices (never written).
+ */
+export const issuedInvoiceJson = (invoice: IssuedInvoice, paidAt: Date | null): Invoice => {
+  const record = invoiceRecord(invoice, paidAt)
+  return {
+    id: invoice.id,
+    customerId: invoice.customerId,
+    purchaseId: invoice.purchaseId,
+    kind: invoice.kind,
+    status: record.status as Invoice["status"],
+    currencyCode: invoice.currencyCode,
+    periodStart: invoice.periodStart,
+    periodEnd: invoice.periodEnd,
+    lines: invoice.lines.map((line) => ({
+      description: line.description,
+      componentId: line.componentId,
+      quantity: line.quantity === null ? null : BigDecimal.normalize(line.quantity),
+      unitPrice: line.unitPrice === null ? null : BigDecimal.normalize(line.unitPrice),
+      amount: BigDecimal.normalize(line.amount),
+      periodStart: line.periodStart ?? invoice.periodStart,
+      periodEnd: line.periodEnd ?? invoice.periodEnd
+    })),
+    taxLines: invoice.totals.taxes.map(({ amount, tax }) => ({
+      taxId: tax.id,
+      name: tax.name,
+      ratePercent: tax.ratePercent,
+      amount
+    })),
+    subtotal: invoice.totals.subtotal,
+    taxTotal: invoice.totals.taxTotal,
+    total: invoice.totals.total,
+    totalCents: cents(invoice.totals.total),
+    issuedAt: invoice.at,
+    paidAt: record.paidAt === null ? null : new Date(record.paidAt as string),
+    voidedAt: null
+  }
+}
 
 const notFound = (id: string) => new InvoiceNotFound({ message: `Invoice ${id} not found` })
 
