@@ -565,7 +565,7 @@ describe("grouped inbox writes of the single routes", () => {
     }))
     for (const answer of [exit, ...called]) {
       expect(Exit.isFailure(answer) && Cause.isInterruptedOnly(answer.cause)).toBe(true)
-      if (Exit.isFailure(answer)) expect(failureAnswer(answer.cause)).toEqual({ _tag: "Answer", status: 503, message: "The service is shutting down" })
+      if (Exit.isFailure(answer)) expect(failureAnswer(answer.cause)).toEqual({ _tag: "Answer", status: 503, code: "service_unavailable", message: "The service is shutting down" })
     }
     expect(called).toHaveLength(1)
     expect(await inbox("idempotency_key LIKE 'after-stop-%'")).toHaveLength(0)

@@ -9,7 +9,7 @@
  */
 import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { constVoid } from "effect/Function"
-import { errorStatus, InvalidSignal, type ServiceError } from "../errors.ts"
+import { codeOf, errorStatus, InvalidSignal, type ServiceError } from "../errors.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
 import { type InboxRow, inboxRowOf, type InvalidBody, momentOf } from "./InboxRow.ts"
@@ -175,8 +175,8 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
             index,
             queued: false,
             error: Option.match(failure, {
-              onNone: () => ({ statusCode: 500, message: "Internal server error" }),
-              onSome: (error) => ({ statusCode: errorStatus[error._tag], message: error.message })
+              onNone: () => ({ statusCode: 500, code: "internal_error", message: "Internal server error" }),
+              onSome: (error) => ({ statusCode: errorStatus[error._tag], code: codeOf(error._tag), message: error.message })
             })
           }
         }

@@ -320,7 +320,13 @@ export const SignalBatchQueued = Schema.Struct({
 export const SignalBatchRefused = Schema.Struct({
   index: Schema.Int,
   queued: Schema.Literal(false),
-  error: Schema.Struct({ statusCode: Schema.Int, message: Schema.String })
+  error: Schema.Struct({
+    statusCode: Schema.Int,
+    code: Schema.String.annotations({
+      description: "The code the item's own route would answer with (`statusDetail.code`, docs/api.md \"Error codes\")."
+    }),
+    message: Schema.String
+  })
 }).annotations({ identifier: "SignalBatchRefused" })
 
 export const SignalBatchItemResult = Schema.Union(SignalBatchQueued, SignalBatchRefused)
