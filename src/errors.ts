@@ -6,10 +6,12 @@
  * (a refused signal's `error_status`) all read `errorStatus`, so a refusal has
  * the same status whichever door reports it.
  *
- * A name is a stable, PascalCase tag: the machine-readable code a client may
- * one day be given is derived from it (`ExternalIdTaken` -> `external_id_taken`),
- * so a name says what happened, never which status answers it, and is not
- * renamed lightly. `message` is the text a person reads, as the wire carries it.
+ * A name is a stable, PascalCase tag: the machine-readable code every error
+ * answer carries (`statusDetail.code`) is derived from it (`codeOf`:
+ * `ExternalIdTaken` -> `external_id_taken`; docs/api.md "Error codes", whose
+ * table is made from this file), so a name says what happened, never which
+ * status answers it, and is not renamed lightly. Its doc comment is its line in
+ * that table. `message` is the text a person reads, as the wire carries it.
  */
 import { Data } from "effect"
 
