@@ -6,10 +6,12 @@
  * (a refused signal's `error_status`) all read `errorStatus`, so a refusal has
  * the same status whichever door reports it.
  *
- * A name is a stable, PascalCase tag: the machine-readable code a client may
- * one day be given is derived from it (`ExternalIdTaken` -> `external_id_taken`),
- * so a name says what happened, never which status answers it, and is not
- * renamed lightly. `message` is the text a person reads, as the wire carries it.
+ * A name is a stable, PascalCase tag: the machine-readable code every error
+ * answer carries (`statusDetail.code`) is derived from it (`codeOf`:
+ * `ExternalIdTaken` -> `external_id_taken`; docs/api.md "Error codes", whose
+ * table is made from this file), so a name says what happened, never which
+ * status answers it, and is not renamed lightly. Its doc comment is its line in
+ * that table. `message` is the text a person reads, as the wire carries it.
  */
 import { Data } from "effect"
 
@@ -439,3 +441,21 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
 export const isServiceError = (u: unknown): u is ServiceError =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && Object.hasOwn(errorStatus, u._tag) &&
   "message" in u
+
+/**
+ * `ExternalIdTaken` -> `external_id_taken`, at the type level: the codes a
+ * door may send are checked by the compiler against the names they come from.
+ */
+type SnakeOf<S extends string, Done extends string = ""> = S extends `${infer C}${infer Rest}`
+  ? SnakeOf<Rest, `${Done}${C extends Lowercase<C> ? C : Done extends "" ? Lowercase<C> : `_${Lowercase<C>}`}`>
+  : Done
+
+/** The machine-readable code of a failure named `Tag`: its snake_case (`statusDetail.code`, docs/api.md). */
+export type CodeOf<Tag extends string> = SnakeOf<Tag>
+
+/** The code of a name: derived, never listed, so a new error has its code the moment it has its name. */
+export const codeOf = <Tag extends string>(tag: Tag): CodeOf<Tag> =>
+  tag.replace(/(?<!^)[A-Z]/g, (letter) => `_${letter}`).toLowerCase() as CodeOf<Tag>
+
+/** The code of every service error. */
+export type ServiceErrorCode = CodeOf<ServiceError["_tag"]>

@@ -204,7 +204,13 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /customers/{id}/members", { id })
     await valid("PATCH /customers/{id}/members/{memberId}", { id, memberId: member.id }, { body: { name: "Ann B" } })
 
-    await valid("POST /signal/credit", {}, { body: { customerId: id, agentKey: "chat", usage, member: "ann@example.com" } })
+    const sent = await resultOf(
+      valid("POST /signal/credit", {}, { body: { customerId: id, agentKey: "chat", usage, member: "ann@example.com" } }),
+      202
+    )
+    await valid("GET /signals/{rawId}", { rawId: sent.rawId })
+    await valid("GET /signals/{rawId}", { rawId: "sig_unknown" })
+    await valid("GET /signals", {}, { query: `customerId=${id}&status=QUEUED&limit=5` })
     await valid("POST /signal/outcome", {}, { body: { externalId, agentKey: "report-draft", runId: "run-1", usage } })
     await valid("POST /signal/unit", {}, { body: { customerId: id, agentKey: "pages", quantity: 2, composite: { bundle: "job-1" } } })
     await valid("POST /signal/wallet", {}, { body: { customerId: id, usage, idempotencyKey: "wallet-1" } })
@@ -275,7 +281,7 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     for (const [path, item] of Object.entries<any>(document.paths)) {
       for (const method of Object.keys(item)) {
         const operation = `${method.toUpperCase()} ${path.replace("/api/v1", "")}`
-        const params = { id: "x_1", memberId: "mem_1", externalId: "ext-1" }
+        const params = { id: "x_1", memberId: "mem_1", externalId: "ext-1", rawId: "sig_1" }
         const takesBody = item[method].requestBody !== undefined
         const limited = (item[method].parameters ?? []).some((parameter: any) => parameter.name === "limit")
         if (takesBody) await invalid(operation, params, { body: { bogusField: true } })

@@ -8,6 +8,11 @@
  * The `webhooks` section describes every event body the service POSTs to
  * endpoints (src/webhooks/EventSchemas.ts).
  *
+ * Error codes: each status's envelope enumerates the codes of that status
+ * (`statusDetail.code`), and each operation lists, in `x-error-codes`, the
+ * codes of the error statuses it declares: the codes it can answer, derived
+ * from its statuses (src/http/ApiErrors.ts `codesOfStatus`).
+ *
  * Every error response references `ErrorEnvelope[status]` (src/http/Envelope.ts),
  * the schema every error answer is encoded through.
  *
@@ -18,6 +23,7 @@
  */
 import * as OpenApi from "@effect/platform/OpenApi"
 import type { ErrorStatus } from "../http/Envelope.ts"
+import { codesOfStatus } from "../http/ApiErrors.ts"
 import { type ErrorDescriptions, errorResponse, isError, isWrittenResponse } from "../http/Documented.ts"
 import { webhooksDocument } from "../webhooks/EventSchemas.ts"
 
@@ -32,6 +38,7 @@ const parameterRefusals =
 const pathRefusal = "The path is not valid percent-encoding."
 
 type Operation = {
+  "x-error-codes"?: ReadonlyArray<string>
   requestBody?: unknown
   parameters?: ReadonlyArray<{ readonly in: string }>
   responses: Record<string, unknown>
@@ -102,6 +109,7 @@ export const documentApi = OpenApi.annotations({
         }
         for (const status of Object.keys(errors).sort()) responses[status] = errors[status]
         operation.responses = responses
+        operation["x-error-codes"] = Object.keys(errors).sort().flatMap((status) => codesOfStatus(Number(status)))
       }
     }
     const schemas = spec.components.schemas as Record<string, unknown>

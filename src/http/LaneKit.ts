@@ -134,7 +134,7 @@ export const readExchange = (
       // Cannot happen (a lane takes only routes); if it did, the full server answers.
       if (failure._tag === "UnknownRoute") return handOver()
       if (failure.status === 500) lane.runFork(Effect.logError("Unhandled failure", cause))
-      finished(failure.status, errorBody(failure.status, failure.message))
+      finished(failure.status, errorBody(failure.status, failure.message, failure.code))
     }
     onBody({ body, requestId, finished, handOver, refused })
   })

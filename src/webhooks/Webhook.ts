@@ -87,7 +87,7 @@ export class Delivery extends Schema.Class<Delivery>("Delivery")({
 export class WebhookEvent extends Schema.Class<WebhookEvent>("WebhookEvent")({
   id: Schema.String,
   eventType: EventType,
-  customerId: Schema.String,
+  customerId: Schema.NullOr(Schema.String),
   triggeredAt: Timestamp,
   body: Schema.String
 }) {}
