@@ -22,6 +22,7 @@ import { UnitsApi } from "../units/UnitsApi.ts"
 import { CompositesApi } from "../composites/CompositesApi.ts"
 import { PlansApi } from "../plans/PlansApi.ts"
 import { EntitlementsApi } from "../entitlements/EntitlementsApi.ts"
+import { WebhooksApi } from "../webhooks/WebhooksApi.ts"
 
 export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(CustomersApi))
@@ -37,7 +38,8 @@ export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(PlansApi))
   .add(authenticated(SignalsApi))
   .add(authenticated(UsageApi))
-  .add(authenticated(EntitlementsApi)))
+  .add(authenticated(EntitlementsApi))
+  .add(authenticated(WebhooksApi)))
   .prefix(apiPrefix)
   .annotate(OpenApi.Title, "Usage metering and billing API")
   .annotate(OpenApi.Version, "1")

@@ -35,6 +35,7 @@ import { PlansHttpLive } from "../plans/PlansHttp.ts"
 import { SignalsHttpLive } from "../signals/SignalsHttp.ts"
 import { EntitlementsHttpLive } from "../entitlements/EntitlementsHttp.ts"
 import { UsageHttpLive } from "../usage/UsageHttp.ts"
+import { WebhooksHttpLive } from "../webhooks/WebhooksHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
 import { guardBodies } from "../http/BodyGuard.ts"
@@ -96,7 +97,7 @@ const requestLogging = (log: RequestLog.RequestLogger) =>
     })
   )
 
-const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive, EntitlementsHttpLive)
+const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive, EntitlementsHttpLive, WebhooksHttpLive)
 
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(RoutesLive),

@@ -55,6 +55,26 @@ export const EndpointCreate = Schema.Struct({
 })
 export type EndpointCreate = typeof EndpointCreate.Type
 
+/**
+ * A change of an endpoint: the fields sent change, the others stay; `threshold:
+ * null` removes the endpoint's own threshold. `enabled: false` stops deliveries
+ * (events triggered meanwhile are never sent to it), `true` resumes them.
+ */
+export const EndpointUpdate = Schema.Struct({
+  url: Schema.optional(WebhookUrl),
+  events: EndpointCreate.fields.events,
+  threshold: EndpointCreate.fields.threshold,
+  enabled: Schema.optional(Schema.Boolean)
+})
+export type EndpointUpdate = typeof EndpointUpdate.Type
+
+/**
+ * How a secret is shown anywhere but where it was just made (create and
+ * rotate-secret): its prefix and its last four characters, enough to tell two
+ * secrets apart and never enough to sign with.
+ */
+export const maskSecret = (secret: string) => `whsec_****${secret.slice(-4)}`
+
 export const DeliveryStatus = Schema.Literal("PENDING", "DELIVERED", "FAILED", "CANCELLED")
 export type DeliveryStatus = typeof DeliveryStatus.Type
 
