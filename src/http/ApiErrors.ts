@@ -27,7 +27,10 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", { messa
 /** Well-formed but not applicable to the current state. */
 export class Unprocessable extends Schema.TaggedError<Unprocessable>()("Unprocessable", { message: Schema.String }) {}
 
-export type ApiError = BadRequest | Unauthorized | Forbidden | NotFound | Conflict | Unprocessable
+/** The key's rate limit for the route's family is spent; retry after `Retry-After` seconds. */
+export class TooManyRequests extends Schema.TaggedError<TooManyRequests>()("TooManyRequests", { message: Schema.String }) {}
+
+export type ApiError = BadRequest | Unauthorized | Forbidden | NotFound | Conflict | Unprocessable | TooManyRequests
 
 /** The declared failure of each status. */
 export const apiErrorOfStatus = {
@@ -36,7 +39,8 @@ export const apiErrorOfStatus = {
   403: Forbidden,
   404: NotFound,
   409: Conflict,
-  422: Unprocessable
+  422: Unprocessable,
+  429: TooManyRequests
 } as const satisfies Record<ErrorStatus, unknown>
 
 const statusOfApiError = Object.fromEntries(

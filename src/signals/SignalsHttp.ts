@@ -4,7 +4,8 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Option } from "effect"
 import { groupApi } from "../http/GroupApi.ts"
 import { SignalsApi } from "./SignalsApi.ts"
-import { forOrganization } from "../http/Auth.ts"
+import { forCaller, forOrganization } from "../http/Auth.ts"
+import { RateLimiter } from "../http/RateLimit.ts"
 import { type ErrorStatus, errorResponse, errorStatuses } from "../http/Envelope.ts"
 import { preferenceAppliedHeader, waitPreference } from "../http/Prefer.ts"
 import type { OrganizationId } from "../ids.ts"
@@ -23,6 +24,7 @@ export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signa
     const intake = yield* Intake
     const completions = yield* Completions
     const waits = yield* PricedWaits
+    const limiter = yield* RateLimiter
 
     /**
      * `Prefer: wait=N`: the signal's end within N seconds, answered with
@@ -67,6 +69,13 @@ export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signa
       .handle("outcomeComplete", ({ payload }) => forOrganization((org) => completions.completeOutcome(org, payload)))
       .handle("unit", queued("UNIT"))
       .handle("wallet", queued("WALLET"))
-      .handle("batch", ({ payload }) => forOrganization((org) => intake.acceptBatch(org, payload.signals)))
+      // Authentication took one `signals` token for the request; a batch costs one a signal: the rest, before anything is written.
+      .handle("batch", ({ payload }) =>
+        forCaller((caller) =>
+          Effect.zipRight(
+            limiter.limit(caller, "signals", payload.signals.length - 1),
+            intake.acceptBatch(caller.organizationId, payload.signals)
+          )
+        ))
       .handle("compositeComplete", ({ payload }) => forOrganization((org) => completions.completeComposite(org, payload)))
   }))
