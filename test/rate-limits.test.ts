@@ -208,7 +208,13 @@ describe("rate limits over HTTP", () => {
     expect(first.headers["ratelimit"]).toBe("\"signals\";r=1;t=3000")
     // 1 token left: a batch of 2 is refused whole, in the lane and in the full server.
     expectLimited(await postVia(app.baseUrl, tenant.apiKey, "/signal/batch", batchOf(2), { chunked: false }), "signals", "\"signals\";q=4;w=4000")
+    expectLimited(await postVia(app.baseUrl, tenant.apiKey, "/signal/batch", batchOf(2), { chunked: true }), "signals", "\"signals\";q=4;w=4000")
     expect(await signalsOf(tenant)).toBe(3)
+    // The refused batches took nothing: the last token takes a batch of one, through the full server.
+    const last = await postVia(app.baseUrl, tenant.apiKey, "/signal/batch", batchOf(1), { chunked: true })
+    expect(last.status).toBe(202)
+    expect(last.headers["ratelimit"]).toMatch(/^"signals";r=0;t=\d+$/)
+    expect(await signalsOf(tenant)).toBe(4)
   })
 
   it("limits reads and writes per key, after authentication: a bad key is 401 whatever the count", async () => {

@@ -14,7 +14,7 @@ import { type ApiError, toApiError, TooManyRequests, Unauthorized } from "./ApiE
 import { declaredError } from "./Envelope.ts"
 import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
 import type { OrganizationId } from "../ids.ts"
-import { familyOf, RateLimiter } from "./RateLimit.ts"
+import { authenticationCost, familyOf, RateLimiter } from "./RateLimit.ts"
 
 /** The organisation (and key) the current request acts for. */
 export class CurrentOrganization extends Context.Tag("CurrentOrganization")<CurrentOrganization, Caller>() {}
@@ -47,7 +47,7 @@ export const AuthenticationLive = Layer.effect(
           const caller = yield* Effect.mapError(keys.authenticate(secret), (refused) => new Unauthorized({ message: refused.message }))
           // The key's tokens for the route's family, before the handler does anything (src/http/RateLimit.ts).
           yield* Effect.mapError(
-            limiter.limit(caller, familyOf(request.method, request.originalUrl)),
+            limiter.limit(caller, familyOf(request.method, request.originalUrl), authenticationCost(request.method, request.originalUrl)),
             (limited) => new TooManyRequests({ message: limited.message })
           )
           return caller

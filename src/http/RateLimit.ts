@@ -124,6 +124,14 @@ export const familyOf = (method: string | undefined, url: string | undefined): R
   return "writes"
 }
 
+/**
+ * What authentication takes for a request: one token, but none for a batch, whose
+ * handler takes one a signal once its body is decoded (src/signals/SignalsHttp.ts),
+ * so that a batch is taken or refused whole, as in the intake lane.
+ */
+export const authenticationCost = (method: string | undefined, url: string | undefined): number =>
+  method === "POST" && (url ?? "").split("?", 1)[0]!.replace(/\/+$/, "") === `${apiPrefix}/signal/batch` ? 0 : 1
+
 /** Usage intake and the check before spending: the paths of the `signals` family. */
 const signalPaths = new Set(
   ["signal/credit", "signal/outcome", "signal/outcome/complete", "signal/unit", "signal/wallet", "signal/batch",

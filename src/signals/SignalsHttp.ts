@@ -69,11 +69,11 @@ export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signa
       .handle("outcomeComplete", ({ payload }) => forOrganization((org) => completions.completeOutcome(org, payload)))
       .handle("unit", queued("UNIT"))
       .handle("wallet", queued("WALLET"))
-      // Authentication took one `signals` token for the request; a batch costs one a signal: the rest, before anything is written.
+      // A batch costs one `signals` token a signal (authentication took none for it), taken before anything is written.
       .handle("batch", ({ payload }) =>
         forCaller((caller) =>
           Effect.zipRight(
-            limiter.limit(caller, "signals", payload.signals.length - 1),
+            limiter.limit(caller, "signals", payload.signals.length),
             intake.acceptBatch(caller.organizationId, payload.signals)
           )
         ))
