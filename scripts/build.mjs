@@ -64,9 +64,16 @@ try {
 }
 // The typed client, its own package (client/package.json): JavaScript and declarations in client/dist/, by the
 // repository's TypeScript. Its generated sources are checked in (scripts/generate-client.ts writes them).
-const client = spawnSync(process.execPath, [fileURLToPath(import.meta.resolve("typescript/bin/tsc")), "-p", `${root}client/tsconfig.json`], {
-  encoding: "utf8"
-})
-if (client.status !== 0) throw new Error(`the client (client/) did not build:\n${client.stdout}${client.stderr}`)
+// An install without dev dependencies (`npm ci --omit=dev`) has no TypeScript: the service builds, the client is skipped.
+let tsc
+try {
+  tsc = fileURLToPath(import.meta.resolve("typescript/bin/tsc"))
+} catch {
+  process.stderr.write("warning: TypeScript is not installed (dev dependencies omitted): the client (client/) is not built\n")
+}
+if (tsc !== undefined) {
+  const client = spawnSync(process.execPath, [tsc, "-p", `${root}client/tsconfig.json`], { encoding: "utf8" })
+  if (client.status !== 0) throw new Error(`the client (client/) did not build:\n${client.stdout}${client.stderr}`)
+}
 // Written last: its time is what `bin/billing.mjs` compares the sources with.
 fs.writeFileSync(`${outdir}/BUILD`, `${new Date().toISOString()}\n`)
