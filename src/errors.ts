@@ -257,6 +257,11 @@ export class InvalidTimeRange extends Data.TaggedError("InvalidTimeRange")<Messa
 /** A webhook URL not of the accepted form. */
 export class InvalidWebhookUrl extends Data.TaggedError("InvalidWebhookUrl")<Message> {}
 
+// Rate limits
+
+/** The API key spent its route family's tokens (docs/api.md "Rate limits"); nothing of the request was done. */
+export class RateLimited extends Data.TaggedError("RateLimited")<Message> {}
+
 // Fixtures
 
 /** A fixture document names a catalogue record or plan the workspace has no active one of. */
@@ -338,6 +343,7 @@ export type ServiceError =
   | WebhookEventNotFound
   | InvalidTimeRange
   | InvalidWebhookUrl
+  | RateLimited
   | FixtureTargetNotFound
 
 /** Why a signal was not billed: what the meters and the worker refuse a signal with. */
@@ -352,13 +358,14 @@ export type Refusal =
   | OutOfAllowance
   | InvalidUsage
 
-export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 422
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 422 | 429
 
 /**
  * The status of every failure a client can cause: the one place a status is
  * chosen. 400 the request itself is wrong; 401/403 the key; 404 the record is
  * missing (or another organisation's, on purpose indistinguishable); 409 it
- * clashes with the current state; 422 well-formed but not applicable now.
+ * clashes with the current state; 422 well-formed but not applicable now;
+ * 429 too many requests for the key's rate limit (retry after a while).
  */
 export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   OrganizationNotFound: 404,
@@ -435,6 +442,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   WebhookEventNotFound: 404,
   InvalidTimeRange: 400,
   InvalidWebhookUrl: 400,
+  RateLimited: 429,
   FixtureTargetNotFound: 400
 }
 

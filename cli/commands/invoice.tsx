@@ -4,10 +4,10 @@ import { BigDecimal, Effect } from "effect"
 import { PayLink, UpcomingInvoice } from "../../src/billing/BillingApi.ts"
 import { Purchases } from "../../src/billing/Purchases.ts"
 import { withCustomer } from "../customerRef.ts"
-import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
+import { Invoice, Invoices, Payment, PaymentCreate } from "../../src/billing/Invoices.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
@@ -116,10 +116,30 @@ export const registerInvoice = (program: Command) => {
     .action((id: string, options: { json?: boolean; org?: string }) =>
       run(options, withInvoices(options, (invoices, org) => invoices.get(org, id)), presentInvoice("Invoice")))
 
-  withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice").argument("<id>"))
+  withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice (the whole total)").argument("<id>"))
     .option("--reference <text>", "the payment's reference (bank transfer id, ...)")
-    .action((id: string, options: { json?: boolean; org?: string; reference?: string }) =>
-      run(options, withInvoices(options, (invoices, org) => invoices.pay(org, id, options.reference ?? null)), presentInvoice("Invoice paid")))
+    .option("--idempotency-key <key>", "makes a retry safe: the same key and request records nothing again")
+    .action((id: string, options: { json?: boolean; org?: string; reference?: string; idempotencyKey?: string }) =>
+      run(
+        options,
+        withInvoices(options, (invoices, org) =>
+          Effect.flatMap(
+            decodeInput(PaymentCreate, {
+              ...(options.reference !== undefined ? { reference: options.reference } : {}),
+              ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {})
+            }),
+            (input) => invoices.pay(org, id, input)
+          )),
+        {
+          json: (paid) => ({ invoice: invoiceJson(paid.invoice), payment: paymentJson(paid.payment), replayed: paid.replayed }),
+          view: (paid) => (
+            <InvoiceView
+              invoice={paid.invoice}
+              title={paid.replayed ? `Already paid by ${paid.payment.id} (same idempotency key): nothing recorded again` : `Invoice paid (${paid.payment.id})`}
+            />
+          )
+        }
+      ))
 
   withOrg(invoice.command("void").description("void an OPEN invoice (a DRAFT cannot be voided until it is final)").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>

@@ -22,6 +22,8 @@ import { UnitsApi } from "../units/UnitsApi.ts"
 import { CompositesApi } from "../composites/CompositesApi.ts"
 import { PlansApi } from "../plans/PlansApi.ts"
 import { EntitlementsApi } from "../entitlements/EntitlementsApi.ts"
+import { WebhooksApi } from "../webhooks/WebhooksApi.ts"
+import { OrganizationApi } from "../http/OrganizationApi.ts"
 
 export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(CustomersApi))
@@ -37,7 +39,9 @@ export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(PlansApi))
   .add(authenticated(SignalsApi))
   .add(authenticated(UsageApi))
-  .add(authenticated(EntitlementsApi)))
+  .add(authenticated(EntitlementsApi))
+  .add(authenticated(WebhooksApi))
+  .add(authenticated(OrganizationApi)))
   .prefix(apiPrefix)
   .annotate(OpenApi.Title, "Usage metering and billing API")
   .annotate(OpenApi.Version, "1")

@@ -94,6 +94,9 @@ export const documentApi = OpenApi.annotations({
           ...(operation.requestBody !== undefined
             ? { 415: "The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON)." }
             : {}),
+          429: "The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of " +
+            "the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` " +
+            "headers give the policy and what is left (docs/api.md, \"Rate limits\").",
           500: "A failure inside the service; the message discloses nothing internal. Retry with backoff."
         }
         const responses: Record<string, unknown> = {}

@@ -9,7 +9,7 @@ import { ActiveParam, PageParams } from "../http/Pagination.ts"
 import { ExternalId, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
 import { AdjustResult, FractionAdjust, WalletAdjust, WholeAdjust } from "./Adjustments.ts"
 import { CurrentPlan, CustomerBalances } from "./Balances.ts"
-import { Invoice, Payment } from "./Invoices.ts"
+import { Invoice, Payment, PaymentCreate, PaymentRecorded } from "./Invoices.ts"
 import { PurchaseChange, PurchaseCreate, PurchaseJson, PurchaseUpdate } from "./Purchase.ts"
 import { Tax, TaxCreate, TaxUpdate } from "./Taxes.ts"
 import { LedgerEntry } from "./Wallets.ts"
@@ -477,6 +477,34 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
         errors: {
           404: "No invoice with this id in the workspace.",
           409: "The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing."
+        }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("recordPayment", "/invoices/:id/payments")
+      .setPath(PurchaseIdPath)
+      .setPayload(PaymentCreate)
+      .addSuccess(
+        Success(PaymentRecorded, {
+          status: 201,
+          message: (result) =>
+            result.replayed
+              ? "Already processed: this idempotencyKey was used before; nothing was recorded again"
+              : "Payment recorded"
+        })
+      )
+      .annotateContext(documented({
+        summary: "Record a payment of an invoice",
+        description: "Records a payment received outside the service (a bank transfer, a cheque) for an OPEN " +
+          "invoice: the whole `total`, method `MANUAL`, with an optional `reference`; the invoice becomes PAID. " +
+          "The same rules as `billing invoice pay`. Send an `idempotencyKey` to make a retry safe: a repeat of the " +
+          "same request (same invoice, same reference) records nothing and answers the first payment again with " +
+          "`replayed: true`, even though the invoice is PAID by then.",
+        errors: {
+          404: "No invoice with this id in the workspace.",
+          409: "The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing.",
+          422: "The `idempotencyKey` was used before with a different request (another invoice or reference). " +
+            "Nothing is recorded."
         }
       }))
   )

@@ -127,6 +127,7 @@ export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "inv
         forOrganization((org) => invoices.get(org, path.id)).pipe(Effect.map((invoice) => ({ invoice }))))
       .handle("payLink", ({ path }) =>
         Effect.flatMap(requestOrigin, (origin) => forOrganization((org) => invoices.payLink(org, path.id, origin))))
+      .handle("recordPayment", ({ path, payload }) => forOrganization((org) => invoices.pay(org, path.id, payload)))
       .handle("listPayments", ({ urlParams }) =>
         forOrganization((org) => invoices.listPayments(org, { customerId: urlParams.customerId, page: toPage(urlParams) }))
           .pipe(Effect.map((payments) => ({ payments }))))

@@ -107,7 +107,13 @@ export class Unprocessable extends Schema.TaggedError<Unprocessable>()("Unproces
   code: Schema.String
 }) {}
 
-export type ApiError = BadRequest | Unauthorized | Forbidden | NotFound | Conflict | Unprocessable
+/** The key's rate limit for the route's family is spent; retry after `Retry-After` seconds. */
+export class TooManyRequests extends Schema.TaggedError<TooManyRequests>()("TooManyRequests", {
+  message: Schema.String,
+  code: Schema.optionalWith(Schema.String, { default: () => codeOf("RateLimited") }).annotations(codeField)
+}) {}
+
+export type ApiError = BadRequest | Unauthorized | Forbidden | NotFound | Conflict | Unprocessable | TooManyRequests
 
 /** The declared failure of each status. */
 export const apiErrorOfStatus = {
@@ -116,7 +122,8 @@ export const apiErrorOfStatus = {
   403: Forbidden,
   404: NotFound,
   409: Conflict,
-  422: Unprocessable
+  422: Unprocessable,
+  429: TooManyRequests
 } as const satisfies Record<ErrorStatus, unknown>
 
 const statusOfApiError = Object.fromEntries(

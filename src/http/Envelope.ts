@@ -63,7 +63,7 @@ export const Success = <S extends Schema.Schema.Any>(
 }
 
 /** Every status an error answer can carry; each has its envelope schema below. */
-export const errorStatuses = [400, 401, 403, 404, 405, 409, 415, 422, 500, 503] as const
+export const errorStatuses = [400, 401, 403, 404, 405, 409, 415, 422, 429, 500, 503] as const
 export type ErrorStatus = (typeof errorStatuses)[number]
 
 const EmptyResult = Schema.Struct({}).annotations({
@@ -156,11 +156,18 @@ export const successBody = (status: number, message: string, result: unknown) =>
 
 /**
  * Writes an enveloped answer (`successBody`, `errorBody`) straight to Node's
- * response, with the headers the full server sends: JSON, its length, and the
- * request id. For a door that answers without the platform (src/signals/IntakeLane.ts).
+ * response, with the headers the full server sends: JSON, its length, the
+ * request id, and the rate-limit fields when given (src/http/RateLimit.ts). For a door that answers without the platform (src/signals/IntakeLane.ts).
  */
-export const writeAnswer = (response: ServerResponse, status: number, json: string, requestId: string) => {
+export const writeAnswer = (
+  response: ServerResponse,
+  status: number,
+  json: string,
+  requestId: string,
+  headers?: Readonly<Record<string, string>>
+) => {
   response.writeHead(status, {
+    ...headers,
     "content-type": "application/json",
     "content-length": Buffer.byteLength(json),
     [requestIdHeader]: requestId

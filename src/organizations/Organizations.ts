@@ -4,12 +4,13 @@
  * its first API key in the same transaction.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { dieOnSqlError, findAll, findOne, foundOr, orDie } from "../db/Sql.ts"
 import { InvalidOrganizationSettings, OrganizationNotFound } from "../errors.ts"
 import { makeId, OrganizationId } from "../ids.ts"
 import { builtinModels } from "../models/BuiltinModels.ts"
 import { ApiKeys } from "./ApiKeys.ts"
+import { changedRateLimits, RateLimitsChange, StoredRateLimits } from "./RateLimits.ts"
 
 export class Organization extends Schema.Class<Organization>("Organization")({
   id: OrganizationId,
@@ -21,6 +22,8 @@ export class Organization extends Schema.Class<Organization>("Organization")({
   lateUsageDays: Schema.Int,
   /** How long a cycle-end usage invoice stays DRAFT for late usage, in hours (0 to 720; 0: final at once). */
   invoiceGraceHours: Schema.Int,
+  /** The API rate limits it set (src/organizations/RateLimits.ts); null: the defaults for every family. */
+  rateLimits: Schema.NullOr(StoredRateLimits),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -34,6 +37,8 @@ export interface OrganizationSettings {
   readonly lateUsageDays?: number | undefined
   /** How long a cycle-end usage invoice stays DRAFT, in whole hours: 0 to 720. */
   readonly invoiceGraceHours?: number | undefined
+  /** API rate limits by route family: a family sent changes, null puts it back to the default. */
+  readonly rateLimits?: RateLimitsChange | undefined
 }
 
 /** The late-usage window's bounds (days) and its default. */
@@ -93,7 +98,7 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
       ))
 
     const updateSettings = Effect.fn("Organizations.updateSettings")(function*(id: string, settings: OrganizationSettings) {
-        yield* get(id)
+        const current = yield* get(id)
         const instructions = settings.paymentInstructions?.trim()
         if (instructions !== undefined && instructions.length > MAX_PAYMENT_INSTRUCTIONS) {
           return yield* new InvalidOrganizationSettings({ message: `payment instructions must be at most ${MAX_PAYMENT_INSTRUCTIONS} characters` })
@@ -105,6 +110,16 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
             ? undefined
             : wholeNumberIn("invoice grace hours", settings.invoiceGraceHours, INVOICE_GRACE_HOURS))
         if (outOfRange !== undefined) return yield* new InvalidOrganizationSettings({ message: outOfRange })
+        let rateLimits: StoredRateLimits | null | undefined
+        if (settings.rateLimits !== undefined) {
+          const change = Schema.decodeUnknownEither(RateLimitsChange)(settings.rateLimits)
+          if (Either.isLeft(change)) {
+            return yield* new InvalidOrganizationSettings({
+              message: `rate limits: ${ParseResult.ArrayFormatter.formatErrorSync(change.left).map((issue) => issue.message).join("; ")}`
+            })
+          }
+          rateLimits = changedRateLimits(current.rateLimits, change.right)
+        }
         const updated = yield* findOne(
           Organization,
           sql`UPDATE organizations SET
@@ -114,11 +129,14 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
                   ELSE nullif(${instructions ?? ""}, '') END,
                 late_usage_days = coalesce(${settings.lateUsageDays ?? null}::integer, late_usage_days),
                 invoice_grace_hours = coalesce(${settings.invoiceGraceHours ?? null}::integer, invoice_grace_hours),
+                rate_limits = CASE WHEN ${rateLimits === undefined}::boolean THEN rate_limits
+                  ELSE ${rateLimits == null ? null : JSON.stringify(rateLimits)}::jsonb END,
                 updated_at = now()
               WHERE id = ${id} RETURNING *`
         )
+        if (rateLimits !== undefined) yield* keys.organizationChanged(current.id)
         return Option.getOrThrow(updated)
-      })
+      }, sql.withTransaction, dieOnSqlError)
 
     return { create, list, get, updateSettings } as const
   }),

@@ -4,8 +4,9 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Option } from "effect"
 import { groupApi } from "../http/GroupApi.ts"
 import { SignalsApi } from "./SignalsApi.ts"
-import { forOrganization } from "../http/Auth.ts"
+import { forCaller, forOrganization } from "../http/Auth.ts"
 import { codesOfStatus, edgeCode, type ErrorCode } from "../http/ApiErrors.ts"
+import { RateLimiter } from "../http/RateLimit.ts"
 import { type ErrorStatus, errorResponse, errorStatuses } from "../http/Envelope.ts"
 import { preferenceAppliedHeader, waitPreference } from "../http/Prefer.ts"
 import type { OrganizationId } from "../ids.ts"
@@ -33,6 +34,7 @@ export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signa
     const completions = yield* Completions
     const waits = yield* PricedWaits
     const inbox = yield* InboxView
+    const limiter = yield* RateLimiter
 
     /**
      * `Prefer: wait=N`: the signal's end within N seconds, answered with
@@ -77,7 +79,14 @@ export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signa
       .handle("outcomeComplete", ({ payload }) => forOrganization((org) => completions.completeOutcome(org, payload)))
       .handle("unit", queued("UNIT"))
       .handle("wallet", queued("WALLET"))
-      .handle("batch", ({ payload }) => forOrganization((org) => intake.acceptBatch(org, payload.signals)))
+      // A batch costs one `signals` token a signal (authentication took none for it), taken before anything is written.
+      .handle("batch", ({ payload }) =>
+        forCaller((caller) =>
+          Effect.zipRight(
+            limiter.limit(caller, "signals", payload.signals.length),
+            intake.acceptBatch(caller.organizationId, payload.signals)
+          )
+        ))
       .handle("compositeComplete", ({ payload }) => forOrganization((org) => completions.completeComposite(org, payload)))
       .handle("get", ({ path }) =>
         forOrganization((org) => inbox.get(org, path.rawId)).pipe(Effect.map((signal) => ({ signal: toSignalView(signal) }))))
