@@ -71,7 +71,9 @@ export const parseCommandLine = async (
         const message = error.code === "commander.help" || error.message === "(outputHelp)"
           ? `a command is required: see '${[...args.filter((arg) => !arg.startsWith("-")), "--help"].join(" ")}'`
           : error.message.replace(/^error: /, "")
-        writeErr(errorDocument(400, message, "usage_error"))
+        // A command line that does not parse fails its schema: `edgeCode("ValidationFailed")` (src/http/ApiErrors.ts),
+        // written out because this path imports nothing of the service (test/terminal-edges.test.ts holds them equal).
+        writeErr(errorDocument(400, message, "validation_failed"))
       }
       setExitCode(error.exitCode === 0 ? ExitCode.ok : ExitCode.usage)
     }

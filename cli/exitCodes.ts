@@ -23,13 +23,15 @@ export const ExitCode = {
   refused: 6
 } as const
 
-const exitCodes: Record<400 | 401 | 403 | 404 | 409 | 422, number> = {
+const exitCodes: Record<400 | 401 | 403 | 404 | 409 | 422 | 429, number> = {
   400: ExitCode.usage,
   401: ExitCode.notAllowed,
   403: ExitCode.notAllowed,
   404: ExitCode.notFound,
   409: ExitCode.conflict,
-  422: ExitCode.refused
+  422: ExitCode.refused,
+  // Rate limits apply to the API only; the CLI calls services directly and is never refused one.
+  429: ExitCode.refused
 }
 
 export const exitCodeOfStatus = (status: keyof typeof exitCodes): number => exitCodes[status]

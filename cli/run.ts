@@ -13,7 +13,7 @@ import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, ManagedRu
 import { type Command, InvalidArgumentError } from "commander"
 import * as fs from "node:fs"
 import type { ReactElement } from "react"
-import { BadRequest, failureStatus } from "../src/http/ApiErrors.ts"
+import { BadRequest, edgeCode, failureCode, failureStatus } from "../src/http/ApiErrors.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
 import { MigratedDatabaseLive } from "../src/db/Migrations.ts"
@@ -24,7 +24,7 @@ import { ExitCode, exitCodeOfStatus } from "./exitCodes.ts"
 import { describeInputIssues } from "./inputErrors.ts"
 import { cliIo, envVar, outputMode, setExitCode, writeErr, writeOut } from "./Output.ts"
 import { commandDatabase, createdNote, whereLooked } from "./databaseNote.ts"
-import { codeOfTag, errorDocument } from "./errorDocument.ts"
+import { errorDocument } from "./errorDocument.ts"
 
 /**
  * What every command stands on: the environment's database, migrated before a
@@ -98,14 +98,17 @@ const statusOfCause = (cause: Cause.Cause<unknown>): number => {
   return ParseResult.isParseError(failure.value) ? 400 : 500
 }
 
-/** `statusDetail.code` of a `--json` error: the failure's name in snake_case, as the API derives it. */
+/**
+ * `statusDetail.code` of a `--json` error: the code the API answers the same
+ * failure with (`failureCode`, src/http/ApiErrors.ts: a service error's
+ * `codeOf` its tag, an edge error's own code); input that does not decode is
+ * `validation_failed`, anything else `internal_error`.
+ */
 const codeOfCause = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
-  if (Option.isNone(failure)) return "internal_error"
-  if (ParseResult.isParseError(failure.value)) return "validation_failed"
-  if (failureStatus(failure.value) === undefined) return "internal_error"
-  const tag = failureTag(cause)
-  return tag === undefined ? "internal_error" : codeOfTag(tag)
+  if (Option.isNone(failure)) return edgeCode("InternalError")
+  if (ParseResult.isParseError(failure.value)) return edgeCode("ValidationFailed")
+  return failureCode(failure.value) ?? edgeCode("InternalError")
 }
 
 /** The exit code of a failed command (cli/exitCodes.ts): from the failure's tag, 1 for a defect. */

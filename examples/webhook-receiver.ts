@@ -71,6 +71,8 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
       const applied = mirror.apply(event)
       const what = event.event_type === "balance.threshold.crossed"
         ? `${event.data.balance_type} ${event.data.balance_id} ${event.data.threshold}% used`
+        : event.event_type === "signal.refused"
+        ? `signal ${event.data.raw_id} refused: ${event.data.error.code} (${event.data.error.message})`
         : `balance=${event.data.current_balance}`
       process.stdout.write(
         `${event.triggered_at} ${event.event_type} ${event.id} customer=${event.data.customer_id} ` +

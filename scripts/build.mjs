@@ -7,6 +7,8 @@
  * `npm test`; `bin/billing.mjs` falls back to tsx when a source is newer than
  * the build, so a stale build never runs.
  *
+ * It also builds the typed client package (client/, `@billing/client`) with tsc.
+ *
  * Kept out of the bundle: PGlite and its socket server (they load their WASM
  * and data files from their own package folders), optional native modules,
  * and `pg` (a few files; kept shared so that tools such as the benchmarks'
@@ -59,6 +61,19 @@ try {
   runBuilt("cli/prepareEmbedded")
 } catch (error) {
   process.stderr.write(`warning: no embedded cluster template (new embedded databases will run initdb): ${error.message}\n`)
+}
+// The typed client, its own package (client/package.json): JavaScript and declarations in client/dist/, by the
+// repository's TypeScript. Its generated sources are checked in (scripts/generate-client.ts writes them).
+// An install without dev dependencies (`npm ci --omit=dev`) has no TypeScript: the service builds, the client is skipped.
+let tsc
+try {
+  tsc = fileURLToPath(import.meta.resolve("typescript/bin/tsc"))
+} catch {
+  process.stderr.write("warning: TypeScript is not installed (dev dependencies omitted): the client (client/) is not built\n")
+}
+if (tsc !== undefined) {
+  const client = spawnSync(process.execPath, [tsc, "-p", `${root}client/tsconfig.json`], { encoding: "utf8" })
+  if (client.status !== 0) throw new Error(`the client (client/) did not build:\n${client.stdout}${client.stderr}`)
 }
 // Written last: its time is what `bin/billing.mjs` compares the sources with.
 fs.writeFileSync(`${outdir}/BUILD`, `${new Date().toISOString()}\n`)

@@ -6,10 +6,12 @@
  * (a refused signal's `error_status`) all read `errorStatus`, so a refusal has
  * the same status whichever door reports it.
  *
- * A name is a stable, PascalCase tag: the machine-readable code a client may
- * one day be given is derived from it (`ExternalIdTaken` -> `external_id_taken`),
- * so a name says what happened, never which status answers it, and is not
- * renamed lightly. `message` is the text a person reads, as the wire carries it.
+ * A name is a stable, PascalCase tag: the machine-readable code every error
+ * answer carries (`statusDetail.code`) is derived from it (`codeOf`:
+ * `ExternalIdTaken` -> `external_id_taken`; docs/api.md "Error codes", whose
+ * table is made from this file), so a name says what happened, never which
+ * status answers it, and is not renamed lightly. Its doc comment is its line in
+ * that table. `message` is the text a person reads, as the wire carries it.
  */
 import { Data } from "effect"
 
@@ -148,6 +150,9 @@ export class PurchaseAlreadyHeld extends Data.TaggedError("PurchaseAlreadyHeld")
 /** The purchase is cancelled: it cannot be changed or cancelled again. */
 export class PurchaseCancelled extends Data.TaggedError("PurchaseCancelled")<Message> {}
 
+/** The purchase has no plan change waiting for its cycle end. */
+export class NoScheduledChange extends Data.TaggedError("NoScheduledChange")<Message> {}
+
 /** The customer has no ACTIVE purchase to meter or adjust against. */
 export class NoActivePlan extends Data.TaggedError("NoActivePlan")<Message> {}
 
@@ -257,6 +262,11 @@ export class InvalidWebhookUrl extends Data.TaggedError("InvalidWebhookUrl")<Mes
 /** A list's `cursor` that names no row of that list (malformed, another list's, or unknown). */
 export class UnknownCursor extends Data.TaggedError("UnknownCursor")<Message> {}
 
+// Rate limits
+
+/** The API key spent its route family's tokens (docs/api.md "Rate limits"); nothing of the request was done. */
+export class RateLimited extends Data.TaggedError("RateLimited")<Message> {}
+
 // Fixtures
 
 /** A fixture document names a catalogue record or plan the workspace has no active one of. */
@@ -305,6 +315,7 @@ export type ServiceError =
   | BillingDateInPast
   | PurchaseAlreadyHeld
   | PurchaseCancelled
+  | NoScheduledChange
   | NoActivePlan
   | NotOnPlan
   | NotPrepaid
@@ -338,6 +349,7 @@ export type ServiceError =
   | InvalidTimeRange
   | InvalidWebhookUrl
   | UnknownCursor
+  | RateLimited
   | FixtureTargetNotFound
 
 /** Why a signal was not billed: what the meters and the worker refuse a signal with. */
@@ -352,13 +364,14 @@ export type Refusal =
   | OutOfAllowance
   | InvalidUsage
 
-export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 422
+export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 422 | 429
 
 /**
  * The status of every failure a client can cause: the one place a status is
  * chosen. 400 the request itself is wrong; 401/403 the key; 404 the record is
  * missing (or another organisation's, on purpose indistinguishable); 409 it
- * clashes with the current state; 422 well-formed but not applicable now.
+ * clashes with the current state; 422 well-formed but not applicable now;
+ * 429 too many requests for the key's rate limit (retry after a while).
  */
 export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   OrganizationNotFound: 404,
@@ -402,6 +415,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   BillingDateInPast: 400,
   PurchaseAlreadyHeld: 409,
   PurchaseCancelled: 409,
+  NoScheduledChange: 404,
   NoActivePlan: 422,
   NotOnPlan: 422,
   NotPrepaid: 422,
@@ -435,9 +449,28 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   InvalidTimeRange: 400,
   InvalidWebhookUrl: 400,
   UnknownCursor: 400,
+  RateLimited: 429,
   FixtureTargetNotFound: 400
 }
 
 export const isServiceError = (u: unknown): u is ServiceError =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && Object.hasOwn(errorStatus, u._tag) &&
   "message" in u
+
+/**
+ * `ExternalIdTaken` -> `external_id_taken`, at the type level: the codes a
+ * door may send are checked by the compiler against the names they come from.
+ */
+type SnakeOf<S extends string, Done extends string = ""> = S extends `${infer C}${infer Rest}`
+  ? SnakeOf<Rest, `${Done}${C extends Lowercase<C> ? C : Done extends "" ? Lowercase<C> : `_${Lowercase<C>}`}`>
+  : Done
+
+/** The machine-readable code of a failure named `Tag`: its snake_case (`statusDetail.code`, docs/api.md). */
+export type CodeOf<Tag extends string> = SnakeOf<Tag>
+
+/** The code of a name: derived, never listed, so a new error has its code the moment it has its name. */
+export const codeOf = <Tag extends string>(tag: Tag): CodeOf<Tag> =>
+  tag.replace(/(?<!^)[A-Z]/g, (letter) => `_${letter}`).toLowerCase() as CodeOf<Tag>
+
+/** The code of every service error. */
+export type ServiceErrorCode = CodeOf<ServiceError["_tag"]>

@@ -10,6 +10,7 @@ export {
   DEFAULT_EVENT_TYPES,
   EVENT_TYPES,
   type EventType,
+  type SignalRefusedEventData,
   type WalletBalanceEventData,
   type WebhookEventBody
 } from "./webhooks/EventBody.ts"

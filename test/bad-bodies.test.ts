@@ -87,7 +87,11 @@ const deepCustom = `{"customerId":"x","custom":${"{\"a\":".repeat(5_000)}1${"}".
 
 const expectEnvelope = (response: { status: number; body: any }, status: number) => {
   expect(response.status, JSON.stringify(response.body).slice(0, 300)).toBe(status)
-  expect(response.body).toEqual({ statusCode: status, statusDetail: { status: "ERROR", message: expect.any(String) }, result: {} })
+  expect(response.body).toEqual({
+    statusCode: status,
+    statusDetail: { status: "ERROR", code: status === 415 ? "unsupported_media_type" : "validation_failed", message: expect.any(String) },
+    result: {}
+  })
 }
 
 describe("the body checks", () => {

@@ -95,16 +95,18 @@ describe("the check lane", () => {
   })
 
   it("answers what the service refuses itself, with the full server's envelope", async () => {
-    const refused: Array<readonly [unknown, number]> = [
-      [{ customerId: "cus_missing", meter: "CREDIT", agentKey: "chat", usage }, 404],
-      [{ externalId: "nobody", meter: "CREDIT", agentKey: "chat", usage }, 404],
-      [{ meter: "CREDIT", agentKey: "chat", usage }, 400],
-      [{ customerId, meter: "CREDIT", agentKey: "nothing", usage }, 422]
+    const refused: Array<readonly [unknown, number, string]> = [
+      [{ customerId: "cus_missing", meter: "CREDIT", agentKey: "chat", usage }, 404, "customer_not_found"],
+      [{ externalId: "nobody", meter: "CREDIT", agentKey: "chat", usage }, 404, "customer_not_found"],
+      [{ meter: "CREDIT", agentKey: "chat", usage }, 400, "customer_ref_missing"],
+      [{ customerId, meter: "CREDIT", agentKey: "nothing", usage }, 422, "unknown_target"]
     ]
-    for (const [body, status] of refused) {
+    for (const [body, status, code] of refused) {
       const answer = await sameBothWays(JSON.stringify(body), "answered")
       expect(answer.status, JSON.stringify(answer.body)).toBe(status)
       expect(answer.body.statusDetail.status).toBe("ERROR")
+      // The lane's answer carries the code, the same as the full server's (sameBothWays compares them whole).
+      expect(answer.body.statusDetail.code).toBe(code)
     }
     const archived = await sameBothWays(JSON.stringify({ customerId: archivedId, meter: "CREDIT", agentKey: "chat", usage }), "answered")
     expect(archived.body.result).toMatchObject({ allowed: false, reason: "CUSTOMER_ARCHIVED" })
@@ -114,6 +116,7 @@ describe("the check lane", () => {
     const text = JSON.stringify({ customerId, meter: "CREDIT", agentKey: "chat", usage })
     const answer = await sameBothWays(text, "answered", { authorization: "Bearer bk_nope" })
     expect(answer.status).toBe(401)
+    expect(answer.body.statusDetail.code).toBe("api_key_refused")
   })
 
   it("hands a body it cannot judge to the full server, which answers it as documented", async () => {
@@ -130,6 +133,7 @@ describe("the check lane", () => {
       const answer = await sameBothWays(text, "handedOver")
       expect(answer.status, text.slice(0, 60)).toBe(400)
       expect(answer.body.statusDetail.status).toBe("ERROR")
+      expect(answer.body.statusDetail.code).toBe(text === "{not json" ? "invalid_json" : "validation_failed")
     }
     expect(await holdsOf(customerId)).toBe(2)
   })

@@ -182,6 +182,51 @@ describe("POST /entitlements/check", () => {
     expect(huge).toMatchObject({ allowed: true, reason: null, estimatedCost: 25000 })
   })
 
+  it("checks sent together (read in shared statements) are each answered for their own customer and organisation", async () => {
+    // Customers 0..3 have used 0..3 calls (1.2 credits each) of their 10; the queue is empty.
+    const customers = [await newCustomer(), await newCustomer(), await newCustomer(), await newCustomer()]
+    for (const [index, customer] of customers.entries()) {
+      for (let n = 0; n < index; n++) await customer.signal("/signal/credit", { agentKey: "chat", usage: call })
+    }
+    await drain()
+    // Another organisation holds the first customer's externalId, and has no credit "chat".
+    const globex = await app.tenant("Globex")
+    expect((await client(app, globex).post("/customers", {
+      name: "Jo",
+      email: "jo@globex.example",
+      externalId: customers[0]!.externalId
+    })).status).toBe(201)
+    const asks = Array.from({ length: 48 }, (_, index) => {
+      const customer = customers[index % 4]!
+      switch (Math.floor(index / 4) % 4) {
+        case 0:
+          return { who: index % 4, via: api(), body: { customerId: customer.customerId } }
+        case 1:
+          return { who: index % 4, via: api(), body: { externalId: customer.externalId } }
+        case 2:
+          return { who: "globex" as const, via: client(app, globex), body: { externalId: customers[0]!.externalId } }
+        default:
+          return { who: "nobody" as const, via: api(), body: { customerId: "cus_nobody" } }
+      }
+    })
+    const answers = await sendMany(asks.length, asks.length, (index) =>
+      asks[index]!.via.post("/entitlements/check", { ...asks[index]!.body, meter: "CREDIT", agentKey: "chat", usage: call }))
+    answers.forEach((answer, index) => {
+      const { who } = asks[index]!
+      if (who === "nobody") return expect(answer.status).toBe(404)
+      if (who === "globex") {
+        return expect([answer.status, answer.body.statusDetail.message]).toEqual([422, "agentKey chat is not a live credit of this workspace"])
+      }
+      expect(answer.status, JSON.stringify(answer.body)).toBe(200)
+      expect(answer.body.result).toMatchObject({
+        customerId: customers[who]!.customerId,
+        allowed: true,
+        remaining: [10, 8.8, 7.6, 6.4][who],
+        pending: 0
+      })
+    })
+  })
+
   it("refuses with the signal refusals' names, and answers 404 and 422 as the routes do", async () => {
     const jo = await newCustomer()
     expect(await jo.check({ meter: "CREDIT", agentKey: "unsold", usage: call })).toMatchObject({

@@ -26,7 +26,7 @@ describe("renderFailures", () => {
       const body = bodyOf(response)
       expect(body).toEqual({
         statusCode: 500,
-        statusDetail: { status: "ERROR", message: "Internal server error" },
+        statusDetail: { status: "ERROR", code: "internal_error", message: "Internal server error" },
         result: {}
       })
       expect(JSON.stringify(body)).not.toContain("hunter2")
@@ -34,10 +34,11 @@ describe("renderFailures", () => {
 
   it.effect("gives each typed error its status and message", () =>
     Effect.gen(function*() {
-      const conflict = yield* render(Effect.fail(new Conflict({ message: "run already completed" })))
+      const conflict = yield* render(Effect.fail(new Conflict({ message: "run already completed", code: "outcome_run_completed" })))
       expect(conflict.status).toBe(409)
       expect(bodyOf(conflict).statusDetail.message).toBe("run already completed")
-      const unprocessable = yield* render(Effect.fail(new Unprocessable({ message: "no active plan" })))
+      expect(bodyOf(conflict).statusDetail.code).toBe("outcome_run_completed")
+      const unprocessable = yield* render(Effect.fail(new Unprocessable({ message: "no active plan", code: "no_active_plan" })))
       expect(unprocessable.status).toBe(422)
       expect(bodyOf(unprocessable).statusCode).toBe(422)
     }))

@@ -100,14 +100,17 @@ describe("the intake lane", () => {
   it("answers what a service refuses itself, with the full server's envelope, and writes nothing", async () => {
     const inboxBefore = await inboxCount()
     const rowsBefore = await writerRows()
-    const refused: Array<readonly [string, unknown, number]> = [
-      ["/signal/credit", { customerId: "cus_missing", agentKey: "chat", usage }, 404],
-      ["/signal/unit", { customerId: archivedId, agentKey: "pages" }, 409],
-      ["/signal/wallet", { usage }, 400],
-      ["/signal/outcome", { customerId, agentKey: "draft", runId: "nul\u0000run" }, 400]
+    const refused: Array<readonly [string, unknown, number, string]> = [
+      ["/signal/credit", { customerId: "cus_missing", agentKey: "chat", usage }, 404, "customer_not_found"],
+      ["/signal/unit", { customerId: archivedId, agentKey: "pages" }, 409, "customer_archived"],
+      ["/signal/wallet", { usage }, 400, "customer_ref_missing"],
+      ["/signal/outcome", { customerId, agentKey: "draft", runId: "nul\u0000run" }, 400, "invalid_signal"]
     ]
-    for (const [path, body, status] of refused) {
-      expect((await sameBothWays(path, JSON.stringify(body), "answered")).status).toBe(status)
+    for (const [path, body, status, code] of refused) {
+      // The same code both ways (sameBothWays compares the bodies whole).
+      const answer = await sameBothWays(path, JSON.stringify(body), "answered")
+      expect(answer.status).toBe(status)
+      expect(answer.body.statusDetail.code, JSON.stringify(answer.body)).toBe(code)
     }
     expect(await inboxCount()).toBe(inboxBefore)
     // The unknown and the archived customer are refused by the inbox writer's statement, once per door:
@@ -185,6 +188,7 @@ describe("the intake lane", () => {
       const refused = await post("/signal/credit", text, { chunked: false, headers })
       expect(refused.status).toBe(401)
       expect(refused.body.statusDetail.status).toBe("ERROR")
+      expect(refused.body.statusDetail.code).toBe("api_key_refused")
       expect((await laneStats()).answered - lane.answered).toBe(1)
       const after = await keyStats()
       if (after.lookups === before.lookups) {

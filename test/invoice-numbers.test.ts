@@ -94,9 +94,45 @@ describe("invoice numbers", () => {
     expect(invoice).toMatchObject({ status: "PAID", total: 0, number: "INV-000001" })
   })
 
+  it("share one settings route pair with every other setting: GET/PATCH /organization/settings, and the CLI's one command", async () => {
+    const tenant = await app.tenant("One settings route")
+    const api = clientOf(app, tenant)
+    const changed = ok(await api.patch("/organization/settings", {
+      invoiceNumberPrefix: "ONE-",
+      rateLimits: { reads: { perSecond: 500, burst: 1000 } },
+      paymentInstructions: "IBAN FR76 0000"
+    }))
+    expect(changed).toMatchObject({
+      updated: true,
+      organization: {
+        id: tenant.organizationId,
+        invoiceNumberPrefix: "ONE-",
+        paymentInstructions: "IBAN FR76 0000",
+        rateLimits: { reads: { perSecond: 500, burst: 1000, source: "ORGANIZATION" } }
+      }
+    })
+    const read = ok(await api.get("/organization/settings")).organization
+    expect(read).toEqual(changed.organization)
+    // null clears the payment instructions, as "" does.
+    expect(ok(await api.patch("/organization/settings", { paymentInstructions: null })).organization.paymentInstructions).toBeNull()
+    // The CLI's settings command shows the same settings, every flag on one command.
+    const cli = await app.cli([
+      "org", "settings", "--invoice-number-prefix", "TWO-", "--rate-limit-reads", "default", "--json", "--org", tenant.organizationId
+    ])
+    expect(cli.code, cli.stderr).toBe(0)
+    expect(cli.json.organization).toMatchObject({
+      invoiceNumberPrefix: "TWO-",
+      rateLimits: { reads: { source: "DEFAULT" } }
+    })
+    const after = ok(await api.get("/organization/settings")).organization
+    expect(Object.keys(cli.json.organization).sort()).toEqual(Object.keys(after).filter((key) => key !== "updatedAt").sort())
+    // No second route: /organization is no route at all.
+    expectError(await api.get("/organization"), 404, "route_not_found")
+  })
+
   it("leave a DRAFT unnumbered until the cycle job finalises it; a new prefix (API or CLI) applies from then on", async () => {
     const { api, app: own, tenant } = await ownTestApp("Drafts")
-    ok(await api.patch("/organization", { invoiceGraceHours: 24 }))
+    ok(await api.patch("/organization/settings", { invoiceGraceHours: 24 }))
     const unit = await makeUnit(api, { flatPrice: 2 })
     const plan = await makePlan(own, tenant, [
       { type: "UNIT", billingMode: "ARREAR", unitId: unit.id },
@@ -114,13 +150,13 @@ describe("invoice numbers", () => {
     expect(afterEnd.filter((invoice: any) => invoice.kind === "PLAN").map((invoice: any) => invoice.number)).toEqual(["INV-000001", "INV-000002"])
 
     // A bad prefix is refused by both doors and changes nothing.
-    expectError(await api.patch("/organization", { invoiceNumberPrefix: "INV 2026" }), 400)
+    expectError(await api.patch("/organization/settings", { invoiceNumberPrefix: "INV 2026" }), 400)
     const refused = await own.cli(["org", "settings", "--invoice-number-prefix", "x".repeat(21), "--org", tenant.organizationId])
     expect(refused.code).toBe(2)
     expect(refused.stderr).toMatch(/invoice number prefix must be 0 to 20 characters/)
-    expect(ok(await api.get("/organization")).organization.invoiceNumberPrefix).toBe("INV-")
+    expect(ok(await api.get("/organization/settings")).organization.invoiceNumberPrefix).toBe("INV-")
 
-    const changed = ok(await api.patch("/organization", { invoiceNumberPrefix: "ACME-2026/" }))
+    const changed = ok(await api.patch("/organization/settings", { invoiceNumberPrefix: "ACME-2026/" }))
     expect(changed).toMatchObject({ updated: true, organization: { invoiceNumberPrefix: "ACME-2026/", invoiceGraceHours: 24 } })
     await runCycles(own, new Date(end.getTime() + 25 * 3_600_000))
     const finalised = ok(await api.get(`/invoices/${draft.id}`)).invoice
@@ -141,7 +177,7 @@ describe("invoice numbers", () => {
 describe.skipIf(!usesRealPostgres)("invoice numbers under concurrency (needs real PostgreSQL)", () => {
   it("purchases, refused purchases, renewals in four lanes and draft finalisations at once: 1..n, no gap, no duplicate", async () => {
     const { api, app: own, tenant } = await ownTestApp("Concurrent numbers")
-    ok(await api.patch("/organization", { invoiceGraceHours: 1 }))
+    ok(await api.patch("/organization/settings", { invoiceGraceHours: 1 }))
     const unit = await makeUnit(api, { flatPrice: 0.5 })
     const plan = await makePlan(own, tenant, [
       { type: "UNIT", billingMode: "ARREAR", unitId: unit.id },

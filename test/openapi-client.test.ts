@@ -75,6 +75,7 @@ describe("a client generated from the document", () => {
       httpStatus: 422,
       statusCode: 422,
       status: "ERROR",
+      code: "not_on_plan",
       message: expect.any(String),
       result: {}
     })

@@ -9,6 +9,7 @@ import { Validator } from "@seriousme/openapi-schema-validator"
 import { describe, expect, it } from "vitest"
 import { Api } from "../src/app/Api.ts"
 import { ErrorEnvelope, errorResponse, errorStatuses } from "../src/http/Envelope.ts"
+import { codesOfStatus, errorCodes } from "../src/http/ApiErrors.ts"
 import { EVENT_TYPES } from "../src/webhooks/EventBody.ts"
 
 const document = JSON.parse(JSON.stringify(OpenApi.fromApi(Api))) as any
@@ -101,20 +102,47 @@ describe("the OpenAPI document", () => {
 
   it("each error envelope schema is what an error answer is encoded as", () => {
     for (const status of errorStatuses) {
-      const response = errorResponse(status, "why")
+      const code = codesOfStatus(status)[0]!
+      const response = errorResponse(status, "why", code)
       const body = response.body
       if (body._tag !== "Uint8Array") throw new Error("expected a JSON body")
       expect(JSON.parse(new TextDecoder().decode(body.body))).toEqual({
         statusCode: status,
-        statusDetail: { status: "ERROR", message: "why" },
+        statusDetail: { status: "ERROR", code, message: "why" },
         result: {}
       })
+      // A code of another status is not one this envelope may carry.
+      const otherCode = errorCodes.find((entry) => entry.status !== status)!.code
+      expect(() => errorResponse(status, "why", otherCode)).toThrow()
       expect(ErrorEnvelope[status].ast.annotations).toBeDefined()
     }
     const error400 = document.components.schemas.Error400
     expect(error400.properties.statusCode).toMatchObject({ enum: [400] })
     expect(error400.properties.result).toMatchObject({ type: "object", additionalProperties: false })
     expect(error400.additionalProperties).toBe(false)
+  })
+
+  it("enumerates the codes of each status in its envelope, and an operation's codes from the statuses it declares", () => {
+    // Every status an answer can carry has its codes, and every code is in its status's envelope.
+    // 503 (shutting down) has its envelope but is on no operation, so the document leaves it out.
+    for (const status of errorStatuses.filter((status) => status !== 503)) {
+      const code = document.components.schemas[`Error${status}`].properties.statusDetail.properties.code
+      expect(code.enum, `Error${status}`).toEqual(codesOfStatus(status))
+      expect(code.enum.length).toBeGreaterThan(0)
+      expect(document.components.schemas[`Error${status}`].properties.statusDetail.required).toContain("code")
+    }
+    expect(errorCodes.every((entry) => (errorStatuses as ReadonlyArray<number>).includes(entry.status))).toBe(true)
+    for (const { name, operation } of operations) {
+      const statuses = Object.keys(operation.responses).filter((status) => Number(status) >= 400)
+      expect(operation["x-error-codes"], name).toEqual(statuses.flatMap((status) => codesOfStatus(Number(status))))
+    }
+    const codesOf = (path: string, method: string) => document.paths[`/api/v1${path}`][method]["x-error-codes"]
+    // A state clash is told apart: both 409s of a customer update, and the intake's 409.
+    expect(codesOf("/customers/{id}", "patch")).toEqual(expect.arrayContaining(["external_id_taken", "customer_archived"]))
+    expect(codesOf("/signal/credit", "post")).toEqual(expect.arrayContaining(["customer_archived", "validation_failed", "invalid_json"]))
+    // A read by id declares no 409, so it names no 409 code.
+    expect(codesOf("/customers/{id}", "get")).not.toContain("external_id_taken")
+    expect(codesOf("/customers/{id}", "get")).toEqual(expect.arrayContaining(["customer_not_found", "api_key_refused", "internal_error"]))
   })
 
   it("has a summary and a description on every operation, and a description on every tag", () => {

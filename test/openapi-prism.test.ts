@@ -107,6 +107,12 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /customers/ext/{externalId}", { externalId })
     await valid("PATCH /customers/ext/{externalId}", { externalId }, { body: { country: "FR" } })
 
+    // An endpoint before the purchase, so that its wallet grant makes a delivery to read and retry.
+    const endpoint = (await resultOf(
+      valid("POST /webhook-endpoints", {}, { body: { url: "https://example.com/hooks", events: ["wallet.balance.update"], threshold: 5 } }),
+      201
+    )).endpoint
+
     const credit = (await resultOf(
       valid("POST /credits", {}, { body: { name: "Chat", agentKey: "chat", marginPercent: 100, modelBundle: bundle } }),
       201
@@ -204,7 +210,13 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /customers/{id}/members", { id })
     await valid("PATCH /customers/{id}/members/{memberId}", { id, memberId: member.id }, { body: { name: "Ann B" } })
 
-    await valid("POST /signal/credit", {}, { body: { customerId: id, agentKey: "chat", usage, member: "ann@example.com" } })
+    const sent = await resultOf(
+      valid("POST /signal/credit", {}, { body: { customerId: id, agentKey: "chat", usage, member: "ann@example.com" } }),
+      202
+    )
+    await valid("GET /signals/{rawId}", { rawId: sent.rawId })
+    await valid("GET /signals/{rawId}", { rawId: "sig_unknown" })
+    await valid("GET /signals", {}, { query: `customerId=${id}&status=QUEUED&limit=5` })
     await valid("POST /signal/outcome", {}, { body: { externalId, agentKey: "report-draft", runId: "run-1", usage } })
     await valid("POST /signal/unit", {}, { body: { customerId: id, agentKey: "pages", quantity: 2, composite: { bundle: "job-1" } } })
     await valid("POST /signal/wallet", {}, { body: { customerId: id, usage, idempotencyKey: "wallet-1" } })
@@ -242,8 +254,35 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /taxes/{id}", { id: tax.id })
     await valid("PATCH /taxes/{id}", { id: tax.id }, { body: { name: "VAT (FR)" } })
     await valid("POST /portal/token", {}, { body: { customerId: id } })
-    await valid("GET /organization", {})
-    await valid("PATCH /organization", {}, { body: { invoiceNumberPrefix: "INV-" } })
+    await valid("GET /invoices/upcoming", {}, { query: `customerId=${id}` })
+    await valid("GET /invoices/upcoming", {}, { query: `externalId=${externalId}` })
+    await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: plan.id, when: "CYCLE_END" } })
+    await valid("DELETE /purchases/{id}/scheduled-change", { id: purchase.id })
+    await valid("DELETE /purchases/{id}/scheduled-change", { id: purchase.id })
+    await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: plan.id, when: "NOW", idempotencyKey: "change-1" } })
+    await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: "plan_unknown", when: "NOW" } })
+
+    await valid("POST /invoices/{id}/payments", { id: invoiceId }, { body: { reference: "bank-1", idempotencyKey: "pay-1" } })
+    await valid("POST /invoices/{id}/payments", { id: invoiceId }, { body: { reference: "bank-1", idempotencyKey: "pay-1" } })
+    await valid("POST /invoices/{id}/payments", { id: invoiceId }, { body: {} })
+    await valid("POST /invoices/{id}/payments", { id: "inv_unknown" }, { body: { reference: "bank-2" } })
+
+    await valid("GET /webhook-endpoints", {}, { query: "limit=5&includeRemoved=true" })
+    await valid("GET /webhook-endpoints/{id}", { id: endpoint.id })
+    await valid("PATCH /webhook-endpoints/{id}", { id: endpoint.id }, { body: { threshold: null, enabled: true } })
+    await valid("POST /webhook-endpoints/{id}/rotate-secret", { id: endpoint.id })
+    const deliveries = (await resultOf(
+      valid("GET /webhook-endpoints/{id}/deliveries", { id: endpoint.id }, { query: "limit=5&status=PENDING" }),
+      200
+    )).deliveries as Array<any>
+    expect(deliveries.length).toBeGreaterThan(0)
+    await valid("GET /webhook-deliveries/{id}", { id: deliveries[0].id })
+    await valid("POST /webhook-deliveries/{id}/retry", { id: deliveries[0].id })
+    await valid("POST /webhook-deliveries/{id}/retry", { id: "whd_unknown" })
+    await valid("GET /organization/settings")
+    await valid("PATCH /organization/settings", {}, { body: { rateLimits: { reads: { perSecond: 5000, burst: 10000 }, writes: null } } })
+    await valid("PATCH /organization/settings", {}, { body: { lateUsageDays: 400 } })
+    await valid("PATCH /organization/settings", {}, { body: { invoiceNumberPrefix: "INV-", paymentInstructions: null } })
 
     // Closing moves last: archive, unarchive, cancel, remove, delete.
     for (const group of catalogue) {
@@ -251,6 +290,8 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
       await valid(`POST /${group}/{id}/unarchive`, { id: records[group] })
     }
     await valid("POST /purchases/{id}/cancel", { id: purchase.id })
+    await valid("DELETE /webhook-endpoints/{id}", { id: endpoint.id })
+    await valid("GET /webhook-endpoints/{id}", { id: endpoint.id })
     await valid("DELETE /customers/{id}/members/{memberId}", { id, memberId: member.id })
     const other = (await resultOf(
       valid("POST /customers", {}, { body: { name: "Bob", email: "bob@example.com", externalId: "bob-1" } }),
@@ -270,7 +311,7 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     for (const [path, item] of Object.entries<any>(document.paths)) {
       for (const method of Object.keys(item)) {
         const operation = `${method.toUpperCase()} ${path.replace("/api/v1", "")}`
-        const params = { id: "x_1", memberId: "mem_1", externalId: "ext-1" }
+        const params = { id: "x_1", memberId: "mem_1", externalId: "ext-1", rawId: "sig_1" }
         const takesBody = item[method].requestBody !== undefined
         const limited = (item[method].parameters ?? []).some((parameter: any) => parameter.name === "limit")
         if (takesBody) await invalid(operation, params, { body: { bogusField: true } })

@@ -157,7 +157,7 @@ describe("GET /pay/{invoiceId}", () => {
     // An invoice of its own to pay: the other tests read theirs OPEN.
     const paid = await makePortalWorld(app, "Paid Co")
     const link = ok(await paid.api.post(`/invoices/${paid.invoice.id}/pay-link`)).url
-    await app.run(Effect.flatMap(Invoices, (invoices) => invoices.pay(paid.acme.organizationId, paid.invoice.id, "bank-1")))
+    await app.run(Effect.flatMap(Invoices, (invoices) => invoices.pay(paid.acme.organizationId, paid.invoice.id, { reference: "bank-1" })))
     const page = await open(link)
     expect(page.status).toBe(200)
     expect(page.text).toMatch(/class="badge PAID"/)

@@ -388,8 +388,13 @@ describe("billing signal send --file", () => {
         refused: 2,
         refusedByStatus: { "400": 1, "422": 1 },
         refusedItems: [
-          { line: 4, statusCode: 422, message: "timestamp is older than this workspace's late-usage window of 35 days" },
-          { line: 5, statusCode: 400, message: expect.stringContaining("timestamp") }
+          {
+            line: 4,
+            statusCode: 422,
+            code: "timestamp_too_old",
+            message: "timestamp is older than this workspace's late-usage window of 35 days"
+          },
+          { line: 5, statusCode: 400, code: "invalid_signal", message: expect.stringContaining("timestamp") }
         ]
       })
       expect(await signalCount()).toBe(before + 4)

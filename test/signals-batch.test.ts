@@ -146,7 +146,7 @@ describe("POST /signal/batch", () => {
         rawId: expect.stringMatching(/^sig_/)
       })
     }
-    // The refused items carry exactly the status and message of their single route.
+    // The refused items carry exactly the status, code and message of their single route.
     for (const [index, { item, route }] of items.entries()) {
       if (route === undefined) continue
       const { type: _, ...body } = item as Record<string, unknown>
@@ -155,21 +155,41 @@ describe("POST /signal/batch", () => {
       expect(results[index], `item ${index}`).toEqual({
         index,
         queued: false,
-        error: { statusCode: single.status, message: single.body.statusDetail.message }
+        error: { statusCode: single.status, code: single.body.statusDetail.code, message: single.body.statusDetail.message }
       })
     }
     expect(results.slice(4, 10).map((r) => r.error.statusCode)).toEqual([400, 404, 409, 400, 400, 400])
     expect(results[4].error.message).toContain("price")
+    expect(results.slice(4, 10).map((r) => r.error.code)).toEqual([
+      "validation_failed",
+      "customer_not_found",
+      "customer_archived",
+      "customer_ref_missing",
+      "validation_failed",
+      "validation_failed"
+    ])
     expect(results[5].error.message).toBe("Customer cus_missing not found")
     expect(results[6].error.message).toBe(`Customer ${archivedId} is archived and cannot receive signals`)
     expect(results[7].error.message).toBe("customerId or externalId must be provided")
     expect(results[8].error.message).toContain("agentKey")
     expect(results[9].error.message).toContain("quantity")
     for (const index of [10, 11]) {
-      expect(results[index]).toEqual({ index, queued: false, error: { statusCode: 400, message: expect.stringContaining("not accepted in a batch") } })
+      expect(results[index]).toEqual({
+        index,
+        queued: false,
+        error: { statusCode: 400, code: "validation_failed", message: expect.stringContaining("not accepted in a batch") }
+      })
     }
-    expect(results[12]).toEqual({ index: 12, queued: false, error: { statusCode: 400, message: "Invalid request: type: is missing" } })
-    expect(results[13].error).toEqual({ statusCode: 400, message: "Invalid request: type: must be one of credit, outcome, unit, wallet" })
+    expect(results[12]).toEqual({
+      index: 12,
+      queued: false,
+      error: { statusCode: 400, code: "validation_failed", message: "Invalid request: type: is missing" }
+    })
+    expect(results[13].error).toEqual({
+      statusCode: 400,
+      code: "validation_failed",
+      message: "Invalid request: type: must be one of credit, outcome, unit, wallet"
+    })
     expect(results[14].error.statusCode).toBe(400)
 
     // Only the four queued items were written, as their single routes would write them.
@@ -381,13 +401,14 @@ describe("POST /signal/batch", () => {
     expect(results[1]).toEqual({
       index: 1,
       queued: false,
-      error: { statusCode: 400, message: "Invalid request: text must not contain NUL characters" }
+      error: { statusCode: 400, code: "invalid_signal", message: "Invalid request: text must not contain NUL characters" }
     })
     const [bad, good] = await Promise.all([
       api().post("/signal/unit", { customerId, agentKey: "pa\u0000ges" }),
       api().post("/signal/unit", { customerId, agentKey: "pages" })
     ])
     expectError(bad!, 400, "NUL")
+    expect(bad!.body.statusDetail.code).toBe("invalid_signal")
     expect(good!.status).toBe(202)
     // A lone surrogate is not text at all: the edge refuses the whole request, naming where it is (docs/api.md).
     const surrogate = await batch([{ type: "wallet", customerId, usage, custom: { ["\uD800"]: 1 } }])
@@ -565,7 +586,7 @@ describe("grouped inbox writes of the single routes", () => {
     }))
     for (const answer of [exit, ...called]) {
       expect(Exit.isFailure(answer) && Cause.isInterruptedOnly(answer.cause)).toBe(true)
-      if (Exit.isFailure(answer)) expect(failureAnswer(answer.cause)).toEqual({ _tag: "Answer", status: 503, message: "The service is shutting down" })
+      if (Exit.isFailure(answer)) expect(failureAnswer(answer.cause)).toEqual({ _tag: "Answer", status: 503, code: "service_unavailable", message: "The service is shutting down" })
     }
     expect(called).toHaveLength(1)
     expect(await inbox("idempotency_key LIKE 'after-stop-%'")).toHaveLength(0)
@@ -710,10 +731,10 @@ describe("billing signal send --file", () => {
         refused: 4,
         refusedByStatus: { "400": 2, "404": 1, "409": 1 },
         refusedItems: [
-          { line: 1202, statusCode: 400, message: expect.stringContaining("not valid JSON") },
-          { line: 1203, statusCode: 404, message: "Customer cus_missing not found" },
-          { line: 1204, statusCode: 400, message: expect.stringContaining("not accepted in a batch") },
-          { line: 1205, statusCode: 409, message: `Customer ${archivedId} is archived and cannot receive signals` }
+          { line: 1202, statusCode: 400, code: "invalid_json", message: expect.stringContaining("not valid JSON") },
+          { line: 1203, statusCode: 404, code: "customer_not_found", message: "Customer cus_missing not found" },
+          { line: 1204, statusCode: 400, code: "validation_failed", message: expect.stringContaining("not accepted in a batch") },
+          { line: 1205, statusCode: 409, code: "customer_archived", message: `Customer ${archivedId} is archived and cannot receive signals` }
         ]
       })
       expect(await inboxCount()).toBe(before + 1201)

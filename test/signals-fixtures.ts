@@ -22,7 +22,7 @@ export const expectError = (response: { status: number; body: any }, status: num
   expect(response.status).toBe(status)
   expect(response.body).toEqual({
     statusCode: status,
-    statusDetail: { status: "ERROR", message: expect.any(String) },
+    statusDetail: { status: "ERROR", code: expect.any(String), message: expect.any(String) },
     result: {}
   })
   if (text) expect(response.body.statusDetail.message).toContain(text)

@@ -168,7 +168,7 @@ describe("Prefer: wait=N with the worker running (as `billing serve` runs it)", 
     expect(await remainingOf(customerId)).toBe(998.8)
   })
 
-  it("a signal the worker refuses: its error envelope with the status it recorded", async () => {
+  it("a signal the worker refuses: its error envelope with the status and code it recorded", async () => {
     const api = client(app, acme)
     const customerId = await api.created("/customers", { name: "No plan", email: "noplan@example.com" }, "customer")
     const answer = await send({ customerId, agentKey: "chat", usage: call }, "wait=10")
@@ -181,6 +181,7 @@ describe("Prefer: wait=N with the worker running (as `billing serve` runs it)", 
     )
     expect(row).toMatchObject({ status: "FAILED", errorStatus: 422 })
     expect(answer.body.statusDetail.message).toBe(row!.errorMessage)
+    expect(answer.body.statusDetail.code).toBe("no_active_plan")
   })
 
   it("a signal held PENDING (unknown externalId): the usual 202, at once", async () => {

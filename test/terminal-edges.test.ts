@@ -10,6 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runCliInProcess } from "../cli/program.ts"
+import { edgeCode, errorCodes } from "../src/http/ApiErrors.ts"
 import { decimal } from "../src/money.ts"
 import { formatsFor, isNegativeInCents } from "../src/portal/Format.ts"
 import { buy, clientOf, type Client, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
@@ -114,10 +115,18 @@ describe("--json errors", () => {
     })
     const usage = await app.cli(["customer", "list", "--bogus", "--json", ...org])
     expect(usage.code).toBe(2)
-    expect(errorDocumentOf(usage.stderr)).toMatchObject({ statusCode: 400, statusDetail: { code: "usage_error", message: expect.stringContaining("--bogus") } })
+    // A command line commander refuses fails its schema, as a request does: the API's code for it.
+    expect(errorDocumentOf(usage.stderr)).toMatchObject({
+      statusCode: 400,
+      statusDetail: { code: edgeCode("ValidationFailed"), message: expect.stringContaining("--bogus") }
+    })
     const invalid = await app.cli(["customer", "create", "--name", "X", "--email", "not-an-email", "--json", ...org])
     expect(invalid.code).toBe(2)
-    expect(errorDocumentOf(invalid.stderr)).toMatchObject({ statusCode: 400, statusDetail: { status: "ERROR" } })
+    expect(errorDocumentOf(invalid.stderr)).toMatchObject({ statusCode: 400, statusDetail: { status: "ERROR", code: "validation_failed" } })
+    // Every code the CLI writes is one of the API's list (docs/api.md "Error codes").
+    for (const document of [missing, usage, invalid].map((run) => errorDocumentOf(run.stderr))) {
+      expect(errorCodes.map((entry) => entry.code)).toContain(document.statusDetail.code)
+    }
     // Without --json, the line people read.
     const plain = await app.cli(["customer", "get", "cus_nope", ...org])
     expect(plain.stderr).toBe("error: Customer cus_nope not found\n")
@@ -135,9 +144,15 @@ describe("lists", () => {
     expectError(await api.get("/customers?limit=0"), 400)
     expect((await app.cli(["customer", "list", "--limit", "1", "--json", ...org])).json.customers).toHaveLength(1)
 
-    for (const path of ["/customers", "/invoices", "/payments", "/purchases", "/taxes", "/plans", "/credits", "/units", `/customers/${customer.id}/members`]) {
+    const endpoint = ok(await api.post("/webhook-endpoints", { url: "https://example.com/hooks" }), 201).endpoint
+    for (
+      const path of [
+        "/customers", "/invoices", "/payments", "/purchases", "/taxes", "/plans", "/credits", "/units",
+        `/customers/${customer.id}/members`, "/signals", "/webhook-endpoints", `/webhook-endpoints/${endpoint.id}/deliveries`
+      ]
+    ) {
       const answer = await api.get(`${path}?cursor=zzz`)
-      expect(answer.status, path).toBe(400)
+      expectError(answer, 400, "unknown_cursor")
       expect(answer.body.statusDetail.message, path).toContain("names no row of this list")
     }
     // Another list's id is no cursor of this one; a real one pages.

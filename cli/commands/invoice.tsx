@@ -1,11 +1,13 @@
 import type { Command } from "commander"
 import { listFooter, newestFirstPage, nextCursorOf, withOldest, limitOption } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
-import { PayLink } from "../../src/billing/BillingApi.ts"
-import { Invoice, Invoices, Payment } from "../../src/billing/Invoices.ts"
+import { PayLink, UpcomingInvoice } from "../../src/billing/BillingApi.ts"
+import { Purchases } from "../../src/billing/Purchases.ts"
+import { withCustomer } from "../customerRef.ts"
+import { Invoice, Invoices, Payment, PaymentCreate } from "../../src/billing/Invoices.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { encode, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { configuredOrigin } from "../../src/links/PublicUrl.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
@@ -30,7 +32,7 @@ const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string 
   <Details
     title={props.title}
     fields={[
-      ["number", props.invoice.number ?? "(none while DRAFT: numbered when final)"],
+      ["number", props.invoice.number ?? (props.invoice.status === "DRAFT" ? "(none while DRAFT: numbered when final)" : "(none: not issued yet)")],
       ["id", props.invoice.id],
       ["customer", props.invoice.customerId],
       ["kind", props.invoice.kind],
@@ -89,14 +91,57 @@ export const registerInvoice = (program: Command) => {
       )
     }))
 
+  withCustomer(
+    invoice.command("upcoming").description("what the cycle job would issue at the current cycle's end (never stored)")
+  ).action((id: string | undefined, options: { json?: boolean; org?: string; externalId?: string }) =>
+    run(
+      options,
+      Effect.gen(function*() {
+        const organizationId = yield* organizationOf(options)
+        const ref = id !== undefined ? { customerId: id } : { externalId: options.externalId ?? "" }
+        return yield* Effect.flatMap(Purchases, (purchases) => purchases.upcoming(organizationId, ref))
+      }),
+      {
+        json: (list) => ({ invoices: list.map(encode(UpcomingInvoice)) }),
+        view: (list) => (
+          <Box flexDirection="column">
+            {list.length === 0 ? <Text>No upcoming invoice: the customer has no live purchase.</Text> : null}
+            {list.map((upcoming, i) => (
+              <InvoiceView key={i} invoice={{ ...upcoming, id: "(upcoming)" }} title={`Upcoming ${upcoming.kind} invoice`} />
+            ))}
+          </Box>
+        )
+      }
+    ))
+
   withOrg(invoice.command("show").description("show an invoice").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>
       run(options, withInvoices(options, (invoices, org) => invoices.get(org, id)), presentInvoice("Invoice")))
 
-  withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice").argument("<id>"))
+  withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice (the whole total)").argument("<id>"))
     .option("--reference <text>", "the payment's reference (bank transfer id, ...)")
-    .action((id: string, options: { json?: boolean; org?: string; reference?: string }) =>
-      run(options, withInvoices(options, (invoices, org) => invoices.pay(org, id, options.reference ?? null)), presentInvoice("Invoice paid")))
+    .option("--idempotency-key <key>", "makes a retry safe: the same key and request records nothing again")
+    .action((id: string, options: { json?: boolean; org?: string; reference?: string; idempotencyKey?: string }) =>
+      run(
+        options,
+        withInvoices(options, (invoices, org) =>
+          Effect.flatMap(
+            decodeInput(PaymentCreate, {
+              ...(options.reference !== undefined ? { reference: options.reference } : {}),
+              ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {})
+            }),
+            (input) => invoices.pay(org, id, input)
+          )),
+        {
+          json: (paid) => ({ invoice: invoiceJson(paid.invoice), payment: paymentJson(paid.payment), replayed: paid.replayed }),
+          view: (paid) => (
+            <InvoiceView
+              invoice={paid.invoice}
+              title={paid.replayed ? `Already paid by ${paid.payment.id} (same idempotency key): nothing recorded again` : `Invoice paid (${paid.payment.id})`}
+            />
+          )
+        }
+      ))
 
   withOrg(invoice.command("void").description("void an OPEN invoice (a DRAFT cannot be voided until it is final)").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>

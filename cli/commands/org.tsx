@@ -11,6 +11,7 @@ import {
   type Organization,
   wholeNumberIn
 } from "../../src/organizations/Organizations.ts"
+import { rateLimitsInForce, ROUTE_FAMILIES, type RateLimit, type RateLimitsChange, type RouteFamily } from "../../src/organizations/RateLimits.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { organizationOf, run, withJson, withOrg } from "../run.ts"
 
@@ -23,8 +24,37 @@ const organizationJson = (organization: Organization) => ({
   lateUsageDays: organization.lateUsageDays,
   invoiceGraceHours: organization.invoiceGraceHours,
   invoiceNumberPrefix: organization.invoiceNumberPrefix,
+  rateLimits: rateLimitsInForce(organization.rateLimits),
   createdAt: organization.createdAt.toISOString()
 })
+
+/**
+ * `--rate-limit-FAMILY PER_SECOND/BURST` (`100/200`: 100 tokens a second, buckets of 200) or `default`;
+ * the numbers' bounds are the service's rule (Organizations.updateSettings).
+ */
+const rateLimitFlags = (options: Partial<Record<RouteFamily, string>>) =>
+  Effect.gen(function*() {
+    const change: { -readonly [F in RouteFamily]?: RateLimit | null } = {}
+    for (const family of ROUTE_FAMILIES) {
+      const value = options[family]?.trim()
+      if (value === undefined) continue
+      if (value === "default") {
+        change[family] = null
+        continue
+      }
+      const match = /^(\d+(?:\.\d+)?|\.\d+)\/(\d+)$/.exec(value)
+      if (match === null) {
+        return yield* new BadRequest({
+          message: `--rate-limit-${family} must be PER_SECOND/BURST (such as 100/200) or default (got ${JSON.stringify(value)})`
+        })
+      }
+      change[family] = { perSecond: Number(match[1]), burst: Number(match[2]) }
+    }
+    return Object.keys(change).length === 0 ? undefined : change as RateLimitsChange
+  })
+
+const rateLimitText = (limit: RateLimit & { readonly source: string }) =>
+  `${limit.perSecond}/s, burst ${limit.burst}${limit.source === "DEFAULT" ? " (default)" : ""}`
 
 /** A whole-number flag within `range`: "7" is 7; "7.5", "x" or out of range is a 400 naming the flag, nothing written. */
 const wholeFlag = (flag: string, value: string | undefined, range: { readonly min: number; readonly max: number }) => {
@@ -105,6 +135,9 @@ export const registerOrg = (program: Command) => {
       `how long a cycle-end usage invoice stays DRAFT for late usage, in hours (${INVOICE_GRACE_HOURS.min} to ${INVOICE_GRACE_HOURS.max}, default ${INVOICE_GRACE_HOURS.default})`
     )
     .option("--invoice-number-prefix <text>", "what invoice numbers finalised from now on start with (default INV-; \"\" for none)")
+    .option("--rate-limit-signals <rate/burst>", "API rate limit per key for signals and checks: PER_SECOND/BURST, or default (50000/100000)")
+    .option("--rate-limit-reads <rate/burst>", "API rate limit per key for reads: PER_SECOND/BURST, or default (10000/20000)")
+    .option("--rate-limit-writes <rate/burst>", "API rate limit per key for other changes: PER_SECOND/BURST, or default (5000/10000)")
     .action((options: {
       json?: boolean
       org?: string
@@ -114,6 +147,9 @@ export const registerOrg = (program: Command) => {
       paymentInstructions?: string
       lateUsageDays?: string
       invoiceGraceHours?: string
+      rateLimitSignals?: string
+      rateLimitReads?: string
+      rateLimitWrites?: string
     }) =>
       run(
         options,
@@ -123,13 +159,19 @@ export const registerOrg = (program: Command) => {
           const reserved = options.reservedWallet === undefined ? undefined : ["on", "true", "yes"].includes(options.reservedWallet)
           const lateUsageDays = yield* wholeFlag("--late-usage-days", options.lateUsageDays, LATE_USAGE_DAYS)
           const invoiceGraceHours = yield* wholeFlag("--invoice-grace-hours", options.invoiceGraceHours, INVOICE_GRACE_HOURS)
+          const rateLimits = yield* rateLimitFlags({
+            signals: options.rateLimitSignals,
+            reads: options.rateLimitReads,
+            writes: options.rateLimitWrites
+          })
           return yield* organizations.updateSettings(id, {
             reservedWalletEnabled: reserved,
             name: options.name,
             paymentInstructions: options.paymentInstructions,
             lateUsageDays,
             invoiceGraceHours,
-            invoiceNumberPrefix: options.invoiceNumberPrefix
+            invoiceNumberPrefix: options.invoiceNumberPrefix,
+            rateLimits
           })
         }),
         {
@@ -144,7 +186,10 @@ export const registerOrg = (program: Command) => {
                 ["payment instructions", organization.paymentInstructions ?? "(not set)"],
                 ["late-usage window", `${organization.lateUsageDays} day(s)`],
                 ["invoice grace period", organization.invoiceGraceHours === 0 ? "none (usage invoices final at once)" : `${organization.invoiceGraceHours} hour(s)`],
-                ["invoice numbers", `${organization.invoiceNumberPrefix}000001, ...`]
+                ["invoice numbers", `${organization.invoiceNumberPrefix}000001, ...`],
+                ...ROUTE_FAMILIES.map((family) =>
+                  [`rate limit ${family}`, rateLimitText(rateLimitsInForce(organization.rateLimits)[family])] as const
+                )
               ]}
             />
           )

@@ -1,7 +1,8 @@
 import type { Command } from "commander"
 import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
-import { PurchaseCreate, PurchaseJson, type PurchaseRow, PurchaseUpdate, toPurchaseJson } from "../../src/billing/Purchase.ts"
+import { PurchaseChange, PurchaseCreate, PurchaseJson, type PurchaseRow, PurchaseUpdate, toPurchaseJson } from "../../src/billing/Purchase.ts"
+import { Invoice } from "../../src/billing/Invoices.ts"
 import { Purchases } from "../../src/billing/Purchases.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
@@ -27,7 +28,10 @@ const PurchaseView = (props: { readonly purchase: PurchaseRow; readonly title: s
         ["cost", `${BigDecimal.format(p.cost)} ${p.currencyCode}`],
         ["billing date", p.billingDate.toISOString()],
         ["current cycle", p.currentPeriodStart ? `${p.currentPeriodStart.toISOString()} .. ${p.currentPeriodEnd?.toISOString()}` : "-"],
-        ["auto-payment", p.autoPayment ? "on" : "off"]
+        ["auto-payment", p.autoPayment ? "on" : "off"],
+        ...(p.scheduledChange === null
+          ? []
+          : [["scheduled change", `to ${p.scheduledChange.planId} at ${p.scheduledChange.at.toISOString()}`] as const])
       ]}
     />
   )
@@ -131,6 +135,67 @@ export const registerPurchase = (program: Command) => {
         Effect.flatMap(organizationOf(options), (organizationId) =>
           Effect.flatMap(Purchases, (purchases) => purchases.cancel(organizationId, PurchaseId.make(id)))),
         presentOne("Purchase cancelled")
+      )
+    )
+
+  withOrg(
+    purchase.command("change")
+      .description("change a purchase's plan: now, prorated on a PRORATION invoice, or at the cycle end")
+      .argument("<id>")
+  )
+    .requiredOption("--plan <id>", "the active plan to move to")
+    .option("--at-cycle-end", "schedule the change for the current cycle's end (no proration)")
+    .option("--idempotency-key <key>", "a repeat with the same key changes nothing again")
+    .action((id: string, options: { json?: boolean; org?: string; plan: string; atCycleEnd?: boolean; idempotencyKey?: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const input = yield* decodeInput(PurchaseChange, {
+            planId: options.plan,
+            when: options.atCycleEnd === true ? "CYCLE_END" : "NOW",
+            ...(options.idempotencyKey === undefined ? {} : { idempotencyKey: options.idempotencyKey })
+          })
+          return yield* Effect.flatMap(Purchases, (purchases) => purchases.change(organizationId, PurchaseId.make(id), input))
+        }),
+        {
+          json: (result) => ({
+            changed: true,
+            replayed: result.replayed,
+            purchase: purchaseJson(result.purchase),
+            invoice: result.invoice === null ? null : encode(Invoice)(result.invoice)
+          }),
+          view: (result) => (
+            <Details
+              title={result.replayed ? "Plan change (already made)" : result.invoice === null && result.purchase.scheduledPlanId !== null
+                ? "Plan change scheduled"
+                : "Plan changed"}
+              fields={[
+                ["purchase", result.purchase.id],
+                ["plan", `${result.purchase.snapshot.name} (${result.purchase.planId})`],
+                ...(result.purchase.scheduledPlanId === null
+                  ? []
+                  : [["scheduled change", `to ${result.purchase.scheduledPlanId}`] as const]),
+                ...(result.invoice === null ? [] : [
+                  ["invoice", `${result.invoice.kind} ${result.invoice.id} (${result.invoice.status})`] as const,
+                  ...result.invoice.lines.map((line, i) => [`line ${i + 1}`, `${line.description}: ${BigDecimal.format(line.amount)}`] as const),
+                  ...result.invoice.taxLines.map((tax) => [`tax ${tax.name}`, BigDecimal.format(tax.amount)] as const),
+                  ["total", `${BigDecimal.format(result.invoice.total)} ${result.invoice.currencyCode}`] as const
+                ])
+              ]}
+            />
+          )
+        }
+      )
+    )
+
+  withOrg(purchase.command("remove-scheduled-change").description("drop the plan change waiting for the cycle end").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(
+        options,
+        Effect.flatMap(organizationOf(options), (organizationId) =>
+          Effect.flatMap(Purchases, (purchases) => purchases.removeScheduledChange(organizationId, PurchaseId.make(id)))),
+        presentOne("Scheduled plan change removed")
       )
     )
 }

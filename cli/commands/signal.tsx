@@ -31,7 +31,7 @@ const SignalView = (props: { readonly signal: SignalRecord; readonly title: stri
       ["agentKey", props.signal.agentKey ?? "-"],
       ["runId", props.signal.runId ?? "-"],
       ["composite", props.signal.compositeRef ? `${props.signal.compositeRef}=${props.signal.compositeValue}` : "-"],
-      ["error", props.signal.errorStatus ? `${props.signal.errorStatus} ${props.signal.errorMessage}` : "-"],
+      ["error", props.signal.errorStatus ? `${props.signal.errorStatus} ${props.signal.errorCode ?? ""} ${props.signal.errorMessage}` : "-"],
       ["usageLogId", props.signal.usageLogId ?? "-"],
       ["attempts", String(props.signal.attempts)],
       ["occurred", props.signal.occurredAt === null ? "- (at intake)" : `${props.signal.occurredAt.toISOString()}${props.signal.late ? " (late: backfill lane)" : ""}`],
@@ -50,17 +50,18 @@ const SignalTable = (props: { readonly signals: ReadonlyArray<SignalRecord>; rea
       { header: "STATUS", value: (s) => s.status },
       { header: "CUSTOMER", value: (s) => s.customerId ?? `ext:${s.externalId}` },
       { header: "AGENT KEY", value: (s) => s.agentKey ?? "-" },
-      { header: "ERROR", value: (s) => (s.errorStatus ? `${s.errorStatus} ${s.errorMessage}` : "") }
+      { header: "ERROR", value: (s) => (s.errorStatus ? `${s.errorStatus} ${s.errorCode ?? ""} ${s.errorMessage}` : "") }
     ]}
     rows={props.signals}
     footer={props.footer}
   />
 )
 
-/** A line of the file that was not queued, and why (the status and message the API would answer). */
+/** A line of the file that was not queued, and why (the status, code and message the API would answer). */
 interface RefusedLine {
   readonly line: number
   readonly statusCode: number
+  readonly code: string
   readonly message: string
 }
 
@@ -117,6 +118,7 @@ const sendFile = (
                 summary.refused.push({
                   line: index + 1,
                   statusCode: 400,
+                  code: "invalid_json",
                   message: `not valid JSON: ${(error as Error).message}`
                 })
               }

@@ -14,6 +14,7 @@ import {
   DeliveryStatus,
   type Endpoint,
   EndpointCreate,
+  EndpointUpdate,
   EVENT_TYPES
 } from "../../src/webhooks/Webhook.ts"
 import { progressReporter, watch } from "../ui/Live.tsx"
@@ -188,6 +189,35 @@ export const registerWebhook = (program: Command) => {
               footer={`${endpoints.length} endpoint(s)`}
             />
           )
+        }
+      )
+    )
+
+  withOrg(webhook.command("update").description("change an endpoint's URL, events or threshold").argument("<endpointId>"))
+    .option("--url <url>", "where events are POSTed")
+    .option("--events <list>", `comma-separated event types: ${EVENT_TYPES.join(", ")}`, parseEvents)
+    .option(
+      "--threshold <usd>",
+      "drop and recovery level for customers without an alert level of their own; \"none\" removes it",
+      (value: string) => value.trim() === "none" ? "none" : decimalFlag(value)
+    )
+    .action((id: string, options: Flags & { url?: string; events?: Array<string>; threshold?: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const input = yield* decodeInput(EndpointUpdate, {
+            ...(options.url !== undefined ? { url: options.url } : {}),
+            ...(options.events ? { events: options.events } : {}),
+            ...(options.threshold !== undefined
+              ? { threshold: options.threshold === "none" ? null : options.threshold }
+              : {})
+          })
+          return yield* Effect.flatMap(WebhookEndpoints, (endpoints) => endpoints.update(organizationId, id, input))
+        }),
+        {
+          json: (endpoint) => ({ endpoint: endpointJson(endpoint) }),
+          view: (endpoint) => <EndpointView title="Endpoint updated" endpoint={endpoint} />
         }
       )
     )

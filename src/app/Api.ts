@@ -22,7 +22,8 @@ import { UnitsApi } from "../units/UnitsApi.ts"
 import { CompositesApi } from "../composites/CompositesApi.ts"
 import { PlansApi } from "../plans/PlansApi.ts"
 import { EntitlementsApi } from "../entitlements/EntitlementsApi.ts"
-import { OrganizationApi } from "../billing/SettingsApi.ts"
+import { WebhooksApi } from "../webhooks/WebhooksApi.ts"
+import { OrganizationApi } from "../http/OrganizationApi.ts"
 
 export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(CustomersApi))
@@ -39,6 +40,7 @@ export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(SignalsApi))
   .add(authenticated(UsageApi))
   .add(authenticated(EntitlementsApi))
+  .add(authenticated(WebhooksApi))
   .add(authenticated(OrganizationApi)))
   .prefix(apiPrefix)
   .annotate(OpenApi.Title, "Usage metering and billing API")

@@ -8,6 +8,11 @@
  * The `webhooks` section describes every event body the service POSTs to
  * endpoints (src/webhooks/EventSchemas.ts).
  *
+ * Error codes: each status's envelope enumerates the codes of that status
+ * (`statusDetail.code`), and each operation lists, in `x-error-codes`, the
+ * codes of the error statuses it declares: the codes it can answer, derived
+ * from its statuses (src/http/ApiErrors.ts `codesOfStatus`).
+ *
  * Every error response references `ErrorEnvelope[status]` (src/http/Envelope.ts),
  * the schema every error answer is encoded through.
  *
@@ -18,6 +23,7 @@
  */
 import * as OpenApi from "@effect/platform/OpenApi"
 import type { ErrorStatus } from "../http/Envelope.ts"
+import { codesOfStatus } from "../http/ApiErrors.ts"
 import { type ErrorDescriptions, errorResponse, isError, isWrittenResponse } from "../http/Documented.ts"
 import { webhooksDocument } from "../webhooks/EventSchemas.ts"
 
@@ -32,6 +38,7 @@ const parameterRefusals =
 const pathRefusal = "The path is not valid percent-encoding."
 
 type Operation = {
+  "x-error-codes"?: ReadonlyArray<string>
   requestBody?: unknown
   parameters?: ReadonlyArray<{ readonly in: string }>
   responses: Record<string, unknown>
@@ -87,6 +94,9 @@ export const documentApi = OpenApi.annotations({
           ...(operation.requestBody !== undefined
             ? { 415: "The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON)." }
             : {}),
+          429: "The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of " +
+            "the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` " +
+            "headers give the policy and what is left (docs/api.md, \"Rate limits\").",
           500: "A failure inside the service; the message discloses nothing internal. Retry with backoff."
         }
         const responses: Record<string, unknown> = {}
@@ -102,6 +112,7 @@ export const documentApi = OpenApi.annotations({
         }
         for (const status of Object.keys(errors).sort()) responses[status] = errors[status]
         operation.responses = responses
+        operation["x-error-codes"] = Object.keys(errors).sort().flatMap((status) => codesOfStatus(Number(status)))
       }
     }
     const schemas = spec.components.schemas as Record<string, unknown>

@@ -35,7 +35,8 @@ import { PlansHttpLive } from "../plans/PlansHttp.ts"
 import { SignalsHttpLive } from "../signals/SignalsHttp.ts"
 import { EntitlementsHttpLive } from "../entitlements/EntitlementsHttp.ts"
 import { UsageHttpLive } from "../usage/UsageHttp.ts"
-import { OrganizationHttpLive } from "../billing/SettingsHttp.ts"
+import { WebhooksHttpLive } from "../webhooks/WebhooksHttp.ts"
+import { OrganizationHttpLive } from "../http/OrganizationHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
 import { guardBodies, keyCheckOf, type RouteMatcher } from "../http/BodyGuard.ts"
@@ -43,6 +44,7 @@ import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { renderFailures, type RouteTable } from "../http/Envelope.ts"
 import { IntakeLane } from "../signals/IntakeLane.ts"
 import { CheckLane } from "../entitlements/CheckLane.ts"
+import { RateLimiter } from "../http/RateLimit.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 
 /**
@@ -105,7 +107,7 @@ const requestLogging = (log: RequestLog.RequestLogger) =>
     })
   )
 
-const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive, EntitlementsHttpLive, OrganizationHttpLive)
+const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive, EntitlementsHttpLive, WebhooksHttpLive, OrganizationHttpLive)
 
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(RoutesLive),
@@ -172,6 +174,8 @@ export const makeHttpServer = (options: HttpServerOptions) => {
     // Built before the server and released after it: the lanes' requests in flight end with the server.
     Layer.provideMerge(Layer.merge(IntakeLane.layer(Api), CheckLane.layer(Api))),
     // Built before the HTTP server and released after it: lines of requests that finish while it closes are written.
-    Layer.provide(RequestLog.layer(options.requestLog))
+    Layer.provide(RequestLog.layer(options.requestLog)),
+    // One process's token buckets, shared by the lanes and the full server's authentication (src/http/RateLimit.ts).
+    Layer.provide(RateLimiter.Default)
   )
 }

@@ -204,7 +204,10 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
       target: typeof KeyedRow.Type,
       wallet: WalletKind
     ) =>
-      target.purchaseId !== null && target.componentId !== null
+      // A component the purchase no longer sells (its plan changed): nothing of it is left.
+      target.purchaseId !== null && target.componentId === null
+        ? Effect.succeed(ZERO)
+        : target.purchaseId !== null && target.componentId !== null
         ? Effect.map(
           findOne(
             BalanceRow,

@@ -6,11 +6,11 @@ import { byExternalId, CustomerIdPath, customerNotFound, ExternalIdPath } from "
 import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/Documented.ts"
 import { ActiveParam, PageParams } from "../http/Pagination.ts"
-import { Money, MoneyInput, strict, Timestamp } from "../schema.ts"
+import { ExternalId, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
 import { AdjustResult, FractionAdjust, WalletAdjust, WholeAdjust } from "./Adjustments.ts"
 import { CurrentPlan, CustomerBalances } from "./Balances.ts"
-import { Invoice, Payment } from "./Invoices.ts"
-import { PurchaseCreate, PurchaseJson, PurchaseUpdate } from "./Purchase.ts"
+import { Invoice, Payment, PaymentCreate, PaymentRecorded } from "./Invoices.ts"
+import { PurchaseChange, PurchaseCreate, PurchaseJson, PurchaseUpdate } from "./Purchase.ts"
 import { Tax, TaxCreate, TaxUpdate } from "./Taxes.ts"
 import { LedgerEntry } from "./Wallets.ts"
 import { CustomerId, PurchaseId } from "../ids.ts"
@@ -98,6 +98,31 @@ const walletAdjust = customerRoute({
 
 const PurchaseResult = Schema.Struct({ purchase: PurchaseJson })
 
+const ChangeResult = Schema.Struct({
+  changed: Schema.Literal(true),
+  replayed: Schema.Boolean.annotations({ description: "True when this answers a repeat of an `idempotencyKey`." }),
+  purchase: PurchaseJson,
+  invoice: Schema.NullOr(Invoice).annotations({
+    description: "The PRORATION invoice a change NOW of an ACTIVE purchase issued; null otherwise."
+  })
+})
+
+/** An invoice the cycle job would issue, computed and never stored: it has no id yet. */
+export const UpcomingInvoice = Schema.Struct({
+  ...Invoice.fields,
+  id: Schema.Null.annotations({ description: "Always null: the invoice is not issued yet." }),
+  number: Schema.Null.annotations({ description: "Always null: a number is given when an invoice is issued final." })
+})
+
+const UpcomingParams = Schema.Struct({
+  customerId: Schema.optional(CustomerId).annotations({
+    description: "The service's customer id. Required unless `externalId` is sent; wins when both are."
+  }),
+  externalId: Schema.optional(ExternalId).annotations({
+    description: "Your own id of an active customer, used when `customerId` is not sent."
+  })
+})
+
 export class PurchasesApi extends HttpApiGroup.make("purchases")
   .add(
     HttpApiEndpoint.post("create", "/purchases")
@@ -169,9 +194,60 @@ export class PurchasesApi extends HttpApiGroup.make("purchases")
         errors: { 404: "No purchase with this id in the workspace.", 409: "The purchase is already cancelled." }
       }))
   )
+  .add(
+    HttpApiEndpoint.post("change", "/purchases/:id/change")
+      .setPath(PurchaseIdPath)
+      .setPayload(PurchaseChange)
+      .addSuccess(
+        Success(ChangeResult, {
+          message: (result) =>
+            result.replayed
+              ? "Already processed: this idempotencyKey was used before; nothing was changed again"
+              : result.purchase.scheduledChange !== null && result.invoice === null
+              ? "Plan change scheduled"
+              : "Plan changed"
+        })
+      )
+      .annotateContext(documented({
+        summary: "Change a purchase's plan",
+        description: "Moves a purchase to another active plan; the billing anchor stays. `when: NOW` changes it at " +
+          "once: the unused share of the old plan's price is credited and the new plan's price charged for the rest " +
+          "of the cycle, both prorated to the second and rounded to the cent, on one `PRORATION` invoice that also " +
+          "bills the old plan's usage in arrears so far (returned as `invoice`; a net credit goes to the wallet). " +
+          "Prepaid balances move by the share of the cycle left. `when: CYCLE_END` schedules the change " +
+          "(`purchase.scheduledChange`): the cycle job applies it at the renewal, without proration. The new plan is " +
+          "copied as it is at the request. With an `idempotencyKey` a repeat changes nothing and answers the first " +
+          "change (`replayed: true`).",
+        errors: {
+          400: "The body fails its schema (the message names the field), or the plan is unknown or archived.",
+          404: "No purchase with this id in the workspace.",
+          409: "The purchase is cancelled, or its customer is archived.",
+          422: "The `idempotencyKey` was used before with a different request. Nothing is changed."
+        }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.del("removeScheduledChange", "/purchases/:id/scheduled-change")
+      .setPath(PurchaseIdPath)
+      .addSuccess(
+        Success(Schema.Struct({ removed: Schema.Literal(true), purchase: PurchaseJson }), {
+          message: "Scheduled plan change removed"
+        })
+      )
+      .annotateContext(documented({
+        summary: "Remove a purchase's scheduled plan change",
+        description: "Drops the change waiting for the cycle end (`when: CYCLE_END`): the purchase renews on its " +
+          "current plan.",
+        errors: {
+          404: "No purchase with this id in the workspace, or it has no scheduled plan change.",
+          409: "The purchase is cancelled, or its customer is archived."
+        }
+      }))
+  )
   .annotate(
     OpenApi.Description,
-    "Purchases: a customer's purchase of a plan, which starts its billing cycle and charges prepaid components."
+    "Purchases: a customer's purchase of a plan, which starts its billing cycle and charges prepaid components; " +
+      "plan changes, prorated now or scheduled for the cycle end."
   )
 {}
 
@@ -357,6 +433,23 @@ export const PayLink = Schema.Struct({ invoiceId: Schema.String, url: Schema.Str
 
 export class InvoicesApi extends HttpApiGroup.make("invoices")
   .add(
+    HttpApiEndpoint.get("upcoming", "/invoices/upcoming")
+      .setUrlParams(UpcomingParams)
+      .addSuccess(Success(Schema.Struct({ invoices: Schema.Array(UpcomingInvoice) }), { message: "Upcoming invoices" }))
+      .annotateContext(documented({
+        summary: "Preview a customer's upcoming invoices",
+        description: "What the cycle job would issue at the end of the current cycle if no more usage arrived, " +
+          "computed by the cycle job's own code and never stored (`id` and `number` null): the ending cycle's USAGE " +
+          "invoice (when it bills anything) and the next cycle's PLAN invoice, a scheduled plan change applied, with " +
+          "the active taxes and the auto-payment the wallet would make now. A SCHEDULED purchase: its first PLAN " +
+          "invoice. No live purchase: an empty list.",
+        errors: {
+          400: "Neither `customerId` nor `externalId` is sent, or the `externalId` is malformed.",
+          404: "No customer with this id, or no active customer with this `externalId`."
+        }
+      }))
+  )
+  .add(
     HttpApiEndpoint.get("list", "/invoices")
       .setUrlParams(CustomerFilter)
       .addSuccess(Success(Schema.Struct({ invoices: Schema.Array(Invoice) }), { message: "Invoices" }))
@@ -385,6 +478,34 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
         errors: {
           404: "No invoice with this id in the workspace.",
           409: "The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing."
+        }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("recordPayment", "/invoices/:id/payments")
+      .setPath(PurchaseIdPath)
+      .setPayload(PaymentCreate)
+      .addSuccess(
+        Success(PaymentRecorded, {
+          status: 201,
+          message: (result) =>
+            result.replayed
+              ? "Already processed: this idempotencyKey was used before; nothing was recorded again"
+              : "Payment recorded"
+        })
+      )
+      .annotateContext(documented({
+        summary: "Record a payment of an invoice",
+        description: "Records a payment received outside the service (a bank transfer, a cheque) for an OPEN " +
+          "invoice: the whole `total`, method `MANUAL`, with an optional `reference`; the invoice becomes PAID. " +
+          "The same rules as `billing invoice pay`. Send an `idempotencyKey` to make a retry safe: a repeat of the " +
+          "same request (same invoice, same reference) records nothing and answers the first payment again with " +
+          "`replayed: true`, even though the invoice is PAID by then.",
+        errors: {
+          404: "No invoice with this id in the workspace.",
+          409: "The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing.",
+          422: "The `idempotencyKey` was used before with a different request (another invoice or reference). " +
+            "Nothing is recorded."
         }
       }))
   )

@@ -37,6 +37,19 @@ export const PurchasesHttpLive = HttpApiBuilder.group(groupApi(PurchasesApi), "p
         forOrganization((org) => purchases.cancel(org, path.id)).pipe(
           Effect.map((row) => ({ cancelled: true as const, purchase: toPurchaseJson(row) }))
         ))
+      .handle("change", ({ path, payload }) =>
+        forOrganization((org) => purchases.change(org, path.id, payload)).pipe(
+          Effect.map(({ invoice, purchase, replayed }) => ({
+            changed: true as const,
+            replayed,
+            purchase: toPurchaseJson(purchase),
+            invoice
+          }))
+        ))
+      .handle("removeScheduledChange", ({ path }) =>
+        forOrganization((org) => purchases.removeScheduledChange(org, path.id)).pipe(
+          Effect.map((row) => ({ removed: true as const, purchase: toPurchaseJson(row) }))
+        ))
   }))
 
 export const BalancesHttpLive = HttpApiBuilder.group(groupApi(BalancesApi), "balances", (handlers) =>
@@ -102,7 +115,10 @@ export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "inv
   Effect.gen(function*() {
     const invoices = yield* Invoices
     const taxes = yield* Taxes
+    const purchases = yield* Purchases
     return handlers
+      .handle("upcoming", ({ urlParams }) =>
+        forOrganization((org) => purchases.upcoming(org, urlParams)).pipe(Effect.map((list) => ({ invoices: list }))))
       .handle("list", ({ urlParams }) =>
         forOrganization((org) => invoices.list(org, { customerId: urlParams.customerId, page: toPage(urlParams) })).pipe(
           Effect.map((list) => ({ invoices: list }))
@@ -111,6 +127,7 @@ export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "inv
         forOrganization((org) => invoices.get(org, path.id)).pipe(Effect.map((invoice) => ({ invoice }))))
       .handle("payLink", ({ path }) =>
         Effect.flatMap(requestOrigin, (origin) => forOrganization((org) => invoices.payLink(org, path.id, origin))))
+      .handle("recordPayment", ({ path, payload }) => forOrganization((org) => invoices.pay(org, path.id, payload)))
       .handle("listPayments", ({ urlParams }) =>
         forOrganization((org) => invoices.listPayments(org, { customerId: urlParams.customerId, page: toPage(urlParams) }))
           .pipe(Effect.map((payments) => ({ payments }))))

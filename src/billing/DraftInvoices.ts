@@ -72,7 +72,7 @@ const DraftCycle = Schema.Struct({
 type DraftCycle = typeof DraftCycle.Type
 
 const draftColumns = `pc.organization_id, pc.purchase_id, pc.cycle_index, pc.customer_id, pc.period_start, pc.period_end,
-  pc.usage_invoice_id, p.snapshot->>'currencyCode' AS currency_code, p.auto_payment`
+  pc.usage_invoice_id, coalesce(pc.snapshot, p.snapshot)->>'currencyCode' AS currency_code, p.auto_payment`
 
 /** A balance row of a DRAFT cycle, with its component as the purchase's snapshot names it. */
 const CycleBalance = Schema.Struct({
@@ -131,7 +131,10 @@ const rebuild = (sql: SqlClient.SqlClient, cycles: ReadonlyArray<DraftCycle>, no
                  c.value->>'type' AS component_type, c.value->>'unitPrice' AS unit_price
           FROM cycle_balances cb
           JOIN purchases p ON p.organization_id = cb.organization_id AND p.id = cb.purchase_id
-          LEFT JOIN LATERAL (SELECT e.value FROM jsonb_array_elements(p.snapshot->'components') e
+          -- The plan the cycle was billed under: its own snapshot when the purchase changed plan since.
+          JOIN purchase_cycles pc ON pc.organization_id = cb.organization_id AND pc.purchase_id = cb.purchase_id
+            AND pc.cycle_index = cb.cycle_index
+          LEFT JOIN LATERAL (SELECT e.value FROM jsonb_array_elements(coalesce(pc.snapshot, p.snapshot)->'components') e
                              WHERE e.value->>'id' = cb.component_id LIMIT 1) c ON true
           WHERE (cb.organization_id, cb.purchase_id, cb.cycle_index) IN (
             SELECT * FROM unnest(${keys.organizations}::text[], ${keys.purchases}::text[], ${keys.indexes}::int[]))

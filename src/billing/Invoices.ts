@@ -19,13 +19,14 @@
  * invoice without a number (migrations/0019_invoice_numbers.sql).
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Schema } from "effect"
-import { dieOnSqlError, findAll, findByIdOr, insertRowsStatement, knownCursor, NamedWrite, pageClause, recordsetOf, writeTogether } from "../db/Sql.ts"
+import { BigDecimal, Effect, Either, Option, Schema } from "effect"
+import { dieOnSqlError, findAll, findByIdOr, findOne, insertRowsStatement, knownCursor, NamedWrite, pageClause, recordsetOf, writeTogether } from "../db/Sql.ts"
 import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
+import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
 import type { Page } from "../Page.ts"
 import { CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
-import { Money, Timestamp } from "../schema.ts"
+import { IdempotencyKey, Money, strict, Timestamp } from "../schema.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../links/InvoiceLinks.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
 import { currentTime, timeFromNow } from "../time.ts"
@@ -43,12 +44,19 @@ export const InvoiceNumber = Schema.NullOr(Schema.String).annotations({
     "given when the invoice is finalised; null while it is a DRAFT."
 })
 
+/**
+ * PLAN: a cycle start's plan cost; USAGE: an ended cycle's ARREAR usage (and late lines); PRORATION: a plan
+ * change NOW (the old plan's unused share credited, the new plan's share charged, the old plan's usage so far).
+ */
+export const InvoiceKind = Schema.Literal("PLAN", "USAGE", "PRORATION")
+export type InvoiceKind = typeof InvoiceKind.Type
+
 class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   id: Schema.String,
   number: InvoiceNumber,
   customerId: CustomerId,
   purchaseId: Schema.NullOr(Schema.String),
-  kind: Schema.Literal("PLAN", "USAGE"),
+  kind: InvoiceKind,
   status: InvoiceStatus,
   currencyCode: Schema.String,
   periodStart: Schema.NullOr(Timestamp),
@@ -103,7 +111,7 @@ export const Invoice = Schema.Struct({
   number: InvoiceNumber,
   customerId: Schema.String,
   purchaseId: Schema.NullOr(Schema.String),
-  kind: Schema.Literal("PLAN", "USAGE"),
+  kind: InvoiceKind,
   status: InvoiceStatus,
   currencyCode: Schema.String,
   periodStart: Schema.NullOr(Timestamp),
@@ -129,6 +137,37 @@ export class Payment extends Schema.Class<Payment>("Payment")({
   reference: Schema.NullOr(Schema.String),
   createdAt: Timestamp
 }) {}
+
+/**
+ * A payment received outside the service, recorded by an operator (`billing
+ * invoice pay`) or a product (`POST /invoices/{id}/payments`): both doors decode
+ * it with this schema and call `Invoices.pay`. A payment settles the whole
+ * invoice (its `total`); there are no partial payments.
+ */
+export const PaymentCreate = Schema.Struct({
+  reference: Schema.optional(
+    Schema.String.pipe(
+      Schema.minLength(1, { message: () => "must not be empty" }),
+      Schema.maxLength(500, { message: () => "must be at most 500 characters" })
+    ).annotations({ description: "The payment's reference (a bank transfer's id, a cheque number), 1 to 500 characters." })
+  ),
+  idempotencyKey: Schema.optional(IdempotencyKey.annotations({
+    description: "1 to 255 characters, unique among the workspace's payments. The same key with the same request " +
+      "(same invoice, same reference) records nothing again and answers the first payment (`replayed: true`); the " +
+      "same key with a different request is refused (422). A refused payment never uses up its key."
+  }))
+}).annotations(strict)
+export type PaymentCreate = typeof PaymentCreate.Type
+
+/** What recording a payment answers: the payment, the invoice it paid, and whether it was a keyed repeat. */
+export const PaymentRecorded = Schema.Struct({
+  replayed: Schema.Boolean.annotations({
+    description: "true when the `idempotencyKey` was used before with this request: nothing was recorded again."
+  }),
+  payment: Payment,
+  invoice: Invoice
+})
+export type PaymentRecorded = typeof PaymentRecorded.Type
 
 export interface LineInput {
   readonly description: string
@@ -181,7 +220,7 @@ export interface IssuedInvoice {
   readonly id: string
   readonly customerId: string
   readonly purchaseId: string
-  readonly kind: "PLAN" | "USAGE"
+  readonly kind: InvoiceKind
   readonly currencyCode: string
   readonly periodStart: Date
   readonly periodEnd: Date
@@ -405,6 +444,50 @@ export const lineRecords = (
 
 const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.multiply(amount, HUNDRED), 0))
 
+/**
+ * An invoice computed in memory, in the shape the API answers a stored one
+ * with: the same status and totals `invoiceRecord` writes, the lines and tax
+ * lines as `lineRecords` writes them. The answer of a plan change (its
+ * PRORATION invoice, as written: `number` is the one its INSERT took) and the
+ * upcoming invoices (never written, so never numbered: `number` null).
+ */
+export const issuedInvoiceJson = (invoice: IssuedInvoice, paidAt: Date | null, number: string | null): Invoice => {
+  const record = invoiceRecord(invoice, paidAt)
+  return {
+    id: invoice.id,
+    number,
+    customerId: invoice.customerId,
+    purchaseId: invoice.purchaseId,
+    kind: invoice.kind,
+    status: record.status as Invoice["status"],
+    currencyCode: invoice.currencyCode,
+    periodStart: invoice.periodStart,
+    periodEnd: invoice.periodEnd,
+    lines: invoice.lines.map((line) => ({
+      description: line.description,
+      componentId: line.componentId,
+      quantity: line.quantity === null ? null : BigDecimal.normalize(line.quantity),
+      unitPrice: line.unitPrice === null ? null : BigDecimal.normalize(line.unitPrice),
+      amount: BigDecimal.normalize(line.amount),
+      periodStart: line.periodStart ?? invoice.periodStart,
+      periodEnd: line.periodEnd ?? invoice.periodEnd
+    })),
+    taxLines: invoice.totals.taxes.map(({ amount, tax }) => ({
+      taxId: tax.id,
+      name: tax.name,
+      ratePercent: tax.ratePercent,
+      amount
+    })),
+    subtotal: invoice.totals.subtotal,
+    taxTotal: invoice.totals.taxTotal,
+    total: invoice.totals.total,
+    totalCents: cents(invoice.totals.total),
+    issuedAt: invoice.at,
+    paidAt: record.paidAt === null ? null : new Date(record.paidAt as string),
+    voidedAt: null
+  }
+}
+
 const notFound = (id: string) => new InvoiceNotFound({ message: `Invoice ${id} not found` })
 
 export class Invoices extends Effect.Service<Invoices>()("Invoices", {
@@ -460,32 +543,6 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         (rows) => withLines(organizationId, rows)
       ))
 
-    const recordPayment = (
-      organizationId: OrganizationId,
-      invoice: InvoiceRow,
-      method: "MANUAL" | "WALLET",
-      reference: string | null,
-      at: Date
-    ) =>
-      Effect.gen(function*() {
-        const id = makeId("pay")
-        yield* sql`INSERT INTO payments ${
-          sql.insert({
-            organizationId,
-            id,
-            invoiceId: invoice.id,
-            customerId: invoice.customerId,
-            amount: toSql(invoice.total),
-            method,
-            reference,
-            createdAt: at
-          })
-        }`
-        yield* sql`UPDATE invoices SET status = 'PAID', paid_at = ${at}, updated_at = ${at}
-            WHERE organization_id = ${organizationId} AND id = ${invoice.id}`
-        return id
-      })
-
     /**
      * Writes invoices computed in memory (`IssuedInvoice`), with their lines and
      * the wallet payments settled for them, in the caller's transaction: three
@@ -512,11 +569,75 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
             })
           ))
 
-    /** An operator records a payment received outside the service; the invoice becomes PAID. */
-    const pay = Effect.fn("Invoices.pay")(function*(organizationId: OrganizationId, id: string, reference: string | null) {
-        const invoice = yield* openInvoice(organizationId, id)
-        yield* recordPayment(organizationId, invoice, "MANUAL", reference, yield* currentTime)
-        return yield* get(organizationId, id)
+    const KeyedPayment = Schema.Struct({ id: Schema.String, fingerprint: Schema.NullOr(Schema.String) })
+    const findKeyed = (organizationId: OrganizationId, key: string) =>
+      findOne(
+        KeyedPayment,
+        sql`SELECT id, fingerprint FROM payments WHERE organization_id = ${organizationId} AND idempotency_key = ${key}`
+      )
+
+    /** The answer to a key used before: the first payment again, or 422 when the key named another request. */
+    const replayed = (organizationId: OrganizationId, key: string, stored: typeof KeyedPayment.Type, fingerprint: string) =>
+      Effect.gen(function*() {
+        const answer = replay(key, { fingerprint: stored.fingerprint ?? "", answer: stored.id }, fingerprint)
+        if (Either.isLeft(answer)) return yield* answer.left
+        const payment = yield* Effect.orDie(getPayment(organizationId, stored.id))
+        return { replayed: true, payment, invoice: yield* Effect.orDie(get(organizationId, payment.invoiceId)) } satisfies PaymentRecorded
+      })
+
+    /**
+     * Records a payment received outside the service for an OPEN invoice, which
+     * becomes PAID (the whole total; method MANUAL). With an `idempotencyKey`
+     * (unique per workspace among payments) a repeat of the same request (same
+     * invoice, same reference) records nothing and answers the first payment;
+     * the same key with another request is `IdempotencyKeyReused`. The invoice
+     * is locked first, so two identical requests are answered one after the
+     * other: the second finds the first's key (a replay), not a PAID invoice.
+     */
+    const pay = Effect.fn("Invoices.pay")(function*(organizationId: OrganizationId, id: string, input: PaymentCreate = {}) {
+        const invoice = yield* findRow(organizationId, id, true)
+        const reference = input.reference ?? null
+        const fingerprint = fingerprintOf([id, reference])
+        const key = input.idempotencyKey
+        if (key !== undefined) {
+          const stored = yield* findKeyed(organizationId, key)
+          if (Option.isSome(stored)) return yield* replayed(organizationId, key, stored.value, fingerprint)
+        }
+        if (invoice.status !== "OPEN") {
+          return yield* new InvoiceNotOpen({
+            message: invoice.status === "DRAFT"
+              ? `Invoice ${id} is a DRAFT (inside its grace period), not OPEN; it becomes OPEN when the cycle job finalises it`
+              : `Invoice ${id} is ${invoice.status}, not OPEN`
+          })
+        }
+        const at = yield* currentTime
+        const paymentId = makeId("pay")
+        const inserted = yield* sql`INSERT INTO payments ${
+          sql.insert({
+            organizationId,
+            id: paymentId,
+            invoiceId: invoice.id,
+            customerId: invoice.customerId,
+            amount: toSql(invoice.total),
+            method: "MANUAL",
+            reference,
+            idempotencyKey: key ?? null,
+            fingerprint: key === undefined ? null : fingerprint,
+            createdAt: at
+          })
+        } ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
+        if (inserted.length === 0 && key !== undefined) {
+          // The same key committed meanwhile for another invoice (this one is locked): a different request.
+          const stored = yield* findKeyed(organizationId, key)
+          return yield* replayed(organizationId, key, Option.getOrThrow(stored), fingerprint)
+        }
+        yield* sql`UPDATE invoices SET status = 'PAID', paid_at = ${at}, updated_at = ${at}
+            WHERE organization_id = ${organizationId} AND id = ${invoice.id}`
+        return {
+          replayed: false,
+          payment: yield* Effect.orDie(getPayment(organizationId, paymentId)),
+          invoice: yield* get(organizationId, id)
+        } satisfies PaymentRecorded
       }, sql.withTransaction, dieOnSqlError)
 
     const voidInvoice = Effect.fn("Invoices.voidInvoice")(function*(organizationId: OrganizationId, id: string) {

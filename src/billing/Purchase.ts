@@ -2,8 +2,9 @@
 import { Schema } from "effect"
 import { CustomerId, PurchaseId } from "../ids.ts"
 import { ZERO } from "../money.ts"
-import { ExternalId, Money, namesCustomer, strict, Timestamp } from "../schema.ts"
+import { ExternalId, IdempotencyKey, Money, namesCustomer, strict, Timestamp } from "../schema.ts"
 import { BillingMode, ComponentType, PlanSnapshot } from "../pricing/PlanSnapshot.ts"
+import { cycleStart } from "./Cycle.ts"
 
 export const PurchaseStatus = Schema.Literal("SCHEDULED", "ACTIVE", "CANCELLED")
 export type PurchaseStatus = typeof PurchaseStatus.Type
@@ -25,7 +26,9 @@ export class PurchaseRow extends Schema.Class<PurchaseRow>("PurchaseRow")({
   snapshot: SnapshotColumn,
   cancelledAt: Schema.NullOr(Timestamp),
   createdAt: Timestamp,
-  updatedAt: Timestamp
+  updatedAt: Timestamp,
+  /** The plan a change at the cycle end puts the purchase on at its next renewal (its snapshot is kept apart). */
+  scheduledPlanId: Schema.NullOr(Schema.String)
 }) {}
 
 export class BalanceRow extends Schema.Class<BalanceRow>("BalanceRow")({
@@ -42,6 +45,16 @@ export class BalanceRow extends Schema.Class<BalanceRow>("BalanceRow")({
   cycleQuantity: Money,
   arrearAmount: Money
 }) {}
+
+/** A change at the cycle end: the plan, and the renewal instant it takes effect at. */
+export const ScheduledChange = Schema.Struct({
+  planId: Schema.String,
+  at: Timestamp.annotations({ description: "The end of the current cycle (ISO 8601), when the cycle job applies it." })
+})
+
+/** The instant a scheduled change takes effect: the current cycle's end (the first one's for a SCHEDULED purchase). */
+export const scheduledChangeAt = (row: Pick<PurchaseRow, "periodEnd" | "billingDate">): Date =>
+  row.periodEnd ?? cycleStart(row.billingDate, 1)
 
 /** A purchase on the wire: the frozen plan with its prices, the current cycle and the settings. */
 export const PurchaseComponentJson = Schema.Struct({
@@ -76,7 +89,11 @@ export const PurchaseJson = Schema.Struct({
   components: Schema.Array(PurchaseComponentJson),
   cancelledAt: Schema.NullOr(Timestamp),
   createdAt: Timestamp,
-  updatedAt: Timestamp
+  updatedAt: Timestamp,
+  scheduledChange: Schema.NullOr(ScheduledChange).annotations({
+    description: "A plan change waiting for the cycle end (`POST /purchases/{id}/change` with `when: CYCLE_END`), " +
+      "or null."
+  })
 })
 export type PurchaseJson = typeof PurchaseJson.Type
 
@@ -109,7 +126,10 @@ export const toPurchaseJson = (row: PurchaseRow): PurchaseJson => ({
   })),
   cancelledAt: row.cancelledAt,
   createdAt: row.createdAt,
-  updatedAt: row.updatedAt
+  updatedAt: row.updatedAt,
+  scheduledChange: row.scheduledPlanId === null || row.status === "CANCELLED"
+    ? null
+    : { planId: row.scheduledPlanId, at: scheduledChangeAt(row) }
 })
 
 export const PurchaseCreate = Schema.Struct({
@@ -133,3 +153,21 @@ export const PurchaseUpdate = Schema.Struct({
 }).annotations(strict)
 export type PurchaseUpdate = typeof PurchaseUpdate.Type
 
+
+export const ChangeTiming = Schema.Literal("NOW", "CYCLE_END")
+export type ChangeTiming = typeof ChangeTiming.Type
+
+export const PurchaseChange = Schema.Struct({
+  planId: Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })).annotations({
+    description: "An active plan of the workspace to move the purchase to."
+  }),
+  when: ChangeTiming.annotations({
+    description: "`NOW`: at once, prorated to the second on a PRORATION invoice (an upgrade, usually). " +
+      "`CYCLE_END`: scheduled for the current cycle's end, applied by the renewal without proration (a downgrade, usually)."
+  }),
+  idempotencyKey: Schema.optional(IdempotencyKey).annotations({
+    description: "1 to 255 characters. The same key with the same request changes nothing again and answers the " +
+      "first change (`replayed: true`); with another request it is 422."
+  })
+}).annotations(strict)
+export type PurchaseChange = typeof PurchaseChange.Type

@@ -31,21 +31,34 @@
  * (`create`) and a cancellation (`cancel`) go through the same code, as sets
  * of one (`renewal` and the same statements; a first cycle that moves no wallet
  * is written as one statement with the purchase's INSERT), so money moves only
- * through the ledger.
+ * through the ledger. So does a plan change NOW (`change`: `planChange`, a
+ * PRORATION invoice, the balance rows replaced); a change at the cycle end is
+ * kept on the purchase and applied by `renewal`; the upcoming invoices
+ * (`upcoming`) are that same `renewal`, computed on rows read unlocked and
+ * never written (docs/billing.md "Changing plans", "The upcoming invoice").
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Schema, String, Struct } from "effect"
+import { Effect, Either, Schema, String, Struct } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, insertRowsStatement, knownCursor, orDie, pageClause, uniqueOr, writeTogether, writeTogetherStatement } from "../db/Sql.ts"
-import { BillingDateInPast, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
-import { ensureActive } from "../customers/Customer.ts"
+import { BillingDateInPast, NoScheduledChange, PurchaseAlreadyHeld, PurchaseCancelled, PurchaseNotFound } from "../errors.ts"
+import { type CustomerRef, ensureActive } from "../customers/Customer.ts"
 import type { Page } from "../Page.ts"
 import { type CustomerId, makeId, type OrganizationId, PurchaseId } from "../ids.ts"
-import { balanceColumns, createBalancesStatement, customerKey, Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
+import {
+  balanceColumns,
+  createBalancesStatement,
+  customerKey,
+  Ledger,
+  setBalancesStatement,
+  type WalletPosting
+} from "../ledger/Ledger.ts"
 import { toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import { issuedStatements, type TaxRate, type WalletPayment } from "./Invoices.ts"
-import { BalanceRow, type PurchaseCreate, PurchaseRow, PurchaseStatus, type PurchaseUpdate } from "./Purchase.ts"
+import { type Invoice, Invoices, issuedInvoiceJson, issuedStatements, type TaxRate, type WalletPayment } from "./Invoices.ts"
+import { planChange } from "./PlanChange.ts"
+import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
+import { BalanceRow, type PurchaseChange, type PurchaseCreate, PurchaseRow, PurchaseStatus, type PurchaseUpdate } from "./Purchase.ts"
 import * as Rows from "../db/RowDecoders.ts"
 import { BillingMode, ComponentType } from "../pricing/PlanSnapshot.ts"
 import {
@@ -77,11 +90,15 @@ const startOfUtcDay = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), d
 const LockedRow = Schema.Struct({
   ...PurchaseRow.fields,
   snapshot: Schema.String,
+  scheduledSnapshot: Schema.NullOr(Schema.String),
   organizationId: Schema.String,
   hasRecurringGrant: Schema.Boolean,
   invoiceGraceHours: Schema.Number
 })
-type LockedPurchase = Omit<typeof LockedRow.Type, "snapshot"> & { readonly snapshot: PlanSnapshot }
+type LockedPurchase = Omit<typeof LockedRow.Type, "snapshot" | "scheduledSnapshot"> & {
+  readonly snapshot: PlanSnapshot
+  readonly scheduledSnapshot: PlanSnapshot | null
+}
 
 /**
  * Decoded snapshots by their text: the purchases of one plan (and version)
@@ -124,6 +141,8 @@ const lockedRows: (rows: ReadonlyArray<unknown>) => Effect.Effect<Array<typeof L
   cancelledAt: Rows.nullOr(Rows.timestamp),
   createdAt: Rows.timestamp,
   updatedAt: Rows.timestamp,
+  scheduledPlanId: Rows.nullOr(Rows.string),
+  scheduledSnapshot: Rows.nullOr(Rows.string),
   organizationId: Rows.string,
   hasRecurringGrant: Rows.boolean,
   invoiceGraceHours: Rows.number
@@ -173,7 +192,7 @@ const ActiveTax = Schema.Struct({
 /** The columns a locked purchase is read with (`p` is purchases). */
 const lockedColumns = `p.organization_id, p.id, p.customer_id, p.plan_id, p.status, p.billing_date, p.cycle_index,
   p.period_start, p.period_end, p.auto_payment, p.spent_this_cycle, p.snapshot::text AS snapshot, p.cancelled_at,
-  p.created_at, p.updated_at,
+  p.created_at, p.updated_at, p.scheduled_plan_id, p.scheduled_snapshot::text AS scheduled_snapshot,
   EXISTS (SELECT 1 FROM wallets w WHERE w.organization_id = p.organization_id AND w.customer_id = p.customer_id
     AND w.recurring_grant_usd <> 0) AS has_recurring_grant,
   (SELECT o.invoice_grace_hours FROM organizations o WHERE o.id = p.organization_id) AS invoice_grace_hours`
@@ -194,6 +213,9 @@ const SaleColumns = Schema.Struct({
   hasRecurringGrant: Schema.Boolean
 })
 
+/** A snapshot as the jsonb columns keep it (decimals as strings). */
+const snapshotText = (snapshot: PlanSnapshot) => JSON.stringify(Schema.encodeSync(PlanSnapshot)(snapshot))
+
 /** A purchase row but its snapshot, and the columns that read it. */
 const PurchaseScalars = Schema.Struct(Struct.omit(PurchaseRow.fields, "snapshot"))
 const scalarColumns = Object.keys(PurchaseScalars.fields).map(String.camelToSnake).join(", ")
@@ -202,7 +224,12 @@ const scalarColumns = Object.keys(PurchaseScalars.fields).map(String.camelToSnak
 const decodeLocked = (rows: ReadonlyArray<unknown>): Effect.Effect<Array<LockedPurchase>> =>
   Effect.flatMap(lockedRows(rows), (decoded) =>
     Effect.try({
-      try: () => decoded.map((row) => ({ ...row, snapshot: decodeSnapshot(row.snapshot) })),
+      try: () =>
+        decoded.map((row) => ({
+          ...row,
+          snapshot: decodeSnapshot(row.snapshot),
+          scheduledSnapshot: row.scheduledSnapshot === null ? null : decodeSnapshot(row.scheduledSnapshot)
+        })),
       catch: (error) => error
     }).pipe(Effect.orDie))
 
@@ -214,12 +241,22 @@ const pairsOf = (items: ReadonlyArray<readonly [string, string]>) => {
   return { organizations: sorted.map((pair) => pair[0]), ids: sorted.map((pair) => pair[1]) }
 }
 
+/** A recorded plan change, as a keyed repeat reads it. */
+const ChangeRecord = Schema.Struct({
+  purchaseId: Schema.String,
+  fingerprint: Schema.String,
+  invoiceId: Schema.NullOr(Schema.String)
+})
+
+const PlanOnly = Schema.Struct({ planFound: Schema.Boolean })
+
 export class Purchases extends Effect.Service<Purchases>()("Purchases", {
-  dependencies: [Customers.Default, Ledger.Default],
+  dependencies: [Customers.Default, Ledger.Default, Invoices.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
     const ledger = yield* Ledger
+    const invoices = yield* Invoices
 
     const findRow = findByIdOr(sql, PurchaseRow, "purchases", notFound)
 
@@ -282,7 +319,11 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * key order) and their organisations' active taxes, oldest first. Two
      * statements for any number of purchases.
      */
-    const loadStates = (purchases: ReadonlyArray<LockedPurchase>, loadedTaxes?: ReadonlyArray<typeof ActiveTax.Type>) =>
+    const loadStates = (
+      purchases: ReadonlyArray<LockedPurchase>,
+      loadedTaxes?: ReadonlyArray<typeof ActiveTax.Type>,
+      lock = true
+    ) =>
       Effect.gen(function*() {
         const started = pairsOf(purchases.filter((p) => p.periodEnd !== null).map((p) => [p.organizationId, p.id] as const))
         const balances = started.ids.length === 0 ? [] : yield* Effect.flatMap(
@@ -290,7 +331,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               WHERE (organization_id, purchase_id) IN (
                 SELECT * FROM unnest(${started.organizations}::text[], ${started.ids}::text[]))
               ORDER BY organization_id, purchase_id, component_id
-              FOR UPDATE`),
+              ${sql.literal(lock ? "FOR UPDATE" : "")}`),
           lockedBalances
         )
         // The customers' FINAL cycle rows still owed: late lines of the USAGE invoice a cycle end issues
@@ -311,7 +352,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
                   AND cb.arrear_amount <> cb.invoiced_arrear
               )
               SELECT cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id, cb.customer_id,
-                     (SELECT c->>'targetName' FROM jsonb_array_elements(p.snapshot->'components') c
+                     (SELECT c->>'targetName' FROM jsonb_array_elements(coalesce(pc.snapshot, p.snapshot)->'components') c
                        WHERE c->>'id' = cb.component_id LIMIT 1) AS target_name,
                      pc.period_start, pc.period_end, cb.arrear_amount, cb.invoiced_arrear
               FROM owed
@@ -322,7 +363,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
               JOIN purchases p ON p.organization_id = cb.organization_id AND p.id = cb.purchase_id
               WHERE cb.arrear_amount <> cb.invoiced_arrear AND pc.status = 'FINAL'
               ORDER BY cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id
-              FOR UPDATE OF cb`
+              ${sql.literal(lock ? "FOR UPDATE OF cb" : "")}`
         )
         const owedOf = new Map<string, Array<LateBalance>>()
         for (const row of owed) {
@@ -374,7 +415,11 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
      * wallet postings (after the invoices their rows name). The purchases
      * entered come back when `returning`.
      */
-    const write = (renewals: ReadonlyArray<Renewal>, purchases: ReadonlyArray<LockedPurchase>, returning = true) =>
+    const write = (
+      renewals: ReadonlyArray<Renewal>,
+      purchases: ReadonlyArray<LockedPurchase>,
+      returning = true
+    ): Effect.Effect<{ readonly entered: ReadonlyArray<unknown>; readonly payments: ReadonlyArray<WalletPayment> }> =>
       Effect.gen(function*() {
         const withRecurringGrant = new Set(
           purchases.filter((p) => p.hasRecurringGrant).map((p) => customerKey(p))
@@ -395,29 +440,73 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           payments.push(...settled.payments)
         }
         const cycles = renewals.flatMap((r) => (r.cycle === null ? [] : [{ ...r, cycle: r.cycle }]))
+        // A renewal that applies a scheduled change also moves the purchase to its plan (null: it keeps its own).
+        const changedPlanIds = cycles.map((r) => r.changedTo?.planId ?? null)
+        const changedSnapshots = cycles.map((r) => (r.changedTo ? snapshotText(r.changedTo) : null))
         const purchasesEntered = cycles.length === 0 ? undefined : sql`UPDATE purchases AS p SET status = 'ACTIVE',
               cycle_index = v.cycle_index, period_start = v.period_start, period_end = v.period_end,
-              spent_this_cycle = 0, updated_at = v.at
+              spent_this_cycle = 0, updated_at = v.at,
+              plan_id = coalesce(v.plan_id, p.plan_id), snapshot = coalesce(v.snapshot::jsonb, p.snapshot),
+              scheduled_plan_id = CASE WHEN v.plan_id IS NULL THEN p.scheduled_plan_id END,
+              scheduled_snapshot = CASE WHEN v.plan_id IS NULL THEN p.scheduled_snapshot END
             FROM unnest(
               ${cycles.map((r) => r.organizationId)}::text[], ${cycles.map((r) => r.purchaseId)}::text[],
               ${cycles.map((r) => r.cycle.index)}::int[],
               ${cycles.map((r) => r.cycle.start.toISOString())}::timestamptz[],
               ${cycles.map((r) => r.cycle.end.toISOString())}::timestamptz[],
-              ${cycles.map((r) => r.cycle.at.toISOString())}::timestamptz[]
-            ) AS v(organization_id, id, cycle_index, period_start, period_end, at)
+              ${cycles.map((r) => r.cycle.at.toISOString())}::timestamptz[],
+              ${changedPlanIds}::text[], ${changedSnapshots}::text[]
+            ) AS v(organization_id, id, cycle_index, period_start, period_end, at, plan_id, snapshot)
             WHERE p.organization_id = v.organization_id AND p.id = v.id
             ${sql.literal(returning ? "RETURNING p.*" : "")}`
+        // The rows of a plan change are replaced first, on their own (Ledger.replaceBalances): a change to the same
+        // plan keeps their keys, and balance adjustments name them.
+        const replacing = renewals.filter((r) => r.replaceBalances === true)
+        yield* ledger.replaceBalances(
+          replacing,
+          replacing.flatMap((r) => r.createBalances),
+          replacing.flatMap((r) => (r.carried ?? []).map((c) => ({ organizationId: r.organizationId, purchaseId: r.purchaseId, ...c })))
+        )
         // One statement for every write but the wallets' (each write touches rows no other one does).
         const entered = yield* writeTogether(sql, [
           purchasesEntered,
-          createBalancesStatement(sql, renewals.flatMap((r) => r.createBalances)),
+          ...planChangeStatements(renewals),
+          createBalancesStatement(sql, renewals.filter((r) => r.replaceBalances !== true).flatMap((r) => r.createBalances)),
           setBalancesStatement(sql, renewals.flatMap((r) => r.setBalances)),
           ...issuedStatements(sql, renewals.flatMap((r) => r.invoices), payments),
           ...endedCycleStatements(renewals)
         ], returning ? purchasesEntered : undefined)
         yield* ledger.postToWallets(locked, postings)
-        return entered
+        return { entered, payments }
       })
+
+    /**
+     * The statements of plan changes, for `writeTogether`: a change NOW moves
+     * the purchase to its new plan in its cycle (a renewal that applies a
+     * scheduled change does it in `purchasesEntered`); the ended cycles that have no snapshot of their own
+     * keep the plan they were billed under (the one ending now carries it in
+     * its INSERT).
+     */
+    const planChangeStatements = (renewals: ReadonlyArray<Renewal>) => {
+      const now = renewals.filter((r) => r.cycle === null && r.changedTo)
+      const changed = renewals.filter((r) => r.changedFrom)
+      return [
+        now.length === 0 ? undefined : sql`UPDATE purchases AS p SET plan_id = v.plan_id, snapshot = v.snapshot::jsonb,
+              scheduled_plan_id = NULL, scheduled_snapshot = NULL, updated_at = v.at
+            FROM unnest(
+              ${now.map((r) => r.organizationId)}::text[], ${now.map((r) => r.purchaseId)}::text[],
+              ${now.map((r) => r.changedTo!.planId)}::text[], ${now.map((r) => snapshotText(r.changedTo!))}::text[],
+              ${now.map((r) => r.invoices[0]?.at.toISOString() ?? null)}::timestamptz[]
+            ) AS v(organization_id, id, plan_id, snapshot, at)
+            WHERE p.organization_id = v.organization_id AND p.id = v.id`,
+        changed.length === 0 ? undefined : sql`UPDATE purchase_cycles AS c SET snapshot = v.snapshot::jsonb
+            FROM unnest(
+              ${changed.map((r) => r.organizationId)}::text[], ${changed.map((r) => r.purchaseId)}::text[],
+              ${changed.map((r) => snapshotText(r.changedFrom!))}::text[]
+            ) AS v(organization_id, purchase_id, snapshot)
+            WHERE c.organization_id = v.organization_id AND c.purchase_id = v.purchase_id AND c.snapshot IS NULL`
+      ]
+    }
 
     /**
      * The statements recording the cycles that ended (`purchase_cycles`, their
@@ -437,7 +526,9 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           periodEnd: cycle.periodEnd.toISOString(),
           status: cycle.status,
           usageInvoiceId: cycle.usageInvoiceId,
-          finalizeAt: cycle.finalizeAt.toISOString()
+          finalizeAt: cycle.finalizeAt.toISOString(),
+          // An object, not its text: json_populate_recordset fills the jsonb column with it as it is.
+          snapshot: cycle.snapshot ? Schema.encodeSync(PlanSnapshot)(cycle.snapshot) : null
         }))),
         insertRowsStatement(sql, "cycle_balances", ended.flatMap((cycle) =>
           cycle.balances.map((row) => ({
@@ -514,7 +605,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           // Set rather than left to the column defaults: the first cycle below is computed from these values.
           cycleIndex: 0,
           autoPayment: false,
-          snapshot: JSON.stringify(Schema.encodeSync(PlanSnapshot)(snapshot)),
+          snapshot: snapshotText(snapshot),
           createdAt: now,
           updatedAt: now
         }
@@ -535,6 +626,8 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           spentThisCycle: ZERO,
           snapshot,
           cancelledAt: null,
+          scheduledPlanId: null,
+          scheduledSnapshot: null,
           hasRecurringGrant: sale.hasRecurringGrant,
           invoiceGraceHours: sale.invoiceGraceHours
         }
@@ -550,7 +643,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           return yield* sql.withTransaction(Effect.gen(function*() {
             const inserted = yield* alreadyHeld(sql`INSERT INTO purchases AS p ${sql.insert(row)} RETURNING ${sql.literal(lockedColumns)}`)
             const [locked] = yield* decodeLocked(inserted)
-            const entered = yield* write((yield* loadStates([locked!], sale.activeTaxes)).map((state) => renewal(state)), [locked!])
+            const { entered } = yield* write((yield* loadStates([locked!], sale.activeTaxes)).map((state) => renewal(state)), [locked!])
             return (yield* decodeRows(PurchaseRow)(entered))[0]!
           }))
         }
@@ -615,12 +708,151 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           yield* write((yield* loadStates([purchase])).map((state) => cancellation(state, now)), [purchase])
         }
         yield* sql`UPDATE purchases SET status = 'CANCELLED', cancelled_at = ${now},
+              scheduled_plan_id = NULL, scheduled_snapshot = NULL,
               period_end = CASE WHEN period_end IS NULL THEN NULL ELSE ${now}::timestamptz END, updated_at = ${now}
             WHERE organization_id = ${organizationId} AND id = ${id}`
         return yield* findRow(organizationId, id)
       }, sql.withTransaction, dieOnSqlError)
 
-    return { create, list, get, update, cancel, renewBatch, anyDue } as const
+    /** A trivial column for `loadSnapshot` when the caller reads nothing besides the plan. */
+    const planOnly = sql`true AS plan_found`
+
+    /** The answer of a change: the purchase as it now is and its PRORATION invoice (null when none was issued). */
+    const changed = (organizationId: OrganizationId, id: PurchaseId, invoice: Invoice | null, replayed: boolean) =>
+      Effect.map(findRow(organizationId, id), (purchase) => ({ purchase, invoice, replayed }))
+
+    /**
+     * Changes a purchase's plan (docs/billing.md "Changing plans"), in one
+     * transaction, the purchase locked first (the signal drain and the cycle
+     * job lock it too, so a signal is priced wholly before or wholly after).
+     * `NOW` on an ACTIVE purchase: a PRORATION invoice, the balance rows
+     * replaced, the wallet moved, through `write` as a renewal is
+     * (`planChange`, src/billing/PlanChange.ts); on a SCHEDULED one the plan
+     * is replaced before anything was charged. `CYCLE_END`: the new plan is
+     * frozen now and kept for the renewal (`renewal` applies it). Either way
+     * the plan is frozen at the request, as a purchase freezes it. A keyed
+     * change is recorded first: a repeat answers the first change.
+     */
+    const change = Effect.fn("Purchases.change")(function*(organizationId: OrganizationId, id: PurchaseId, input: PurchaseChange) {
+        const purchase = yield* lockOne(organizationId, id)
+        const now = yield* currentTime
+        const changeId = makeId("pch")
+        const fingerprint = fingerprintOf([id, input.planId, input.when])
+        const record = {
+          organizationId,
+          id: changeId,
+          purchaseId: id,
+          customerId: purchase.customerId,
+          idempotencyKey: input.idempotencyKey ?? null,
+          fingerprint,
+          fromPlanId: purchase.planId,
+          toPlanId: input.planId,
+          timing: input.when,
+          changedAt: now
+        }
+        if (input.idempotencyKey !== undefined) {
+          const inserted = yield* sql`INSERT INTO purchase_changes ${sql.insert(record)}
+              ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+              RETURNING id`
+          if (inserted.length === 0) {
+            const [first] = yield* findAll(
+              ChangeRecord,
+              sql`SELECT purchase_id, fingerprint, invoice_id FROM purchase_changes
+                  WHERE organization_id = ${organizationId} AND idempotency_key = ${input.idempotencyKey}`
+            )
+            const replayed = replay(input.idempotencyKey, { fingerprint: first!.fingerprint, answer: first! }, fingerprint)
+            if (Either.isLeft(replayed)) return yield* replayed.left
+            const invoice = replayed.right.invoiceId === null ? null : yield* invoices.get(organizationId, replayed.right.invoiceId)
+            return yield* changed(organizationId, id, invoice, true)
+          }
+        }
+        if (purchase.status === "CANCELLED") {
+          return yield* new PurchaseCancelled({ message: `Purchase ${id} is cancelled; its plan cannot be changed` })
+        }
+        yield* customers.requireActive(organizationId, purchase.customerId)
+        const { snapshot } = yield* loadSnapshot(organizationId, input.planId, planOnly, PlanOnly)
+        let invoice: Invoice | null = null
+        if (input.when === "CYCLE_END") {
+          yield* sql`UPDATE purchases SET scheduled_plan_id = ${snapshot.planId},
+                scheduled_snapshot = ${snapshotText(snapshot)}::jsonb, updated_at = ${now}
+              WHERE organization_id = ${organizationId} AND id = ${id}`
+        } else if (purchase.status === "SCHEDULED") {
+          // Nothing was charged yet: the plan is replaced, and its first cycle starts on it.
+          yield* sql`UPDATE purchases SET plan_id = ${snapshot.planId}, snapshot = ${snapshotText(snapshot)}::jsonb,
+                scheduled_plan_id = NULL, scheduled_snapshot = NULL, updated_at = ${now}
+              WHERE organization_id = ${organizationId} AND id = ${id}`
+        } else {
+          const [state] = yield* loadStates([purchase])
+          const step = planChange(state!, snapshot, now)
+          const { payments } = yield* write([step], [purchase], false)
+          const issued = step.invoices[0]!
+          // Its number was taken by its INSERT (issuedStatements), in SQL: read back to answer it.
+          const [numbered] = yield* orDie(sql<{ readonly number: string | null }>`SELECT number FROM invoices
+              WHERE organization_id = ${organizationId} AND id = ${issued.id}`)
+          invoice = issuedInvoiceJson(
+            issued,
+            payments.find((payment) => payment.invoiceId === issued.id)?.at ?? null,
+            numbered?.number ?? null
+          )
+        }
+        if (input.idempotencyKey !== undefined) {
+          yield* sql`UPDATE purchase_changes SET invoice_id = ${invoice?.id ?? null}
+              WHERE organization_id = ${organizationId} AND id = ${changeId}`
+        } else {
+          yield* sql`INSERT INTO purchase_changes ${sql.insert({ ...record, invoiceId: invoice?.id ?? null })}`
+        }
+        return yield* changed(organizationId, id, invoice, false)
+      }, sql.withTransaction, dieOnSqlError)
+
+    /** Removes the change waiting for the purchase's cycle end; none is 404, a cancelled purchase 409. */
+    const removeScheduledChange = Effect.fn("Purchases.removeScheduledChange")(function*(organizationId: OrganizationId, id: PurchaseId) {
+        const purchase = yield* findRow(organizationId, id, true)
+        if (purchase.status === "CANCELLED") {
+          return yield* new PurchaseCancelled({ message: `Purchase ${id} is cancelled` })
+        }
+        yield* customers.requireActive(organizationId, purchase.customerId)
+        if (purchase.scheduledPlanId === null) {
+          return yield* new NoScheduledChange({ message: `Purchase ${id} has no scheduled plan change` })
+        }
+        yield* sql`UPDATE purchases SET scheduled_plan_id = NULL, scheduled_snapshot = NULL, updated_at = ${yield* currentTime}
+            WHERE organization_id = ${organizationId} AND id = ${id}`
+        return yield* findRow(organizationId, id)
+      }, sql.withTransaction, dieOnSqlError)
+
+    /**
+     * What the cycle job would issue for the customer's live purchase at its
+     * next step if nothing else happened: the same rows read (unlocked), the
+     * same `renewal`, the wallet settled against the wallet as it is now
+     * (auto-payments), nothing written. For an ACTIVE purchase the ended
+     * cycle's USAGE invoice (when it bills anything) and the next cycle's
+     * PLAN invoice, a scheduled change applied; for a SCHEDULED one its first
+     * PLAN invoice; none without a live purchase. Ids are null.
+     */
+    const upcoming = Effect.fn("Purchases.upcoming")(function*(organizationId: OrganizationId, ref: CustomerRef) {
+        const customer = yield* customers.resolve(organizationId, ref)
+        const [purchase] = yield* Effect.flatMap(
+          orDie(sql`SELECT ${sql.literal(lockedColumns)} FROM purchases p
+              WHERE p.organization_id = ${organizationId} AND p.customer_id = ${customer.id}
+                AND p.status IN ('SCHEDULED', 'ACTIVE')`),
+          decodeLocked
+        )
+        if (purchase === undefined) return []
+        const [state] = yield* loadStates([purchase], undefined, false)
+        let ids = 0
+        const step = renewal(state!, (prefix) => `${prefix}_upcoming_${ids++}`)
+        const key = customerKey(step)
+        const wallet = needsWallet(step, purchase.hasRecurringGrant)
+          ? (yield* ledger.readWallets([step])).get(key) ?? { balance: ZERO, recurringGrantUsd: null }
+          : undefined
+        const { payments } = settleWallet(step, wallet)
+        return step.invoices.map((issued) => ({
+          ...issuedInvoiceJson(issued, payments.find((payment) => payment.invoiceId === issued.id)?.at ?? null, null),
+          id: null,
+          number: null
+        }))
+      }, dieOnSqlError)
+
+    return { create, list, get, update, cancel, renewBatch, anyDue, change, removeScheduledChange, upcoming } as const
   })
 }) {}
 

@@ -17,7 +17,11 @@
  *   CYCLE_GRANT later), then the customer's recurring grant, and a PLAN
  *   invoice is issued for the ADVANCE charges and the price adjustment;
  * - with auto-payment on, each invoice that is not free is paid from the
- *   wallet when the wallet holds its whole total at that moment.
+ *   wallet when the wallet holds its whole total at that moment;
+ * - a plan change scheduled for the cycle end (`scheduledSnapshot`): the
+ *   ended cycle is invoiced and recorded under the plan it ran on, the next
+ *   one starts on the new plan, its rows replacing the old ones (a change NOW
+ *   is PlanChange.ts).
  * The wallet steps keep the order the one-purchase code had: the USAGE
  * invoice's payment, the grants, the recurring grant, the PLAN invoice's payment.
  */
@@ -43,6 +47,8 @@ export interface RenewalPurchase {
   readonly periodEnd: Date | null
   readonly autoPayment: boolean
   readonly snapshot: PlanSnapshot
+  /** The plan a change at the cycle end (CYCLE_END) puts the purchase on at its next renewal; none by default. */
+  readonly scheduledSnapshot?: PlanSnapshot | null
 }
 
 /** The balance row fields a step reads (a `BalanceRow` has them): a ledger row's values, keys aside. */
@@ -104,6 +110,8 @@ export interface EndedCycle {
   readonly finalizeAt: Date
   readonly usageInvoiceId: string | null
   readonly balances: ReadonlyArray<CycleBalanceValues>
+  /** The snapshot the cycle was billed under, when the purchase changes plan as it ends (else the purchase's own). */
+  readonly snapshot?: PlanSnapshot | null
 }
 
 /** A wallet move a step asks for, settled in order against the locked wallet. */
@@ -111,6 +119,14 @@ export type WalletStep =
   | { readonly _tag: "Grant"; readonly type: "PURCHASE_GRANT" | "CYCLE_GRANT"; readonly amount: Decimal; readonly at: Date }
   | { readonly _tag: "RecurringGrant"; readonly at: Date }
   | { readonly _tag: "AutoPay"; readonly invoice: IssuedInvoice }
+  | {
+    readonly _tag: "Post"
+    readonly type: "PLAN_CHANGE"
+    readonly amount: Decimal
+    readonly at: Date
+    readonly invoiceId: string | null
+    readonly notes: string
+  }
 
 /** The cycle a purchase enters, and the instant it does. */
 export interface CycleStart extends CyclePeriod {
@@ -135,6 +151,14 @@ export interface Renewal {
   readonly endedCycle: EndedCycle | null
   /** The late rows the USAGE invoice billed: their invoiced_arrear becomes their arrear_amount. */
   readonly lateBilled: ReadonlyArray<LateBalance>
+  /** `createBalances` are all the purchase's rows: the others are deleted (a plan change; Ledger.replaceBalances). */
+  readonly replaceBalances?: boolean
+  /** With `replaceBalances`: the old rows whose balance a new one carries on (old component id to new). */
+  readonly carried?: ReadonlyArray<{ readonly from: string; readonly to: string }>
+  /** The plan the purchase is on after the step, when the step changes it (its scheduled change is cleared). */
+  readonly changedTo?: PlanSnapshot | null
+  /** The plan the purchase was on before the change: the ended cycles that have no snapshot of their own keep it. */
+  readonly changedFrom?: PlanSnapshot | null
 }
 
 /** Makes ids; tests pass a deterministic one. */
@@ -160,7 +184,7 @@ const balanceValues = (state: RenewalState, row: RenewalBalance): BalanceValues 
   arrearAmount: row.arrearAmount
 })
 
-const issue = (
+export const issue = (
   state: RenewalState,
   newId: NewId,
   input: Pick<IssuedInvoice, "kind" | "periodStart" | "periodEnd" | "lines" | "at" | "cycleIndex" | "draft">
@@ -175,7 +199,7 @@ const issue = (
 })
 
 /** Auto-payment applies to an invoice that is not free, issued while it is on; never to a DRAFT. */
-const autoPay = (state: RenewalState, invoice: IssuedInvoice): ReadonlyArray<WalletStep> =>
+export const autoPay = (state: RenewalState, invoice: IssuedInvoice): ReadonlyArray<WalletStep> =>
   state.purchase.autoPayment && !invoice.totals.free && invoice.draft !== true ? [{ _tag: "AutoPay", invoice }] : []
 
 const day = (date: Date) => date.toISOString().slice(0, 10)
@@ -323,15 +347,50 @@ const startCycle = (
   balances: ReadonlyArray<RenewalBalance>,
   index: number,
   at: Date,
-  newId: NewId
+  newId: NewId,
+  changedTo: PlanSnapshot | null = null
 ) => {
   const { organizationId, purchase } = state
-  const { snapshot } = purchase
+  const snapshot = changedTo ?? purchase.snapshot
   const period = cyclePeriod(purchase.billingDate, index)
   const metered = snapshot.components.filter((c) => c.type !== "WALLET")
   const createBalances: Array<BalanceValues> = []
   const setBalances: Array<BalanceValues> = []
-  if (index === 0) {
+  const carried: Array<{ readonly from: string; readonly to: string }> = []
+  if (changedTo !== null) {
+    // A scheduled change: the new plan's rows replace the old ones. A row of a component both plans sell
+    // (same kind, target and billing mode) carries what the old plan's rules carry into a next cycle: its
+    // remainder under the old component's `rollover`, a composite's debt whatever it says.
+    const pool = [...balances]
+    for (const c of metered) {
+      const found = pool.findIndex((row) => row.type === c.type && row.targetId === c.targetId && row.billingMode === c.billingMode)
+      const old = found < 0 ? undefined : pool.splice(found, 1)[0]
+      if (old !== undefined) carried.push({ from: old.componentId, to: c.id })
+      let granted = ZERO
+      if (c.billingMode === "ADVANCE") {
+        const carried = old !== undefined && componentOf(purchase.snapshot, old.componentId)?.rollover === true
+          ? max(old.remaining, ZERO)
+          : ZERO
+        const debt = old === undefined ? ZERO : min(old.remaining, ZERO)
+        granted = BigDecimal.normalize(add(add(advanceQuantity(c), carried), debt))
+      }
+      createBalances.push({
+        organizationId,
+        purchaseId: purchase.id,
+        componentId: c.id,
+        customerId: purchase.customerId,
+        type: c.type,
+        billingMode: c.billingMode,
+        targetId: c.targetId,
+        granted,
+        used: ZERO,
+        remaining: granted,
+        originalGranted: c.billingMode === "ADVANCE" ? advanceQuantity(c) : null,
+        cycleQuantity: ZERO,
+        arrearAmount: ZERO
+      })
+    }
+  } else if (index === 0) {
     for (const c of metered) {
       const granted = c.billingMode === "ADVANCE" ? advanceQuantity(c) : ZERO
       createBalances.push({
@@ -392,7 +451,7 @@ const startCycle = (
     at
   })
   walletSteps.push(...autoPay(state, invoice))
-  return { cycle: { ...period, at }, createBalances, setBalances, invoice, walletSteps }
+  return { cycle: { ...period, at }, createBalances, setBalances, invoice, walletSteps, carried }
 }
 
 /**
@@ -418,8 +477,11 @@ export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => 
     }
   }
   const boundary = purchase.periodEnd
+  // A change scheduled for the cycle end: the ended cycle is invoiced under the plan it ran on, the next one
+  // starts on the new plan (docs/billing.md "Changing plans").
+  const changedTo = purchase.status === "ACTIVE" ? purchase.scheduledSnapshot ?? null : null
   const arrears = invoiceArrears(state, boundary, boundary, newId)
-  const started = startCycle(state, arrears.balances, purchase.cycleIndex + 1, boundary, newId)
+  const started = startCycle(state, arrears.balances, purchase.cycleIndex + 1, boundary, newId, changedTo)
   return {
     ...base,
     cycle: started.cycle,
@@ -427,8 +489,9 @@ export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => 
     setBalances: started.setBalances,
     invoices: arrears.invoice === null ? [started.invoice] : [arrears.invoice, started.invoice],
     walletSteps: [...(arrears.invoice === null ? [] : autoPay(state, arrears.invoice)), ...started.walletSteps],
-    endedCycle: arrears.endedCycle,
-    lateBilled: arrears.lateBilled
+    endedCycle: changedTo === null ? arrears.endedCycle : { ...arrears.endedCycle, snapshot: purchase.snapshot },
+    lateBilled: arrears.lateBilled,
+    ...(changedTo === null ? {} : { replaceBalances: true, carried: started.carried, changedTo, changedFrom: purchase.snapshot })
   }
 }
 
@@ -505,6 +568,9 @@ export const settleWallet = (renewal: Renewal, wallet: WalletState | undefined, 
         if (grant !== null && !BigDecimal.isZero(grant)) post(grant, { type: "RECURRING_GRANT", at: step.at })
         break
       }
+      case "Post":
+        post(step.amount, { type: step.type, at: step.at, invoiceId: step.invoiceId, notes: step.notes })
+        break
       case "AutoPay": {
         const { invoice } = step
         if (!BigDecimal.greaterThanOrEqualTo(balance, invoice.totals.total)) break

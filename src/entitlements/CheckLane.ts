@@ -26,6 +26,7 @@ import { Cause, Context, Effect, Either, Exit, Layer, Option, Schema } from "eff
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { successBody } from "../http/Envelope.ts"
+import { RateLimiter, rateLimitHeaders } from "../http/RateLimit.ts"
 import { laneSecretOf, type LaneStats, makeLaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
 import { CheckRequest, CheckResult } from "./Entitlement.ts"
 import { CheckEndpoint, checkedMessage } from "./EntitlementsApi.ts"
@@ -60,6 +61,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
     const routes = checkRoutesOf(api)
     const keys = yield* ApiKeys
     const entitlements = yield* Entitlements
+    const limiter = yield* RateLimiter
     // Released after the server, which finishes its requests in flight first.
     const { context: lane, runFork, stats } = yield* makeLaneContext
 
@@ -77,7 +79,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
       const secret = laneSecretOf(request, maxCheckBody)
       if (secret === undefined) return false
 
-      readExchange(request, response, fallback, lane, ({ body, finished, handOver, refused, requestId }) => {
+      readExchange(request, response, fallback, lane, ({ body, finished, handOver, limited, refused, requestId }) => {
         const json = parsedBody(body.toString("utf8"))
         if (json === undefined) return handOver()
         const decoded = decodeCheck(json)
@@ -87,14 +89,21 @@ const make = (api: HttpApi.HttpApi.Any) =>
         if (cached !== undefined && Either.isLeft(cached)) return refused(Cause.fail(cached.left))
         const caller = cached === undefined ? keys.authenticate(secret) : Effect.succeed(cached.right)
         const fiber = runFork(
-          Effect.flatMap(caller, (caller) => entitlements.check(caller.organizationId, checkRequest)).pipe(
-            Effect.annotateLogs("requestId", requestId),
-            Effect.exit,
-            Effect.map((exit) =>
-              Exit.isSuccess(exit)
-                ? finished(200, successBody(200, checkedMessage, encodeResult(exit.value)))
-                : refused(exit.cause)
+          Effect.flatMap(caller, (caller) => {
+            // The key's tokens (the `signals` family) before the check reads or holds anything.
+            const verdict = limiter.take(caller, "signals")
+            if (!verdict.allowed) return Effect.sync(() => limited(verdict))
+            return entitlements.check(caller.organizationId, checkRequest).pipe(
+              Effect.exit,
+              Effect.map((exit) =>
+                Exit.isSuccess(exit)
+                  ? finished(200, successBody(200, checkedMessage, encodeResult(exit.value)), rateLimitHeaders(verdict))
+                  : refused(exit.cause, rateLimitHeaders(verdict))
+              )
             )
+          }).pipe(
+            Effect.annotateLogs("requestId", requestId),
+            Effect.catchAllCause((cause) => Effect.sync(() => refused(cause)))
           )
         )
         response.on("close", () => {

@@ -21,6 +21,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
+import { makeCoalescer } from "../db/Coalesce.ts"
 import { dieOnSqlError, findAll, orDie } from "../db/Sql.ts"
 import { CustomerNotFound, ReservationNotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
@@ -38,7 +39,7 @@ import {
   type ReleaseResult,
   type Reservation
 } from "./Entitlement.ts"
-import { quickRead } from "./QuickRead.ts"
+import { quickReadMany, type QuickRequest } from "./QuickRead.ts"
 import { balanceKey, countedHolds, type Hold, judge, simulateQueued } from "./SpendState.ts"
 
 /**
@@ -90,14 +91,25 @@ const reservationOf = (row: ReservationRow, now: Date): Reservation => ({
   status: row.status === "HELD" && row.expiresAt.getTime() <= now.getTime() ? "EXPIRED" : row.status
 })
 
+/** Checks read together: at most this many in one statement, this many statements at once. */
+const coalescing = { maxBatch: 64, lanes: 4 }
+
 /** The route a probe of the check's meter takes, so the batch loader reads what that meter needs. */
 const probeRoute = { CREDIT: "CREDIT", OUTCOME: "OUTCOME", UNIT: "UNIT", WALLET: "WALLET" } as const
 
 export class Entitlements extends Effect.Service<Entitlements>()("Entitlements", {
   dependencies: [Ledger.Default],
-  effect: Effect.gen(function*() {
+  scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
+    // A check outside a transaction shares its statement with the checks that arrived while the last ones read.
+    const coalescedRead = {
+      ById: yield* makeCoalescer({ run: (batch: ReadonlyArray<QuickRequest>) => quickReadMany(sql, "ById", batch), ...coalescing }),
+      ByExternalId: yield* makeCoalescer({
+        run: (batch: ReadonlyArray<QuickRequest>) => quickReadMany(sql, "ByExternalId", batch),
+        ...coalescing
+      })
+    }
 
     const customerOf = (organizationId: string, ref: CustomerRef) =>
       Effect.gen(function*() {
@@ -208,8 +220,14 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
     const checkState = (organizationId: string, request: CheckRequest, now: Date) =>
       Effect.gen(function*() {
         const named = yield* namedCustomer(request)
-        const models = [request.usage?.model, request.reserve?.usage?.model].filter((model) => model !== undefined)
-        const quick = yield* quickRead(sql, organizationId, named, request.agentKey, models, now)
+        const quickRequest: QuickRequest = {
+          organizationId,
+          customer: named._tag === "ById" ? named.customerId : named.externalId,
+          agentKey: request.agentKey,
+          models: [request.usage?.model, request.reserve?.usage?.model].filter((model) => model !== undefined),
+          now
+        }
+        const quick = yield* coalescedRead[named._tag](quickRequest)
         if (quick === undefined) {
           return yield* new CustomerNotFound({
             message: named._tag === "ById"

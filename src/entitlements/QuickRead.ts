@@ -4,7 +4,8 @@
  * signals, its active holds, its ACTIVE purchase with the balance rows, its
  * wallet, and the catalogue rows the request names (credit, outcome step,
  * unit by agentKey; the models of its usage). One statement reads them in one
- * snapshot. A customer with queued signals is read by the batch loader
+ * snapshot, for one check or for many (the checks that arrived together,
+ * src/db/Coalesce.ts, each under its own organisation). A customer with queued signals is read by the batch loader
  * instead (Entitlements.ts), which also loads what those signals name.
  *
  * Built into a BatchContext of this one customer so that SpendState.ts
@@ -61,20 +62,33 @@ export interface QuickState {
   readonly context: BatchContext
 }
 
-/** The customer named `by` (its id, or the active holder of an externalId) and its state; None when there is none. */
-export const quickRead = (
-  sql: SqlClient.SqlClient,
-  organizationId: string,
-  by: { readonly _tag: "ById"; readonly customerId: string } | { readonly _tag: "ByExternalId"; readonly externalId: string },
-  agentKey: string | undefined,
-  models: ReadonlyArray<string>,
-  now: Date
-) =>
+/** How a quick read names its customer: by id, or as the active holder of an externalId. */
+export type QuickReadBy = "ById" | "ByExternalId"
+
+/** One check's quick read: whose state, and what its request names. */
+export interface QuickRequest {
+  readonly organizationId: string
+  /** The customer's id, or its externalId, as `QuickReadBy` says. */
+  readonly customer: string
+  readonly agentKey: string | undefined
+  readonly models: ReadonlyArray<string>
+  readonly now: Date
+}
+
+const QuickRowOf = Schema.extend(QuickRow, Schema.Struct({ request: Schema.Number }))
+
+/**
+ * The state of each of `requests` (all naming their customer `by` the same
+ * form), in one statement: one row per request whose customer exists, in
+ * the answer's position of its request; undefined where there is none.
+ * Each request's rows are read under its own organisation.
+ */
+export const quickReadMany = (sql: SqlClient.SqlClient, by: QuickReadBy, requests: ReadonlyArray<QuickRequest>) =>
   Effect.map(
     findAll(
-      QuickRow,
-      sql`/* prepared: ${sql.literal(by._tag === "ById" ? "entitlements.quick_read.by_id" : "entitlements.quick_read.by_external_id")} */
-          SELECT c.organization_id, c.id, c.external_id, c.archived_at,
+      QuickRowOf,
+      sql`/* prepared: ${sql.literal(by === "ById" ? "entitlements.quick_read.by_id" : "entitlements.quick_read.by_external_id")} */
+          SELECT req.n::int AS request, c.organization_id, c.id, c.external_id, c.archived_at,
             (EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED' AND s.organization_id = c.organization_id
                        AND coalesce(s.customer_id, 'ext:' || s.external_id) = c.id)
              OR c.external_id IS NOT NULL AND EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED'
@@ -83,7 +97,7 @@ export const quickRead = (
             (SELECT coalesce(json_agg(json_build_object('id', r.id, 'meter', r.meter, 'targetId', r.target_id,
                                                         'amount', r.amount::text)), '[]')
              FROM reservations r WHERE r.organization_id = c.organization_id AND r.customer_id = c.id
-               AND r.status = 'HELD' AND r.expires_at > ${now}) AS holds,
+               AND r.status = 'HELD' AND r.expires_at > req.now) AS holds,
             (SELECT json_build_object('id', p.id, 'cycleIndex', p.cycle_index, 'snapshot', p.snapshot, 'balances',
                       (SELECT coalesce(json_agg(json_build_object('componentId', b.component_id,
                                 'remaining', b.remaining::text, 'cycleQuantity', b.cycle_quantity::text)), '[]')
@@ -93,62 +107,72 @@ export const quickRead = (
             (SELECT w.balance::text FROM wallets w WHERE w.organization_id = c.organization_id AND w.customer_id = c.id) AS wallet,
             (SELECT json_build_object('id', x.id, 'name', x.name, 'basePrice', x.base_price::text,
                       'tokensPerCredit', x.tokens_per_credit::text, 'marginPercent', x.margin_percent::text)
-             FROM credits x WHERE x.is_active AND x.organization_id = c.organization_id AND x.agent_key = ${agentKey ?? ""}) AS credit,
+             FROM credits x WHERE x.is_active AND x.organization_id = c.organization_id AND x.agent_key = req.agent_key) AS credit,
             (SELECT json_build_object('outcomeId', o.id, 'outcomeName', o.name, 'stepName', st.name)
              FROM outcome_steps st JOIN outcomes o ON o.organization_id = st.organization_id AND o.id = st.outcome_id
              WHERE st.removed_at IS NULL AND o.is_active AND st.organization_id = c.organization_id
-               AND st.agent_key = ${agentKey ?? ""}
+               AND st.agent_key = req.agent_key
              ORDER BY o.id LIMIT 1) AS step,
             (SELECT json_build_object('id', u.id, 'name', u.name) FROM units u
-             WHERE u.is_active AND u.organization_id = c.organization_id AND u.agent_key = ${agentKey ?? ""}) AS unit,
+             WHERE u.is_active AND u.organization_id = c.organization_id AND u.agent_key = req.agent_key) AS unit,
             (SELECT coalesce(json_agg(json_build_object('id', m.id, 'input', m.input_rate::text, 'output', m.output_rate::text,
                       'cacheRead', m.cache_read_rate::text, 'cacheWrite', m.cache_write_rate::text)), '[]')
-             FROM models m WHERE m.enabled AND m.organization_id = c.organization_id AND m.id = ANY(${models}::text[])) AS models
-          FROM customers c
-          WHERE c.organization_id = ${organizationId} AND ${
-        by._tag === "ById" ? sql`c.id = ${by.customerId}` : sql`c.external_id = ${by.externalId} AND c.archived_at IS NULL`
+             FROM models m WHERE m.enabled AND m.organization_id = c.organization_id
+               AND m.id = ANY(ARRAY(SELECT jsonb_array_elements_text(req.models::jsonb)))) AS models
+          FROM unnest(${requests.map((request) => request.organizationId)}::text[],
+                      ${requests.map((request) => request.customer)}::text[],
+                      ${requests.map((request) => request.agentKey ?? "")}::text[],
+                      ${requests.map((request) => JSON.stringify(request.models))}::text[],
+                      ${requests.map((request) => request.now.toISOString())}::timestamptz[])
+               WITH ORDINALITY AS req(organization_id, customer, agent_key, models, now, n)
+          JOIN customers c ON c.organization_id = req.organization_id AND ${
+        by === "ById" ? sql`c.id = req.customer` : sql`c.external_id = req.customer AND c.archived_at IS NULL`
       }`
     ),
-    (rows): QuickState | undefined => {
-      const row = rows[0]
-      if (row === undefined) return undefined
-      const customer: Customer = {
-        organizationId: row.organizationId,
-        id: row.id,
-        externalId: row.externalId,
-        archivedAt: row.archivedAt
-      }
-      const purchase: PurchaseContext | null = row.purchase === null ? null : {
-        id: row.purchase.id,
-        snapshot: row.purchase.snapshot,
-        cycleIndex: row.purchase.cycleIndex,
-        closedCycle: false,
-        balances: new Map(row.purchase.balances.map((b) => [b.componentId, { ...b }] as const))
-      }
-      const catalogue: Catalogue = {
-        credit: (key) => (key === agentKey && row.credit !== null ? row.credit : undefined),
-        outcomeStep: (key) => (key === agentKey && row.step !== null ? row.step : undefined),
-        unit: (key) => (key === agentKey && row.unit !== null ? row.unit : undefined),
-        composite: () => undefined,
-        model: (id) => row.models.find((model) => model.id === id)
-      }
-      const context: BatchContext = {
-        customerById: () => customer,
-        customerByExternalId: () => customer,
-        customerContext: () => ({
-          organizationId: customer.organizationId,
-          customerId: customer.id,
-          purchase,
-          wallet: row.wallet === null ? null : { balance: row.wallet }
-        }),
-        cycleOf: () => ({ _tag: "Billed", purchase }),
-        isMember: () => false,
-        catalogue: () => catalogue,
-        run: () => undefined,
-        runCost: () => ZERO,
-        occurrence: () => undefined,
-        wallets: new Map()
-      }
-      return { customer, hasQueued: row.hasQueued, holds: row.holds, context }
+    (rows): ReadonlyArray<QuickState | undefined> => {
+      const states: Array<QuickState | undefined> = requests.map(() => undefined)
+      for (const row of rows) states[row.request - 1] = stateOf(row, requests[row.request - 1]!.agentKey)
+      return states
     }
   )
+
+const stateOf = (row: typeof QuickRow.Type, agentKey: string | undefined): QuickState => {
+  const customer: Customer = {
+    organizationId: row.organizationId,
+    id: row.id,
+    externalId: row.externalId,
+    archivedAt: row.archivedAt
+  }
+  const purchase: PurchaseContext | null = row.purchase === null ? null : {
+    id: row.purchase.id,
+    snapshot: row.purchase.snapshot,
+    cycleIndex: row.purchase.cycleIndex,
+    closedCycle: false,
+    balances: new Map(row.purchase.balances.map((b) => [b.componentId, { ...b }] as const))
+  }
+  const catalogue: Catalogue = {
+    credit: (key) => (key === agentKey && row.credit !== null ? row.credit : undefined),
+    outcomeStep: (key) => (key === agentKey && row.step !== null ? row.step : undefined),
+    unit: (key) => (key === agentKey && row.unit !== null ? row.unit : undefined),
+    composite: () => undefined,
+    model: (id) => row.models.find((model) => model.id === id)
+  }
+  const context: BatchContext = {
+    customerById: () => customer,
+    customerByExternalId: () => customer,
+    customerContext: () => ({
+      organizationId: customer.organizationId,
+      customerId: customer.id,
+      purchase,
+      wallet: row.wallet === null ? null : { balance: row.wallet }
+    }),
+    cycleOf: () => ({ _tag: "Billed", purchase }),
+    isMember: () => false,
+    catalogue: () => catalogue,
+    run: () => undefined,
+    runCost: () => ZERO,
+    occurrence: () => undefined,
+    wallets: new Map()
+  }
+  return { customer, hasQueued: row.hasQueued, holds: row.holds, context }
+}

@@ -8,18 +8,19 @@
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { isServiceError, type ServiceError } from "../errors.ts"
-import { type ApiError, toApiError, Unauthorized } from "./ApiErrors.ts"
+import { type ApiError, toApiError, TooManyRequests, Unauthorized } from "./ApiErrors.ts"
 import { declaredError } from "./Envelope.ts"
 import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
 import type { OrganizationId } from "../ids.ts"
+import { authenticationCost, familyOf, RateLimiter } from "./RateLimit.ts"
 
 /** The organisation (and key) the current request acts for. */
 export class CurrentOrganization extends Context.Tag("CurrentOrganization")<CurrentOrganization, Caller>() {}
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("Authentication", {
-  failure: declaredError(Unauthorized, 401),
+  failure: Schema.Union(declaredError(Unauthorized, 401), declaredError(TooManyRequests, 429)),
   provides: CurrentOrganization,
   security: { bearer: HttpApiSecurity.bearer }
 }) {}
@@ -34,6 +35,7 @@ export const AuthenticationLive = Layer.effect(
   Authentication,
   Effect.gen(function*() {
     const keys = yield* ApiKeys
+    const limiter = yield* RateLimiter
     return {
       bearer: (_token: Redacted.Redacted) =>
         Effect.gen(function*() {
@@ -42,8 +44,13 @@ export const AuthenticationLive = Layer.effect(
           if (secret === undefined) {
             return yield* new Unauthorized({ message: "Missing or malformed Authorization header: expected Bearer <API_KEY>" })
           }
-          // The middleware declares the 401 alone: a refused key is its only failure.
-          return yield* Effect.mapError(keys.authenticate(secret), (refused) => new Unauthorized({ message: refused.message }))
+          const caller = yield* Effect.mapError(keys.authenticate(secret), (refused) => new Unauthorized({ message: refused.message }))
+          // The key's tokens for the route's family, before the handler does anything (src/http/RateLimit.ts).
+          yield* Effect.mapError(
+            limiter.limit(caller, familyOf(request.method, request.originalUrl), authenticationCost(request.method, request.originalUrl)),
+            (limited) => new TooManyRequests({ message: limited.message })
+          )
+          return caller
         })
     }
   })

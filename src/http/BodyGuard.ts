@@ -25,6 +25,7 @@ import { Effect } from "effect"
 import { unstorableText } from "../schema.ts"
 import type { ApiKeys } from "../organizations/ApiKeys.ts"
 import { bearerToken } from "./Auth.ts"
+import { edgeCode } from "./ApiErrors.ts"
 import { errorResponse } from "./Envelope.ts"
 
 /** The deepest nesting of arrays and objects a request body may have. */
@@ -86,12 +87,12 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
     if (!withBody.has(request.method) || !hasBody(request.headers)) return undefined
     const contentType = request.headers["content-type"]
     if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) {
-      return errorResponse(415, `Unsupported Content-Type ${contentType.split(";")[0]!.trim()}: request bodies are JSON (application/json)`)
+      return errorResponse(415, `Unsupported Content-Type ${contentType.split(";")[0]!.trim()}: request bodies are JSON (application/json)`, edgeCode("UnsupportedMediaType"))
     }
     const text = yield* Effect.orElseSucceed(request.text, () => undefined)
     if (text === undefined || text === "") return undefined
     if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) {
-      return errorResponse(400, `Invalid request: JSON nested deeper than ${MAX_JSON_DEPTH} levels`)
+      return errorResponse(400, `Invalid request: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, edgeCode("ValidationFailed"))
     }
     if (!mayHoldLoneSurrogate(text)) return undefined
     let parsed: unknown
@@ -104,7 +105,11 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
     const unstorable = unstorableText(parsed)
     return unstorable === undefined
       ? undefined
-      : errorResponse(400, `Invalid request: ${pathText(unstorable.path)} holds ${unstorableWords[unstorable.reason]}`)
+      : errorResponse(
+        400,
+        `Invalid request: ${pathText(unstorable.path)} holds ${unstorableWords[unstorable.reason]}`,
+        edgeCode("ValidationFailed")
+      )
   })
 
 /** A route of the API, by method and path (src/app/Server.ts builds it from the API). */

@@ -1,6 +1,8 @@
 /**
  * The spec's response envelope, on every answer:
  *   { statusCode, statusDetail: { status: "SUCCESS" | "ERROR", message }, result }
+ * and on every error, `statusDetail.code`: the failure's stable machine code
+ * (src/http/ApiErrors.ts `errorCodes`, docs/api.md "Error codes").
  *
  * Successes: each endpoint declares `Success(ResultSchema, { status, message })`,
  * whose encoding wraps the handler's plain result.
@@ -21,7 +23,7 @@ import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { SqlError } from "@effect/sql"
 import type { ServerResponse } from "node:http"
 import { sqlState } from "../db/Sql.ts"
-import { failureStatus } from "./ApiErrors.ts"
+import { codesOfStatus, edgeCode, type ErrorCode, failureCode, failureStatus } from "./ApiErrors.ts"
 import { describeIssues } from "../schema.ts"
 import { requestIdHeader } from "./RequestLog.ts"
 
@@ -61,7 +63,7 @@ export const Success = <S extends Schema.Schema.Any>(
 }
 
 /** Every status an error answer can carry; each has its envelope schema below. */
-export const errorStatuses = [400, 401, 403, 404, 405, 409, 415, 422, 500, 503] as const
+export const errorStatuses = [400, 401, 403, 404, 405, 409, 415, 422, 429, 500, 503] as const
 export type ErrorStatus = (typeof errorStatuses)[number]
 
 const EmptyResult = Schema.Struct({}).annotations({
@@ -69,11 +71,26 @@ const EmptyResult = Schema.Struct({}).annotations({
   jsonSchema: { type: "object", properties: {}, additionalProperties: false }
 })
 
+/**
+ * The codes of a status's answers, as the document's enum: every code of that
+ * status (src/http/ApiErrors.ts `codesOfStatus`). An operation's codes are
+ * thus those of the statuses it declares (`x-error-codes`, src/app/OpenApiDoc.ts).
+ */
+const codeSchema = (status: ErrorStatus) => {
+  const codes = codesOfStatus(status)
+  const description = "The failure's stable machine-readable code, the snake_case of what happened " +
+    "(docs/api.md \"Error codes\"); code against it, not against `message`."
+  return codes.length === 0
+    ? Schema.String.annotations({ description })
+    : Schema.Literal(...(codes as [ErrorCode, ...Array<ErrorCode>])).annotations({ description })
+}
+
 const makeErrorEnvelope = <S extends ErrorStatus>(status: S) =>
   Schema.Struct({
     statusCode: Schema.Literal(status).annotations({ description: "Equals the HTTP status." }),
     statusDetail: Schema.Struct({
       status: Schema.Literal("ERROR"),
+      code: codeSchema(status) as Schema.Schema<ErrorCode, string>,
       message: Schema.String.annotations({ description: "What was wrong, for people; not a stable code." })
     }),
     result: EmptyResult
@@ -96,28 +113,34 @@ const encodeErrorEnvelope = Object.fromEntries(
   errorStatuses.map((status) => [status, Schema.encodeSync(ErrorEnvelope[status] as Schema.Schema<unknown>)])
 ) as Record<ErrorStatus, (envelope: unknown) => unknown>
 
-const errorEnvelope = (status: ErrorStatus, message: string) =>
-  encodeErrorEnvelope[status]({ statusCode: status, statusDetail: { status: "ERROR", message }, result: {} })
+const errorEnvelope = (status: ErrorStatus, message: string, code: ErrorCode) =>
+  encodeErrorEnvelope[status]({ statusCode: status, statusDetail: { status: "ERROR", code, message }, result: {} })
 
-export const errorResponse = (status: ErrorStatus, message: string) =>
-  HttpServerResponse.unsafeJson(errorEnvelope(status, message), { status })
+/** An error answer: its status, its message for people and its code for machines (one of the status's codes). */
+export const errorResponse = (status: ErrorStatus, message: string, code: ErrorCode) =>
+  HttpServerResponse.unsafeJson(errorEnvelope(status, message, code), { status })
 
 /** The JSON text of an error answer, for a door that writes Node's response itself (`writeAnswer`). */
-export const errorBody = (status: ErrorStatus, message: string) => JSON.stringify(errorEnvelope(status, message))
+export const errorBody = (status: ErrorStatus, message: string, code: ErrorCode) =>
+  JSON.stringify(errorEnvelope(status, message, code))
 
 /**
  * A declared API error whose encoding is its status's envelope: the handler
  * fails with the typed error (`BadRequest`, ...), the document and the
  * encoder both see `ErrorEnvelope[status]`.
  */
-export const declaredError = <Self extends { readonly message: string }, S extends ErrorStatus>(
-  errorClass: Schema.Schema<Self, any, never> & { new(props: { readonly message: string }): Self },
+export const declaredError = <Self extends { readonly message: string; readonly code: string }, S extends ErrorStatus>(
+  errorClass: Schema.Schema<Self, any, never> & { new(props: { readonly message: string; readonly code: string }): Self },
   status: S
 ) =>
   Schema.transform(ErrorEnvelope[status], Schema.typeSchema(errorClass), {
     strict: false,
-    decode: (envelope) => new errorClass({ message: envelope.statusDetail.message }),
-    encode: (error) => ({ statusCode: status, statusDetail: { status: "ERROR" as const, message: error.message }, result: {} })
+    decode: (envelope) => new errorClass({ message: envelope.statusDetail.message, code: envelope.statusDetail.code }),
+    encode: (error) => ({
+      statusCode: status,
+      statusDetail: { status: "ERROR" as const, code: error.code as ErrorCode, message: error.message },
+      result: {}
+    })
   }).annotations({
     // The document names a transformation by its own identifier, not its encoded side's.
     ...ErrorEnvelope[status].ast.annotations,
@@ -133,11 +156,18 @@ export const successBody = (status: number, message: string, result: unknown) =>
 
 /**
  * Writes an enveloped answer (`successBody`, `errorBody`) straight to Node's
- * response, with the headers the full server sends: JSON, its length, and the
- * request id. For a door that answers without the platform (src/signals/IntakeLane.ts).
+ * response, with the headers the full server sends: JSON, its length, the
+ * request id, and the rate-limit fields when given (src/http/RateLimit.ts). For a door that answers without the platform (src/signals/IntakeLane.ts).
  */
-export const writeAnswer = (response: ServerResponse, status: number, json: string, requestId: string) => {
+export const writeAnswer = (
+  response: ServerResponse,
+  status: number,
+  json: string,
+  requestId: string,
+  headers?: Readonly<Record<string, string>>
+) => {
   response.writeHead(status, {
+    ...headers,
     "content-type": "application/json",
     "content-length": Buffer.byteLength(json),
     [requestIdHeader]: requestId
@@ -165,10 +195,10 @@ const isDecodable = (path: string) => {
 const unknownRoute = (routes: RouteTable) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
     const path = new URL(request.url, "http://localhost").pathname
-    if (!isDecodable(path)) return errorResponse(400, `Malformed percent-encoding in ${path}`)
+    if (!isDecodable(path)) return errorResponse(400, `Malformed percent-encoding in ${path}`, edgeCode("ValidationFailed"))
     return routes.hasPath(path)
-      ? errorResponse(405, `Method ${request.method} is not allowed on ${path}`)
-      : errorResponse(404, `No route for ${request.method} ${path}`)
+      ? errorResponse(405, `Method ${request.method} is not allowed on ${path}`, edgeCode("MethodNotAllowed"))
+      : errorResponse(404, `No route for ${request.method} ${path}`, edgeCode("RouteNotFound"))
   })
 
 const isSqlError = (u: unknown): u is SqlError.SqlError =>
@@ -177,12 +207,14 @@ const isSqlError = (u: unknown): u is SqlError.SqlError =>
 /** character_not_in_repertoire, untranslatable_character */
 const unstorableText = new Set(["22021", "22P05"])
 
-/** How a failure is answered: a status and message, or the route-not-found answer (404 or 405). */
+/** How a failure is answered: a status, message and code, or the route-not-found answer (404 or 405). */
 export type FailureAnswer =
-  | { readonly _tag: "Answer"; readonly status: ErrorStatus; readonly message: string }
+  | { readonly _tag: "Answer"; readonly status: ErrorStatus; readonly message: string; readonly code: ErrorCode }
   | { readonly _tag: "UnknownRoute" }
 
-const answerWith = (status: ErrorStatus, message: string): FailureAnswer => ({ _tag: "Answer", status, message })
+const answerWith = (status: ErrorStatus, message: string, code: ErrorCode): FailureAnswer => ({ _tag: "Answer", status, message, code })
+
+const invalid = (message: string) => answerWith(400, message, edgeCode("ValidationFailed"))
 
 /**
  * The one mapping of a failure to its answer: our typed errors, request
@@ -194,25 +226,25 @@ export const failureAnswer = (cause: Cause.Cause<unknown>): FailureAnswer => {
   if (Option.isSome(failure)) {
     const error: unknown = failure.value
     const status = failureStatus(error)
-    if (status !== undefined) return answerWith(status, (error as { readonly message: string }).message)
+    if (status !== undefined) return answerWith(status, (error as { readonly message: string }).message, failureCode(error)!)
     if (error instanceof HttpApiError.HttpApiDecodeError) {
-      return answerWith(400, `Invalid request: ${describeIssues(error.issues) || error.message}`)
+      return invalid(`Invalid request: ${describeIssues(error.issues) || error.message}`)
     }
-    if (ParseResult.isParseError(error)) return answerWith(400, `Invalid request: ${describeParseError(error)}`)
+    if (ParseResult.isParseError(error)) return invalid(`Invalid request: ${describeParseError(error)}`)
     if (error instanceof HttpServerError.RouteNotFound) return { _tag: "UnknownRoute" }
   }
   for (const defect of Cause.defects(cause)) {
     // HttpApi dies (rather than fails) when a JSON body cannot be parsed.
     if (defect instanceof HttpServerError.RequestError && defect.reason === "Decode") {
-      return answerWith(400, "Invalid JSON in request body")
+      return answerWith(400, "Invalid JSON in request body", edgeCode("InvalidJson"))
     }
     // Text PostgreSQL cannot store (a NUL character) is the client's input, not our failure.
     if (isSqlError(defect) && unstorableText.has(sqlState(defect) ?? "")) {
-      return answerWith(400, "Invalid request: text must not contain NUL characters")
+      return invalid("Invalid request: text must not contain NUL characters")
     }
   }
-  if (Cause.isInterruptedOnly(cause)) return answerWith(503, "The service is shutting down")
-  return answerWith(500, "Internal server error")
+  if (Cause.isInterruptedOnly(cause)) return answerWith(503, "The service is shutting down", edgeCode("ServiceUnavailable"))
+  return answerWith(500, "Internal server error", edgeCode("InternalError"))
 }
 
 /** Turns every failure of the API into an enveloped response. */
@@ -220,6 +252,6 @@ export const renderFailures = (routes: RouteTable) => <E, R>(app: HttpApp.Defaul
   Effect.catchAllCause(app, (cause) => {
     const answer = failureAnswer(cause)
     if (answer._tag === "UnknownRoute") return unknownRoute(routes)
-    const response = errorResponse(answer.status, answer.message)
+    const response = errorResponse(answer.status, answer.message, answer.code)
     return answer.status === 500 ? Effect.as(Effect.logError("Unhandled failure", cause), response) : Effect.succeed(response)
   })

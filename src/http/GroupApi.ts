@@ -12,13 +12,14 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import { BadRequest, Conflict, Forbidden, NotFound, Unauthorized, Unprocessable } from "./ApiErrors.ts"
+import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized, Unprocessable } from "./ApiErrors.ts"
 import { Authentication } from "./Auth.ts"
+import { apiPrefix } from "./ApiPrefix.ts"
 import { declaredError } from "./Envelope.ts"
 
 export const apiId = "billing"
 
-export const apiPrefix = "/api/v1"
+export { apiPrefix }
 
 /** A feature's group behind bearer authentication, as the API serves every group. */
 export const authenticated = <
@@ -40,6 +41,7 @@ export const withSharedErrors = <Id extends string, Groups extends HttpApiGroup.
     .addError(declaredError(NotFound, 404))
     .addError(declaredError(Conflict, 409))
     .addError(declaredError(Unprocessable, 422))
+    .addError(declaredError(TooManyRequests, 429))
 
 /** One feature's group framed as the full API frames it: what its handler layer is built against. */
 export const groupApi = <

@@ -10,10 +10,11 @@
 import { type Cause, Effect, FiberSet } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { Readable } from "node:stream"
-import type { ServiceError } from "../errors.ts"
+import { codeOf, type ServiceError } from "../errors.ts"
 import { bearerToken } from "./Auth.ts"
 import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "./BodyGuard.ts"
 import { errorBody, failureAnswer, writeAnswer } from "./Envelope.ts"
+import { rateLimitedMessage, rateLimitHeaders, type RateVerdict } from "./RateLimit.ts"
 import * as RequestLog from "./RequestLog.ts"
 
 /** The JSON value of a body, when the body rules let a lane judge it; undefined when the full server must. */
@@ -46,12 +47,14 @@ export const replayOf = (request: IncomingMessage, body: Buffer): IncomingMessag
 export interface LaneExchange {
   readonly body: Buffer
   readonly requestId: string
-  /** Writes the answer, its request id and its request-log line. */
-  readonly finished: (status: number, json: string) => void
+  /** Writes the answer, its request id (and `headers`, the rate-limit fields) and its request-log line. */
+  readonly finished: (status: number, json: string, headers?: Readonly<Record<string, string>>) => void
+  /** Answers 429 for a request its key's tokens did not cover (src/http/RateLimit.ts): nothing of it is done. */
+  readonly limited: (verdict: RateVerdict) => void
   /** Replays the request, body and all, into the full server, which answers it. */
   readonly handOver: () => void
-  /** Answers a failure of the service with the one failure mapping (`failureAnswer`). */
-  readonly refused: (cause: Cause.Cause<ServiceError>) => void
+  /** Answers a failure of the service with the one failure mapping (`failureAnswer`), with `headers` when given. */
+  readonly refused: (cause: Cause.Cause<ServiceError>, headers?: Readonly<Record<string, string>>) => void
 }
 
 /** What a lane gives `readExchange`: its log, its fiber runner, and counters of what it did. */
@@ -117,9 +120,9 @@ export const readExchange = (
   request.on("end", () => {
     const body = chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)
     const requestId = RequestLog.requestIdOf(request.headers[RequestLog.requestIdHeader])
-    const finished = (status: number, json: string) => {
+    const finished = (status: number, json: string, headers?: Readonly<Record<string, string>>) => {
       lane.onAnswered()
-      writeAnswer(response, status, json, requestId)
+      writeAnswer(response, status, json, requestId, headers)
       const now = performance.now()
       lane.log.record(requestId, request.method!, request.url!, status, now - started, now)
     }
@@ -127,15 +130,17 @@ export const readExchange = (
       lane.onHandedOver()
       fallback(replayOf(request, body), response)
     }
-    const refused = (cause: Cause.Cause<ServiceError>) => {
+    const refused = (cause: Cause.Cause<ServiceError>, headers?: Readonly<Record<string, string>>) => {
       // A client that went away has no answer and no line, as in the full server.
       if (response.destroyed) return
       const failure = failureAnswer(cause)
       // Cannot happen (a lane takes only routes); if it did, the full server answers.
       if (failure._tag === "UnknownRoute") return handOver()
       if (failure.status === 500) lane.runFork(Effect.logError("Unhandled failure", cause))
-      finished(failure.status, errorBody(failure.status, failure.message))
+      finished(failure.status, errorBody(failure.status, failure.message, failure.code), headers)
     }
-    onBody({ body, requestId, finished, handOver, refused })
+    const limited = (verdict: RateVerdict) =>
+      finished(429, errorBody(429, rateLimitedMessage(verdict), codeOf("RateLimited")), rateLimitHeaders(verdict))
+    onBody({ body, requestId, finished, handOver, refused, limited })
   })
 }

@@ -507,6 +507,46 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
     const createBalances = Effect.fn("Ledger.createBalances")((rows: ReadonlyArray<BalanceValues>) =>
       Effect.asVoid(writeTogether(sql, [createBalancesStatement(sql, rows)])))
 
+    /**
+     * Replaces the balance rows of purchases changing plan with `rows` (all of
+     * theirs): the new rows written (upserted: a change to the same plan keeps
+     * its keys), the balance adjustments of a row that carries over re-pointed
+     * to its successor (`carried`, old component id to new) and those of a row
+     * dropped detached (component null), then the rows no longer sold deleted.
+     * Three statements, before the step's others; the caller holds the rows' locks.
+     */
+    const replaceBalances = Effect.fn("Ledger.replaceBalances")(function*(
+      purchases: ReadonlyArray<{ readonly organizationId: string; readonly purchaseId: string }>,
+      rows: ReadonlyArray<BalanceValues>,
+      carried: ReadonlyArray<{ readonly organizationId: string; readonly purchaseId: string; readonly from: string; readonly to: string }>
+    ) {
+        if (purchases.length === 0) return
+        const insert = createBalancesStatement(sql, rows)
+        if (insert !== undefined) {
+          yield* orDie(sql`${insert} ON CONFLICT (organization_id, purchase_id, component_id) DO UPDATE SET
+              customer_id = excluded.customer_id, type = excluded.type, billing_mode = excluded.billing_mode,
+              target_id = excluded.target_id, granted = excluded.granted, used = excluded.used,
+              remaining = excluded.remaining, original_granted = excluded.original_granted,
+              cycle_quantity = excluded.cycle_quantity, arrear_amount = excluded.arrear_amount`)
+        }
+        const keep = rows.map((row) => `${row.organizationId}/${row.purchaseId}/${row.componentId}`)
+        const moved = carried.filter((c) => c.from !== c.to)
+        yield* orDie(sql`UPDATE balance_adjustments AS a
+            SET component_id = (SELECT v.to_id FROM unnest(
+                ${moved.map((c) => c.organizationId)}::text[], ${moved.map((c) => c.purchaseId)}::text[],
+                ${moved.map((c) => c.from)}::text[], ${moved.map((c) => c.to)}::text[]
+              ) AS v(organization_id, purchase_id, from_id, to_id)
+              WHERE v.organization_id = a.organization_id AND v.purchase_id = a.purchase_id AND v.from_id = a.component_id)
+            WHERE (a.organization_id, a.purchase_id) IN (
+                SELECT * FROM unnest(${purchases.map((p) => p.organizationId)}::text[], ${purchases.map((p) => p.purchaseId)}::text[]))
+              AND a.component_id IS NOT NULL
+              AND NOT (a.organization_id || '/' || a.purchase_id || '/' || a.component_id) = ANY(${keep}::text[])`)
+        yield* orDie(sql`DELETE FROM purchase_balances AS b
+            WHERE (b.organization_id, b.purchase_id) IN (
+                SELECT * FROM unnest(${purchases.map((p) => p.organizationId)}::text[], ${purchases.map((p) => p.purchaseId)}::text[]))
+              AND NOT (b.organization_id || '/' || b.purchase_id || '/' || b.component_id) = ANY(${keep}::text[])`)
+      })
+
     /** Sets balance rows to the values given (`setBalancesStatement`), run. */
     const setBalances = Effect.fn("Ledger.setBalances")((rows: ReadonlyArray<BalanceValues>) =>
       Effect.asVoid(writeTogether(sql, [setBalancesStatement(sql, rows)])))
@@ -534,7 +574,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       addSpent,
       moveReservedWallet,
       createBalances,
-      setBalances
+      setBalances,
+      replaceBalances
     } as const
   })
 }) {}

@@ -7,7 +7,8 @@ export const LedgerType = Schema.Literal(
   "RECURRING_GRANT",
   "ADJUSTMENT",
   "USAGE_LOG",
-  "INVOICE_PAYMENT"
+  "INVOICE_PAYMENT",
+  "PLAN_CHANGE"
 )
 export type LedgerType = typeof LedgerType.Type
 
@@ -17,5 +18,6 @@ export const ledgerSource: Record<LedgerType, "USAGE" | "ADJUSTMENT" | "PURCHASE
   RECURRING_GRANT: "RECURRING_GRANT",
   ADJUSTMENT: "ADJUSTMENT",
   USAGE_LOG: "USAGE",
-  INVOICE_PAYMENT: "PURCHASE"
+  INVOICE_PAYMENT: "PURCHASE",
+  PLAN_CHANGE: "PURCHASE"
 }

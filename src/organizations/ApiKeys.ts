@@ -21,10 +21,12 @@ import {
   KeyCache,
   keyChangedPayload,
   keyChangesChannel,
+  organizationChangedPayload,
   type KeyCacheStats,
   type KeyRecord,
   listenForKeyChanges
 } from "./KeyCache.ts"
+import { DEFAULT_RATE_LIMITS, effectiveRateLimits, type RateLimits, StoredRateLimits } from "./RateLimits.ts"
 
 export const hashKey = (key: string) => createHash("sha256").update(key).digest("hex")
 
@@ -42,6 +44,8 @@ export class ApiKey extends Schema.Class<ApiKey>("ApiKey")({
 export interface Caller {
   readonly organizationId: OrganizationId
   readonly apiKeyId: string
+  /** The organisation's API rate limits in force (src/http/RateLimit.ts counts them per key). */
+  readonly rateLimits: RateLimits
 }
 
 /** What authentication reads of a key: the cache's record. */
@@ -49,7 +53,8 @@ const KeyRow = Schema.Struct({
   apiKeyId: Schema.String,
   organizationId: OrganizationId,
   expiresAt: Schema.NullOr(Schema.DateFromSelf),
-  revokedAt: Schema.NullOr(Schema.DateFromSelf)
+  revokedAt: Schema.NullOr(Schema.DateFromSelf),
+  rateLimits: Schema.NullOr(StoredRateLimits)
 })
 
 const refused = () => new ApiKeyRefused({ message: "The API key is missing, unknown, revoked or expired" })
@@ -117,8 +122,10 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
     const lookup = (hash: string) =>
       findOne(
         KeyRow,
-        sql`SELECT id AS api_key_id, organization_id, expires_at, revoked_at FROM api_keys WHERE key_hash = ${hash}`
-      )
+        sql`SELECT k.id AS api_key_id, k.organization_id, k.expires_at, k.revoked_at, o.rate_limits
+            FROM api_keys k JOIN organizations o ON o.id = k.organization_id
+            WHERE k.key_hash = ${hash}`
+      ).pipe(Effect.map(Option.map((row): KeyRecord => ({ ...row, rateLimits: effectiveRateLimits(row.rateLimits) }))))
 
     /**
      * One lookup per key at a time: requests that miss while it runs wait for
@@ -145,7 +152,11 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
 
     const decide = (key: KeyRecord | undefined): Either.Either<Caller, ApiKeyRefused> =>
       key !== undefined && isUsable(key, cache.now())
-        ? Either.right({ organizationId: key.organizationId, apiKeyId: key.apiKeyId })
+        ? Either.right({
+          organizationId: key.organizationId,
+          apiKeyId: key.apiKeyId,
+          rateLimits: key.rateLimits ?? DEFAULT_RATE_LIMITS
+        })
         : Either.left(refused())
 
     const cachedDecision = (hash: string) => {
@@ -174,6 +185,15 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
     /** The key cache's counters and listener state (tests, diagnostics). */
     const cacheStats: Effect.Effect<KeyCacheStats> = Effect.sync(() => cache.stats()).pipe(Effect.withSpan("ApiKeys.cacheStats"))
 
-    return { create, list, revoke, authenticate, authenticateCached, cacheStats } as const
+    /**
+     * What the keys of an organisation carry (its rate limits) changed, in the caller's transaction:
+     * every API process drops them when it commits (`pg_notify`), this one at once.
+     */
+    const organizationChanged = Effect.fn("ApiKeys.organizationChanged")((organizationId: OrganizationId) =>
+      orDie(sql`SELECT pg_notify(${keyChangesChannel}, ${organizationChangedPayload(organizationId)})`).pipe(
+        Effect.zipRight(Effect.sync(() => cache.invalidateOrganization(organizationId)))
+      ))
+
+    return { create, list, revoke, authenticate, authenticateCached, cacheStats, organizationChanged } as const
   })
 }) {}

@@ -37,6 +37,7 @@ import type { PgClient } from "@effect/sql-pg"
 import type { Effect } from "effect"
 import { type ChannelOptions, defaultChannelOptions, listenOn } from "../db/Listen.ts"
 import type { OrganizationId } from "../ids.ts"
+import type { RateLimits } from "./RateLimits.ts"
 
 /** The channel that carries API key changes to every API process. */
 export const keyChangesChannel = "billing_api_key_changes"
@@ -44,12 +45,20 @@ export const keyChangesChannel = "billing_api_key_changes"
 /** The payload that says "key `apiKeyId` changed: drop it". */
 export const keyChangedPayload = (apiKeyId: string) => `key:${apiKeyId}`
 
+/** The payload that says "what the keys of `organizationId` carry changed (its rate limits): drop them". */
+export const organizationChangedPayload = (organizationId: string) => `org:${organizationId}`
+
 /** What the cache keeps of a key: enough to authenticate and to refuse. */
 export interface KeyRecord {
   readonly organizationId: OrganizationId
   readonly apiKeyId: string
   readonly expiresAt: Date | null
   readonly revokedAt: Date | null
+  /**
+   * The organisation's API rate limits in force (its own, else the defaults), read with
+   * the key: a change of them reaches this process within the cache's TTL, like any other.
+   */
+  readonly rateLimits?: RateLimits | undefined
 }
 
 /** Whether `key` authenticates a request at `now` (milliseconds since the epoch). */
@@ -152,6 +161,16 @@ export class KeyCache {
     this.invalidations++
   }
 
+  /** Every key of `organizationId` changed (its rate limits): drop them and fence lookups in flight. */
+  invalidateOrganization(organizationId: string): void {
+    this.generation++
+    for (const [hash, entry] of this.entries) {
+      if (entry.key.organizationId !== organizationId) continue
+      this.remove(hash, entry.key.apiKeyId)
+      this.invalidations++
+    }
+  }
+
   /** Drops everything and fences lookups in flight. */
   clear(): void {
     this.generation++
@@ -203,6 +222,7 @@ export const listenForKeyChanges = (
     keyChangesChannel,
     (payload) => {
       if (payload.startsWith("key:")) cache.invalidateKey(payload.slice(4))
+      else if (payload.startsWith("org:")) cache.invalidateOrganization(payload.slice(4))
       // A change this version does not know how to scope: drop everything.
       else cache.clear()
     },

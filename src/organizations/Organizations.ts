@@ -4,12 +4,13 @@
  * its first API key in the same transaction.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import { dieOnSqlError, findAll, findOne, foundOr, orDie } from "../db/Sql.ts"
 import { InvalidOrganizationSettings, OrganizationNotFound } from "../errors.ts"
 import { makeId, OrganizationId } from "../ids.ts"
 import { builtinModels } from "../models/BuiltinModels.ts"
 import { ApiKeys } from "./ApiKeys.ts"
+import { changedRateLimits, RateLimitsChange, StoredRateLimits } from "./RateLimits.ts"
 
 export class Organization extends Schema.Class<Organization>("Organization")({
   id: OrganizationId,
@@ -23,6 +24,8 @@ export class Organization extends Schema.Class<Organization>("Organization")({
   invoiceGraceHours: Schema.Int,
   /** What every invoice number of the organisation starts with (`INV-` in `INV-000042`), fixed on an invoice when it is finalised. */
   invoiceNumberPrefix: Schema.String,
+  /** The API rate limits it set (src/organizations/RateLimits.ts); null: the defaults for every family. */
+  rateLimits: Schema.NullOr(StoredRateLimits),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
@@ -38,6 +41,8 @@ export interface OrganizationSettings {
   readonly invoiceGraceHours?: number | undefined
   /** The prefix of invoice numbers finalised from now on: `INVOICE_NUMBER_PREFIX`. */
   readonly invoiceNumberPrefix?: string | undefined
+  /** API rate limits by route family: a family sent changes, null puts it back to the default. */
+  readonly rateLimits?: RateLimitsChange | undefined
 }
 
 /** The late-usage window's bounds (days) and its default. */
@@ -108,7 +113,7 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
       ))
 
     const updateSettings = Effect.fn("Organizations.updateSettings")(function*(id: string, settings: OrganizationSettings) {
-        yield* get(id)
+        const current = yield* get(id)
         const name = settings.name?.trim()
         if (name !== undefined && (name.length === 0 || name.length > 120)) {
           return yield* new InvalidOrganizationSettings({ message: "name must be 1 to 120 characters" })
@@ -126,6 +131,16 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
         if (outOfRange !== undefined) return yield* new InvalidOrganizationSettings({ message: outOfRange })
         const badPrefix = settings.invoiceNumberPrefix === undefined ? undefined : invoicePrefixProblem(settings.invoiceNumberPrefix)
         if (badPrefix !== undefined) return yield* new InvalidOrganizationSettings({ message: badPrefix })
+        let rateLimits: StoredRateLimits | null | undefined
+        if (settings.rateLimits !== undefined) {
+          const change = Schema.decodeUnknownEither(RateLimitsChange)(settings.rateLimits)
+          if (Either.isLeft(change)) {
+            return yield* new InvalidOrganizationSettings({
+              message: `rate limits: ${ParseResult.ArrayFormatter.formatErrorSync(change.left).map((issue) => issue.message).join("; ")}`
+            })
+          }
+          rateLimits = changedRateLimits(current.rateLimits, change.right)
+        }
         const updated = yield* findOne(
           Organization,
           sql`UPDATE organizations SET
@@ -136,11 +151,14 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
                 late_usage_days = coalesce(${settings.lateUsageDays ?? null}::integer, late_usage_days),
                 invoice_grace_hours = coalesce(${settings.invoiceGraceHours ?? null}::integer, invoice_grace_hours),
                 invoice_number_prefix = coalesce(${settings.invoiceNumberPrefix ?? null}::text, invoice_number_prefix),
+                rate_limits = CASE WHEN ${rateLimits === undefined}::boolean THEN rate_limits
+                  ELSE ${rateLimits == null ? null : JSON.stringify(rateLimits)}::jsonb END,
                 updated_at = now()
               WHERE id = ${id} RETURNING *`
         )
+        if (rateLimits !== undefined) yield* keys.organizationChanged(current.id)
         return Option.getOrThrow(updated)
-      })
+      }, sql.withTransaction, dieOnSqlError)
 
     return { create, list, get, updateSettings } as const
   }),

@@ -171,7 +171,7 @@ ${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: 
 <thead><tr><th scope="col">Invoice</th><th scope="col" class="wide">Issued</th><th scope="col" class="wide">Period</th><th scope="col">Status</th><th scope="col" class="num">Total</th></tr></thead>
 <tbody>${
       view.invoices.map(({ href, invoice }) =>
-        html`<tr><td><a href="${href}">${invoice.kind === "PLAN" ? "Plan" : "Usage"} invoice</a><div class="id">${invoice.number ?? "Draft"}</div></td><td class="wide">${
+        html`<tr><td><a href="${href}">${invoiceTitle(invoice)}</a><div class="id">${invoice.number ?? "Draft"}</div></td><td class="wide">${
           formats.date(invoice.issuedAt)
         }</td><td class="wide">${period(invoice.periodStart, invoice.periodEnd, formats)}</td><td>${statusBadge(invoice.status)}</td><td class="num">${
           formats.money(invoice.total, invoice.currencyCode)
@@ -206,7 +206,8 @@ const linePeriod = (invoice: Invoice, line: Invoice["lines"][number], formats: F
     ? ""
     : html`<div class="muted" data-testid="line-period">Period ${period(line.periodStart, line.periodEnd, formats)}</div>`
 
-const invoiceTitle = (invoice: Invoice) => `${invoice.kind === "PLAN" ? "Plan" : "Usage"} invoice`
+const invoiceTitle = (invoice: Invoice) =>
+  `${invoice.kind === "PLAN" ? "Plan" : invoice.kind === "PRORATION" ? "Plan change" : "Usage"} invoice`
 
 export const invoicePage = (view: InvoicePageView, formats: Formats): Html => {
   const { invoice } = view

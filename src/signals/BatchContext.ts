@@ -373,7 +373,9 @@ export const loadBatchContext = (
       const triples = [...moments.values()]
       const ended = yield* findAll(
         EndedCycle,
-        sql`SELECT c.organization_id, c.purchase_id, c.cycle_index, c.customer_id, c.period_start, c.period_end, p.snapshot
+        // The plan the cycle was billed under: its own snapshot when the purchase changed plan since.
+        sql`SELECT c.organization_id, c.purchase_id, c.cycle_index, c.customer_id, c.period_start, c.period_end,
+              coalesce(c.snapshot, p.snapshot) AS snapshot
             FROM purchase_cycles c
             JOIN purchases p ON p.organization_id = c.organization_id AND p.id = c.purchase_id
             WHERE (c.organization_id, c.purchase_id, c.cycle_index) IN (

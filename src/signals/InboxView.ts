@@ -7,7 +7,7 @@ import { Effect } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { findAll, findByIdOr, knownCursor, orDie, pageClause } from "../db/Sql.ts"
 import { SignalAlreadyProcessed, SignalNotFound } from "../errors.ts"
-import type { CustomerId, OrganizationId } from "../ids.ts"
+import { CustomerId, type OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
 import { SignalRecord, type SignalStatus } from "./Signal.ts"
 
@@ -15,6 +15,8 @@ export interface SignalListQuery {
   readonly page: Page
   readonly customerId?: string | undefined
   readonly status?: SignalStatus | undefined
+  /** A `customerId` the workspace does not have is CustomerNotFound (the API's rule), not an empty list (the CLI's). */
+  readonly customerMustExist?: boolean | undefined
 }
 
 export class InboxView extends Effect.Service<InboxView>()("InboxView", {
@@ -23,18 +25,20 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
 
-    const list = Effect.fn("InboxView.list")((organizationId: OrganizationId, query: SignalListQuery) =>
-      Effect.zipRight(
-        knownCursor(sql, "signals", organizationId, query.page),
-        findAll(
-          SignalRecord,
-          sql`SELECT * FROM signals
-              WHERE organization_id = ${organizationId}
-                AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-                AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
-                ${pageClause(sql, query.page)}`
-        )
-      ))
+    const list = Effect.fn("InboxView.list")(function*(organizationId: OrganizationId, query: SignalListQuery) {
+      if (query.customerMustExist && query.customerId !== undefined) {
+        yield* customers.get(organizationId, CustomerId.make(query.customerId))
+      }
+      yield* knownCursor(sql, "signals", organizationId, query.page)
+      return yield* findAll(
+        SignalRecord,
+        sql`SELECT * FROM signals
+            WHERE organization_id = ${organizationId}
+              AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
+              AND (${query.status ?? null}::text IS NULL OR status = ${query.status ?? null})
+              ${pageClause(sql, query.page)}`
+      )
+    })
 
     const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new SignalNotFound({ message: `Signal ${id} not found` }))
     const get = Effect.fn("InboxView.get")((organizationId: OrganizationId, id: string) => findRow(organizationId, id))
@@ -50,7 +54,7 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
         }
         const rows = yield* findAll(
           SignalRecord,
-          sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_message = NULL
+          sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_code = NULL, error_message = NULL
               WHERE organization_id = ${organizationId} AND id = ${id} AND status IN ('PENDING', 'FAILED', 'QUEUED')
               RETURNING *`
         )

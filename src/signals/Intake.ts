@@ -9,7 +9,7 @@
  */
 import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { constVoid } from "effect/Function"
-import { errorStatus, InvalidSignal, type ServiceError } from "../errors.ts"
+import { codeOf, errorStatus, InvalidSignal, type ServiceError } from "../errors.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
 import { type InboxRow, inboxRowOf, type InvalidBody, momentOf } from "./InboxRow.ts"
@@ -82,16 +82,32 @@ const rowOf = (
   return inboxRowOf(organizationId, route, input, storedBody(route, input), moment.right)
 }
 
+/**
+ * Batch items refused by their schema (the item's shape, its type, its
+ * route's schema): a single route answers such a body at the edge, with the
+ * code `validation_failed`, so the item's answer carries that code too rather
+ * than `invalid_signal` (docs/api.md "Error codes").
+ */
+const refusedBySchema = new WeakSet<object>()
+
+const schemaRefusal = (error: InvalidSignal) => {
+  refusedBySchema.add(error)
+  return Either.left(error)
+}
+
+/** The code a batch item's refusal carries: its single route's. */
+const batchItemCode = (error: ServiceError) => (refusedBySchema.has(error) ? "validation_failed" : codeOf(error._tag))
+
 /** One batch item: its inbox row, or the error its single route would have answered. */
 const batchRowOf = (organizationId: OrganizationId, item: unknown, now: number): Either.Either<InboxRow, InvalidBody> => {
   if (typeof item !== "object" || item === null || Array.isArray(item)) {
-    return Either.left(new InvalidSignal({ message: "Invalid request: a signal must be a JSON object with a type" }))
+    return schemaRefusal(new InvalidSignal({ message: "Invalid request: a signal must be a JSON object with a type" }))
   }
   const { type, ...fields } = item as Record<string, unknown>
-  if (type === undefined) return Either.left(new InvalidSignal({ message: "Invalid request: type: is missing" }))
+  if (type === undefined) return schemaRefusal(new InvalidSignal({ message: "Invalid request: type: is missing" }))
   if (typeof type !== "string" || !Object.hasOwn(batchRoutes, type)) {
     const completion = typeof type === "string" ? /^(outcome|composite)[_ ]?complete$/i.exec(type) : null
-    return Either.left(new InvalidSignal({
+    return schemaRefusal(new InvalidSignal({
       message: completion
         ? `Invalid request: type: ${type} is not accepted in a batch; send it to ` +
           `POST /signal/${completion[1]!.toLowerCase()}/complete`
@@ -100,7 +116,7 @@ const batchRowOf = (organizationId: OrganizationId, item: unknown, now: number):
   }
   const route = batchRoutes[type as BatchType]
   const decoded = decoderOf[route](fields)
-  if (Either.isLeft(decoded)) return Either.left(invalidBody(decoded.left))
+  if (Either.isLeft(decoded)) return schemaRefusal(invalidBody(decoded.left))
   return rowOf(organizationId, route, decoded.right as SignalInput, now)
 }
 
@@ -175,8 +191,8 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
             index,
             queued: false,
             error: Option.match(failure, {
-              onNone: () => ({ statusCode: 500, message: "Internal server error" }),
-              onSome: (error) => ({ statusCode: errorStatus[error._tag], message: error.message })
+              onNone: () => ({ statusCode: 500, code: "internal_error", message: "Internal server error" }),
+              onSome: (error) => ({ statusCode: errorStatus[error._tag], code: batchItemCode(error), message: error.message })
             })
           }
         }

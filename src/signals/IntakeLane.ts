@@ -46,10 +46,11 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import { Cause, Context, Effect, Either, Exit, Layer, Option } from "effect"
 import type { IncomingMessage, ServerResponse } from "node:http"
-import { ApiKeys } from "../organizations/ApiKeys.ts"
+import { ApiKeys, type Caller } from "../organizations/ApiKeys.ts"
 import type { ServiceError } from "../errors.ts"
 import { laneSecretOf, type LaneStats, makeLaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
 import { successBody } from "../http/Envelope.ts"
+import { RateLimiter, rateLimitHeaders } from "../http/RateLimit.ts"
 import { awaitAnswer } from "./InboxWriter.ts"
 import { decodeQueued, Intake, type IntakeRefusal, type QueuedRoute } from "./Intake.ts"
 import { type Acknowledgement, maxBatchSize, type SignalBatchResult } from "./Signal.ts"
@@ -109,6 +110,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
     const laneRoutes = laneRoutesOf(api)
     const keys = yield* ApiKeys
     const intake = yield* Intake
+    const limiter = yield* RateLimiter
     // For a key not in the cache (its look-up is an effect) and error logs. Released after the server, which
     // finishes its requests in flight first. A request waiting for the inbox writer when that stops is answered 503.
     const { context: lane, runFork, stats } = yield* makeLaneContext
@@ -165,9 +167,24 @@ const make = (api: HttpApi.HttpApi.Any) =>
       // A request that may ask to wait for its price (`Prefer: wait=N`) is the full server's (SignalsHttp.ts).
       if (request.headers["prefer"] !== undefined && route !== "BATCH") return false
 
-      readExchange(request, response, fallback, lane, ({ body, finished, handOver, refused, requestId }) => {
+      readExchange(request, response, fallback, lane, ({ body, finished, handOver, limited, refused, requestId }) => {
+        /** The rate-limit fields of the answer, once the key's tokens were taken. */
+        let headers: Readonly<Record<string, string>> | undefined
+        /**
+         * Takes the key's `signals` tokens for `cost` signals before anything is written; false
+         * (and the 429 answered) when they do not cover it (src/http/RateLimit.ts).
+         */
+        const admitted = (caller: Caller, cost: number) => {
+          const verdict = limiter.take(caller, "signals", cost)
+          if (!verdict.allowed) {
+            limited(verdict)
+            return false
+          }
+          headers = rateLimitHeaders(verdict)
+          return true
+        }
         const settled = (exit: Exit.Exit<Acknowledgement, ServiceError>) =>
-          Exit.isSuccess(exit) ? finished(202, acceptedBody(exit.value)) : refused(exit.cause)
+          Exit.isSuccess(exit) ? finished(202, acceptedBody(exit.value), headers) : refused(exit.cause, headers)
 
         if (route === "BATCH") return inTurn(() => {
           const items = batchItemsOf(parsedBody(body.toString("utf8")))
@@ -177,11 +194,18 @@ const make = (api: HttpApi.HttpApi.Any) =>
           if (cached !== undefined && Either.isLeft(cached)) return refused(Cause.fail(cached.left))
           const caller = cached === undefined ? keys.authenticate(secret) : Effect.succeed(cached.right)
           const fiber = runFork(
-            Effect.flatMap(caller, (caller) => intake.acceptBatch(caller.organizationId, items)).pipe(
-              Effect.annotateLogs("requestId", requestId),
-              Effect.exit,
-              Effect.map((exit) => Exit.isSuccess(exit) ? finished(202, batchAcceptedBody(exit.value)) : refused(exit.cause))
-            )
+            Effect.flatMap(caller, (caller) =>
+              admitted(caller, items.length)
+                ? intake.acceptBatch(caller.organizationId, items).pipe(
+                  Effect.exit,
+                  Effect.map((exit) =>
+                    Exit.isSuccess(exit) ? finished(202, batchAcceptedBody(exit.value), headers) : refused(exit.cause, headers)
+                  )
+                )
+                : Effect.void).pipe(
+                Effect.annotateLogs("requestId", requestId),
+                Effect.catchAllCause((cause) => Effect.sync(() => refused(cause)))
+              )
           )
           // Its client may have gone while the batch waited for its turn: its rows are taken (as when it is
           // handled on arrival) and nobody is answered.
@@ -201,15 +225,18 @@ const make = (api: HttpApi.HttpApi.Any) =>
         if (cached === undefined) {
           const fiber = runFork(
             Effect.flatMap(keys.authenticate(secret), (caller) =>
-              awaitAnswer<Acknowledgement, IntakeRefusal>((answer) => intake.accept(caller.organizationId, route, signal, answer))).pipe(
-              Effect.exit,
-              Effect.map(settled)
-            )
+              admitted(caller, 1)
+                ? awaitAnswer<Acknowledgement, IntakeRefusal>((answer) => intake.accept(caller.organizationId, route, signal, answer)).pipe(
+                  Effect.exit,
+                  Effect.map(settled)
+                )
+                : Effect.void).pipe(Effect.catchAllCause((cause) => Effect.sync(() => refused(cause))))
           )
           withdraw = () => fiber.unsafeInterruptAsFork(fiber.id())
         } else if (Either.isLeft(cached)) {
           return refused(Cause.fail(cached.left))
         } else {
+          if (!admitted(cached.right, 1)) return
           withdraw = intake.accept(cached.right.organizationId, route, signal, settled)
         }
         response.on("close", () => {

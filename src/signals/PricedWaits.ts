@@ -59,8 +59,8 @@ export const announceEnded = (sql: SqlClient.SqlClient, rawIds: ReadonlyArray<st
 export type SignalEnd =
   /** Priced: its usage-log row. */
   | { readonly _tag: "Priced"; readonly usageLog: UsageLogEntry }
-  /** Refused by the worker (FAILED): the status and message it recorded. */
-  | { readonly _tag: "Refused"; readonly status: number; readonly message: string }
+  /** Refused by the worker (FAILED): the status, code and message it recorded. */
+  | { readonly _tag: "Refused"; readonly status: number; readonly code: string; readonly message: string }
   /** Held PENDING (no active customer holds its externalId yet): accepted, not priced. */
   | { readonly _tag: "Held" }
 
@@ -69,6 +69,7 @@ const EndedRow = Schema.Struct({
   id: Schema.String,
   status: Schema.String,
   errorStatus: Schema.NullOr(Schema.Number),
+  errorCode: Schema.NullOr(Schema.String),
   errorMessage: Schema.NullOr(Schema.String),
   usageLogId: Schema.NullOr(Schema.String)
 })
@@ -139,7 +140,7 @@ export class PricedWaits extends Effect.Service<PricedWaits>()("PricedWaits", {
       checks++
       const rows = yield* findAll(
         EndedRow,
-        sql`SELECT organization_id, id, status, error_status, error_message, usage_log_id FROM signals
+        sql`SELECT organization_id, id, status, error_status, error_code, error_message, usage_log_id FROM signals
             WHERE (organization_id, id) IN (
               SELECT * FROM unnest(${waited.map((w) => w.organizationId)}::text[], ${waited.map((w) => w.rawId)}::text[]))
               AND status <> 'QUEUED'`
@@ -162,7 +163,12 @@ export class PricedWaits extends Effect.Service<PricedWaits>()("PricedWaits", {
           const entry = entries.get(key)
           if (entry !== undefined) end = { _tag: "Priced", usageLog: entry }
         } else if (row.status === "FAILED") {
-          end = { _tag: "Refused", status: row.errorStatus ?? 500, message: row.errorMessage ?? "The signal was refused" }
+          end = {
+            _tag: "Refused",
+            status: row.errorStatus ?? 500,
+            code: row.errorCode ?? "internal_error",
+            message: row.errorMessage ?? "The signal was refused"
+          }
         } else if (row.status === "PENDING") {
           end = { _tag: "Held" }
         }

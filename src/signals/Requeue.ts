@@ -11,7 +11,7 @@ import { CustomerArrivals } from "../customers/CustomerArrivals.ts"
 export const requeuePendingSignals = (sql: SqlClient.SqlClient, organizationId: string, externalId: string) =>
   Effect.gen(function*() {
     yield* sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${externalId}))`
-    yield* sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_message = NULL
+    yield* sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_code = NULL, error_message = NULL
                WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND status = 'PENDING'`
   })
 

@@ -320,7 +320,13 @@ export const SignalBatchQueued = Schema.Struct({
 export const SignalBatchRefused = Schema.Struct({
   index: Schema.Int,
   queued: Schema.Literal(false),
-  error: Schema.Struct({ statusCode: Schema.Int, message: Schema.String })
+  error: Schema.Struct({
+    statusCode: Schema.Int,
+    code: Schema.String.annotations({
+      description: "The code the item's own route would answer with (`statusDetail.code`, docs/api.md \"Error codes\")."
+    }),
+    message: Schema.String
+  })
 }).annotations({ identifier: "SignalBatchRefused" })
 
 export const SignalBatchItemResult = Schema.Union(SignalBatchQueued, SignalBatchRefused)
@@ -382,6 +388,8 @@ export class SignalRecord extends Schema.Class<SignalRecord>("SignalRecord")({
   body: Schema.Unknown,
   attempts: Schema.Int,
   errorStatus: Schema.NullOr(Schema.Int),
+  /** The refusal's machine code (`statusDetail.code`, docs/api.md "Error codes"); null while not refused. */
+  errorCode: Schema.NullOr(Schema.String),
   errorMessage: Schema.NullOr(Schema.String),
   usageLogId: Schema.NullOr(Schema.String),
   /** When the usage happened, as the signal's `timestamp` said; null: at `receivedAt`. */
@@ -391,3 +399,67 @@ export class SignalRecord extends Schema.Class<SignalRecord>("SignalRecord")({
   receivedAt: Timestamp,
   processedAt: Schema.NullOr(Timestamp)
 }) {}
+
+/** Why a signal was refused (FAILED) or is held (PENDING): what an error answer of the same refusal carries. */
+export const SignalError = Schema.Struct({
+  status: Schema.Int.annotations({ description: "The status an error answer of the same refusal carries (mostly 422)." }),
+  code: Schema.String.annotations({
+    description: "The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md \"Error codes\"): " +
+      "`out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, " +
+      "`customer_archived`, `invalid_usage`, `internal_error`; `customer_not_found` on a PENDING signal."
+  }),
+  message: Schema.String
+}).annotations({ identifier: "SignalError" })
+
+/** A signal as the API shows it (`GET /signals/{rawId}`, `GET /signals`): where it is in its life, and why. */
+export const SignalView = Schema.Struct({
+  rawId: Schema.String.annotations({ description: "The signal's id (`sig_...`), as its 202 returned it." }),
+  messageId: Schema.String,
+  route: SignalRoute.annotations({
+    description: "The route it was sent to: `/signal/credit` (CREDIT), `/signal/outcome` (OUTCOME), " +
+      "`/signal/outcome/complete` (OUTCOME_COMPLETE), `/signal/unit` (UNIT), `/signal/wallet` (WALLET), " +
+      "`/signal/composite/complete` (COMPOSITE_COMPLETE)."
+  }),
+  status: SignalStatus.annotations({
+    description: "QUEUED: accepted, not priced yet. PROCESSED: priced (`usageLogId`). PENDING: held until a customer " +
+      "takes its `externalId` (`error` says so). FAILED: refused by the worker (`error` says why); it bills nothing " +
+      "until replayed."
+  }),
+  customerId: Schema.NullOr(Schema.String).annotations({
+    description: "The customer, as sent or as found by `externalId` once priced or refused; null while held PENDING."
+  }),
+  externalId: Schema.NullOr(Schema.String).annotations({ description: "The externalId the signal was sent with, if any." }),
+  agentKey: Schema.NullOr(Schema.String),
+  runId: Schema.NullOr(Schema.String),
+  idempotencyKey: Schema.NullOr(Schema.String),
+  usageLogId: Schema.NullOr(Schema.String).annotations({
+    description: "Its usage-log row once PROCESSED (`POST /signal/usage-log/lookup`); null otherwise."
+  }),
+  error: Schema.NullOr(SignalError).annotations({ description: "Why it was refused (FAILED) or is held (PENDING); null otherwise." }),
+  receivedAt: Timestamp.annotations({ description: "When it was accepted (its 202)." }),
+  occurredAt: Schema.NullOr(Timestamp).annotations({
+    description: "When its usage happened, as its `timestamp` said; null: at `receivedAt`."
+  }),
+  processedAt: Schema.NullOr(Timestamp).annotations({ description: "When the worker last ended it (priced, held or refused)." })
+}).annotations({ identifier: "Signal" })
+export type SignalView = typeof SignalView.Type
+
+/** The API's view of an inbox row. */
+export const toSignalView = (record: SignalRecord): SignalView => ({
+  rawId: record.id,
+  messageId: record.messageId,
+  route: record.route,
+  status: record.status,
+  customerId: record.customerId,
+  externalId: record.externalId,
+  agentKey: record.agentKey,
+  runId: record.runId,
+  idempotencyKey: record.idempotencyKey,
+  usageLogId: record.usageLogId,
+  error: record.errorStatus === null || (record.status !== "FAILED" && record.status !== "PENDING")
+    ? null
+    : { status: record.errorStatus, code: record.errorCode ?? "internal_error", message: record.errorMessage ?? "" },
+  receivedAt: record.receivedAt,
+  occurredAt: record.occurredAt,
+  processedAt: record.processedAt
+})

@@ -16,7 +16,8 @@
  *    moves in memory before the next, so allowance refusals are exact and
  *    ordered; a refusal or an unexpected error fails only that signal;
  * 4. write: balance moves aggregated per row, wallet postings, usage rows in
- *    one statement, every signal's end state in one statement.
+ *    one statement, every signal's end state in one statement, and a
+ *    `signal.refused` event for each refused one when an endpoint subscribes.
  * A crash before the commit leaves every claimed signal QUEUED with nothing
  * billed; the commit makes billing and the status change visible together.
  *
@@ -51,7 +52,7 @@ import {
 import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/meters/Context.ts"
 import type { Priced } from "../pricing/meters/Meters.ts"
 import { meterSignal, type RunCosts, tagOf } from "./MeterSignal.ts"
-import { CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember } from "../errors.ts"
+import { codeOf, CustomerArchived, CustomerNotFound, errorStatus, type Refusal, UnknownMember } from "../errors.ts"
 import { lockOccurrence, missingSignals } from "./Occurrences.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { type CycleKey, refreshDrafts } from "../billing/DraftInvoices.ts"
@@ -63,6 +64,7 @@ import { type Settlement, settleReservations } from "./Settlements.ts"
 import { makeQueueWake } from "./QueueWake.ts"
 import { announceEnded } from "./PricedWaits.ts"
 import { PgClient } from "@effect/sql-pg"
+import { type RefusedSignal, WebhookOutbox } from "../webhooks/Outbox.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
@@ -96,7 +98,15 @@ const byId = (a: { readonly id: string }, b: { readonly id: string }) => (a.id <
 type Ended =
   | { readonly _tag: "Processed"; readonly customerId: string; readonly usageLogId: string }
   | { readonly _tag: "Pending"; readonly message: string }
-  | { readonly _tag: "Failed"; readonly status: number; readonly message: string }
+  | {
+    readonly _tag: "Failed"
+    readonly status: number
+    /** The refusal's code (`statusDetail.code` of the same refusal answered by the API). */
+    readonly code: string
+    readonly message: string
+    /** The customer the signal was found to be for, when it was resolved before the refusal. */
+    readonly customerId: string | null
+  }
 
 /**
  * A signal whose moment is at or after its customer's ACTIVE purchase's
@@ -137,10 +147,25 @@ const PurchaseEnd = Schema.Struct({
   periodEnd: Schema.NullOr(Timestamp)
 })
 
-/** A refused signal ends FAILED with the status the API answers the same refusal with. */
-const refused = (refusal: Refusal): Ended => ({ _tag: "Failed", status: errorStatus[refusal._tag], message: refusal.message })
+/** A refused signal ends FAILED with the status and code the API answers the same refusal with. */
+const refused = (refusal: Refusal, customerId: string | null = null): Ended => ({
+  _tag: "Failed",
+  status: errorStatus[refusal._tag],
+  code: codeOf(refusal._tag),
+  message: refusal.message,
+  customerId
+})
 
-const internalError = { _tag: "Failed", status: 500, message: "Internal error while pricing this signal; replay it once fixed" } as const
+const internalError = {
+  _tag: "Failed",
+  status: 500,
+  code: "internal_error",
+  message: "Internal error while pricing this signal; replay it once fixed",
+  customerId: null
+} as const
+
+/** A held signal's reason, as the API would answer it: no active customer holds its externalId (404). */
+const pendingCode = codeOf("CustomerNotFound")
 
 /** What a priced signal writes, gathered over the batch. */
 interface Writes {
@@ -237,11 +262,47 @@ export const SignalConcurrency = Effect.map(
 /** The signal processor's worker job, by name (the worker's view lists it before the services are built). */
 export const signalsJobName = "signals"
 
+/** A refused signal's row, as `signal.refused` tells it. */
+const RefusedRow = Schema.Struct({
+  organizationId: Schema.String,
+  id: Schema.String,
+  messageId: Schema.String,
+  route: Schema.String,
+  customerId: Schema.NullOr(Schema.String),
+  externalId: Schema.NullOr(Schema.String),
+  agentKey: Schema.NullOr(Schema.String),
+  idempotencyKey: Schema.NullOr(Schema.String),
+  receivedAt: Timestamp,
+  occurredAt: Schema.NullOr(Timestamp),
+  errorStatus: Schema.NullOr(Schema.Number),
+  errorCode: Schema.NullOr(Schema.String),
+  errorMessage: Schema.NullOr(Schema.String)
+})
+
+const refusedSignalOf = (row: typeof RefusedRow.Type): RefusedSignal => ({
+  organizationId: row.organizationId,
+  rawId: row.id,
+  messageId: row.messageId,
+  route: row.route,
+  customerId: row.customerId,
+  externalId: row.externalId,
+  agentKey: row.agentKey,
+  idempotencyKey: row.idempotencyKey,
+  receivedAt: row.receivedAt,
+  occurredAt: row.occurredAt,
+  error: {
+    status: row.errorStatus ?? internalError.status,
+    code: row.errorCode ?? internalError.code,
+    message: row.errorMessage ?? internalError.message
+  }
+})
+
 export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalProcessor", {
-  dependencies: [Ledger.Default],
+  dependencies: [Ledger.Default, WebhookOutbox.Default],
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
+    const outbox = yield* WebhookOutbox
     // Announcements still in flight when the service closes are interrupted with it, not left to a closed pool.
     const serviceScope = yield* Effect.scope
 
@@ -537,7 +598,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     ) =>
       Effect.gen(function*() {
         const whole = isWholeLane(candidates, headOf(limit), limit)
-        if (only === undefined) queueIsShort = whole
+        // A lane this batch found empty is short too: else, in a round of several batches, one that came
+        // after its siblings had claimed everything kept the next round at several batches, which only
+        // found each other's customers held (and read the lane again, wider) while a short queue waited.
+        if (only === undefined) queueIsShort = whole || candidates.every((candidate) => candidate.customerKey === null)
         const claimed = yield* (whole ? claimWhole(lane, limit, candidates, only) : claimLane(lane, limit, candidates, only))
         if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) return claimed
         const wider = yield* candidatesOf(lane, limit * 4, keys, only)
@@ -573,7 +637,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       const customer = resolved.right
       if (customer === null) return { _tag: "Pending", message: `No active customer has externalId ${record.externalId}` }
       if (record.member !== null && !context.isMember(record.organizationId, customer.id, record.member)) {
-        return refused(new UnknownMember({ message: `member ${record.member} does not belong to customer ${customer.id}` }))
+        return refused(new UnknownMember({ message: `member ${record.member} does not belong to customer ${customer.id}` }), customer.id)
       }
       const key = customerKey({ organizationId: customer.organizationId, customerId: customer.id })
       let state = customers.get(key)
@@ -598,7 +662,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       const signalState: CustomerContext = purchase === state.purchase ? state : { ...state, purchase }
       const metered = meterSignal(signal, signalState, context, runCosts)
       if (Either.isLeft(metered)) {
-        return refused(metered.left)
+        return refused(metered.left, customer.id)
       }
       const priced = metered.right
       const usageLogId = makeId("usg")
@@ -685,19 +749,42 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       const column = <A>(pick: (signal: SignalRecord, outcome: Ended) => A) =>
         results.map(([signal, outcome]) => pick(signal, outcome))
       return orDie(sql`UPDATE signals AS s SET
-            status = v.status, error_status = v.error_status, error_message = v.error_message,
+            status = v.status, error_status = v.error_status, error_code = v.error_code, error_message = v.error_message,
             customer_id = coalesce(v.customer_id, s.customer_id), usage_log_id = v.usage_log_id,
             attempts = s.attempts + 1, processed_at = now()
           FROM unnest(
             ${column((signal) => signal.organizationId)}::text[], ${column((signal) => signal.id)}::text[],
             ${column((_, o) => (o._tag === "Failed" ? "FAILED" : o._tag === "Pending" ? "PENDING" : "PROCESSED"))}::text[],
             ${column((_, o) => (o._tag === "Failed" ? o.status : o._tag === "Pending" ? 404 : null))}::int[],
+            ${column((_, o) => (o._tag === "Failed" ? o.code : o._tag === "Pending" ? pendingCode : null))}::text[],
             ${column((_, o) => (o._tag === "Processed" ? null : o.message))}::text[],
-            ${column((_, o) => (o._tag === "Processed" ? o.customerId : null))}::text[],
+            ${column((_, o) => (o._tag === "Processed" || o._tag === "Failed" ? o.customerId : null))}::text[],
             ${column((_, o) => (o._tag === "Processed" ? o.usageLogId : null))}::text[]
-          ) AS v(organization_id, id, status, error_status, error_message, customer_id, usage_log_id)
+          ) AS v(organization_id, id, status, error_status, error_code, error_message, customer_id, usage_log_id)
           WHERE s.organization_id = v.organization_id AND s.id = v.id`)
     }
+
+    /**
+     * `signal.refused` for the signals `ids` of `organizationIds` just ended
+     * FAILED, in the transaction that ended them: read back from their rows
+     * (what the claim does not carry: received_at, the idempotency key) only
+     * when an endpoint subscribes. The customer is the row's when the
+     * workspace has it.
+     */
+    const tellRefused = (organizationIds: ReadonlyArray<string>, ids: ReadonlyArray<string>) =>
+      outbox.signalsRefused(
+        organizationIds,
+        findAll(
+          RefusedRow,
+          sql`SELECT s.organization_id, s.id, s.message_id, s.route, c.id AS customer_id, s.external_id, s.agent_key,
+                     s.idempotency_key, s.received_at, s.occurred_at, s.error_status, s.error_code, s.error_message
+              FROM signals s
+              LEFT JOIN customers c ON c.organization_id = s.organization_id AND c.id = s.customer_id
+              WHERE (s.organization_id, s.id) IN (
+                SELECT * FROM unnest(${organizationIds}::text[], ${ids}::text[])) AND s.status = 'FAILED'
+              ORDER BY s.id`
+        ).pipe(Effect.map((rows) => rows.map(refusedSignalOf)))
+      )
 
     const batch = Effect.fn("SignalProcessor.priceBatch")(function*(
         limit: number,
@@ -753,6 +840,8 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
         yield* finish(results)
+        const failed = results.filter(([, ended]) => ended._tag === "Failed").map(([record]) => record)
+        if (failed.length > 0) yield* tellRefused(failed.map((record) => record.organizationId), failed.map((record) => record.id))
         tried.results = results
         yield* faultPoint("signals.before-commit")
         return records.length - waiting
@@ -777,9 +866,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
 
     /** Marks one signal FAILED in a transaction of its own: it could not be written with its batch. */
     const failAlone = (signal: SignalRecord) =>
-      orDie(sql`UPDATE signals SET status = 'FAILED', error_status = 500, error_message = ${internalError.message},
-                  attempts = attempts + 1, processed_at = now()
-                WHERE organization_id = ${signal.organizationId} AND id = ${signal.id} AND status = 'QUEUED'`)
+      Effect.zipRight(
+        orDie(sql`UPDATE signals SET status = 'FAILED', error_status = 500, error_code = ${internalError.code},
+                    error_message = ${internalError.message}, attempts = attempts + 1, processed_at = now()
+                  WHERE organization_id = ${signal.organizationId} AND id = ${signal.id} AND status = 'QUEUED'`),
+        tellRefused([signal.organizationId], [signal.id])
+      ).pipe(sql.withTransaction, orDie)
 
     /** The next batch's size while the process warms up (FIRST_BATCH_SIZE). */
     let rampedSize = FIRST_BATCH_SIZE

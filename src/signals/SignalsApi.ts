@@ -16,9 +16,13 @@ import {
   PricedSignal,
   SignalBatch,
   SignalBatchResult,
+  SignalStatus,
+  SignalView,
   UnitSignal,
   WalletSignal
 } from "./Signal.ts"
+import { PageParams } from "../http/Pagination.ts"
+import { CustomerId } from "../ids.ts"
 import type { QueuedRoute } from "./Intake.ts"
 
 /** The message of the queued routes' 202 (also written by src/signals/IntakeLane.ts). */
@@ -95,6 +99,24 @@ const completionErrors = (conflict: string, unprocessable: string) => ({
   409: conflict,
   422: `${unprocessable} Or: ${tooOld}`
 })
+
+const SignalPath = Schema.Struct({
+  rawId: Schema.String.annotations({ description: "The signal's id (`sig_...`), the `rawId` its 202 returned." })
+})
+
+const SignalListParams = Schema.Struct({
+  ...PageParams,
+  customerId: Schema.optional(CustomerId.pipe(Schema.minLength(1, { message: () => "must not be empty" }))).annotations({
+    description: "Keeps the signals of this customer (sent with its id, or found by its `externalId` once priced or " +
+      "refused). A customer the workspace does not have is a 404."
+  }),
+  status: Schema.optional(SignalStatus.annotations({ message: () => `must be one of ${SignalStatus.literals.join(", ")}` }))
+    .annotations({ description: "Keeps the signals in this state: QUEUED, PROCESSED, PENDING or FAILED." })
+})
+
+const lookupWords = "`error` is `{status, code, message}`: the status and code an error answer of the same refusal " +
+  "carries (docs/api.md \"Error codes\"), on a FAILED signal (refused: it bills nothing until replayed) and on a " +
+  "PENDING one (held until a customer takes its `externalId`). A PROCESSED signal names its `usageLogId`."
 
 export class SignalsApi extends HttpApiGroup.make("signals")
   .add(
@@ -193,8 +215,32 @@ export class SignalsApi extends HttpApiGroup.make("signals")
         )
       }))
   )
+  .add(
+    HttpApiEndpoint.get("get", "/signals/:rawId")
+      .setPath(SignalPath)
+      .addSuccess(Success(Schema.Struct({ signal: SignalView }), { message: "Signal" }))
+      .annotateContext(documented({
+        summary: "Look a signal up by its rawId",
+        description: "Where an accepted signal is in its life: QUEUED (not priced yet), PROCESSED, PENDING or FAILED, " +
+          "with what identifies it (rawId, messageId, route, customer, when it was received and when its usage " +
+          "happened). " + lookupWords,
+        errors: { 404: "No signal with this rawId in the workspace (another workspace's signal is not found either)." }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/signals")
+      .setUrlParams(SignalListParams)
+      .addSuccess(Success(Schema.Struct({ signals: Schema.Array(SignalView) }), { message: "Signals" }))
+      .annotateContext(documented({
+        summary: "List signals",
+        description: "A page of the workspace's signals in the order they were accepted, optionally of one customer " +
+          "and in one state (`status=FAILED`: the usage the worker refused). " + lookupWords,
+        errors: { 404: "`customerId` names no customer of the workspace." }
+      }))
+  )
   .annotate(
     OpenApi.Description,
-    "Signals: usage intake. Each meter has its own route; the route decides the meter, so a body has no type field."
+    "Signals: usage intake, and the signals accepted. Each meter has its own route; the route decides the meter, so " +
+      "a body has no type field."
   )
 {}

@@ -277,7 +277,11 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
         const arrear = balances.find((b) => b.billingMode === "ARREAR")
         if (!BigDecimal.isZero(split.advanceQuantity)) {
           if (advance === undefined) {
-            return yield* Effect.die(new Error(`usage row ${id} drew an ADVANCE balance its purchase does not have`))
+            // The purchase changed plan since, to one that does not sell this (docs/billing.md "Changing plans").
+            return yield* new UsageNotReversible({
+              message: `Usage-log row ${id} drew an ADVANCE balance its purchase no longer has (its plan changed since); ` +
+                "it cannot be reversed"
+            })
           }
           moves.push({
             organizationId,
@@ -295,7 +299,11 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
         let walletCredit = row.meter === "WALLET" ? row.customerCost : ZERO
         if (!BigDecimal.isZero(split.arrearQuantity)) {
           if (arrear === undefined) {
-            return yield* Effect.die(new Error(`usage row ${id} drew an ARREAR balance its purchase does not have`))
+            // The purchase changed plan since, to one that does not sell this (docs/billing.md "Changing plans").
+            return yield* new UsageNotReversible({
+              message: `Usage-log row ${id} drew an ARREAR balance its purchase no longer has (its plan changed since); ` +
+                "it cannot be reversed"
+            })
           }
           moves.push({
             organizationId,

@@ -4,7 +4,8 @@ export const EVENT_TYPES = [
   "wallet.balance.update",
   "wallet.balance.drop",
   "wallet.balance.recovered",
-  "balance.threshold.crossed"
+  "balance.threshold.crossed",
+  "signal.refused"
 ] as const
 export type EventType = typeof EVENT_TYPES[number]
 
@@ -49,6 +50,30 @@ export interface BalanceThresholdEventData {
   readonly usage_log_id: string | null
 }
 
+/**
+ * `signal.refused`: the worker refused a signal it had accepted (202): it ended
+ * FAILED and bills nothing until it is replayed. The same facts as
+ * `GET /signals/{rawId}`.
+ */
+export interface SignalRefusedEventData {
+  /** The signal's id, as its 202 returned it. */
+  readonly raw_id: string
+  readonly message_id: string
+  /** The route it was sent to: CREDIT, OUTCOME, OUTCOME_COMPLETE, UNIT, WALLET or COMPOSITE_COMPLETE. */
+  readonly route: string
+  readonly status: "FAILED"
+  /** The customer, when one was found; null when the signal named none the workspace has. */
+  readonly customer_id: string | null
+  readonly external_id: string | null
+  readonly agent_key: string | null
+  readonly idempotency_key: string | null
+  /** ISO 8601: when the signal was accepted, and when its usage happened (its `timestamp`; null: at intake). */
+  readonly received_at: string
+  readonly occurred_at: string | null
+  /** Why: the status and code an error answer would carry (docs/api.md "Error codes"), and the message. */
+  readonly error: { readonly status: number; readonly code: string; readonly message: string }
+}
+
 interface EventBodyOf<T extends EventType, D> {
   /** `evt_...`; the same on every attempt and replay of the event. */
   readonly id: string
@@ -63,3 +88,4 @@ interface EventBodyOf<T extends EventType, D> {
 export type WebhookEventBody =
   | EventBodyOf<"wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered", WalletBalanceEventData>
   | EventBodyOf<"balance.threshold.crossed", BalanceThresholdEventData>
+  | EventBodyOf<"signal.refused", SignalRefusedEventData>

@@ -68,6 +68,34 @@ const thresholdData = Schema.Struct({
   usage_log_id: Schema.NullOr(Schema.String).annotations({ description: "The usage-log row whose move reached the threshold." })
 })
 
+const refusedData = Schema.Struct({
+  raw_id: Schema.String.annotations({ description: "The signal's id (`sig_...`), as its 202 returned it: `GET /signals/{rawId}`." }),
+  message_id: Schema.String,
+  route: Schema.Literal("CREDIT", "OUTCOME", "OUTCOME_COMPLETE", "UNIT", "WALLET", "COMPOSITE_COMPLETE").annotations({
+    description: "The route the signal was sent to (`/signal/credit`, `/signal/outcome`, ...)."
+  }),
+  status: Schema.Literal("FAILED"),
+  customer_id: Schema.NullOr(Schema.String).annotations({
+    description: "The customer, when one was found; null when the signal named none the workspace has."
+  }),
+  external_id: Schema.NullOr(Schema.String).annotations({ description: "The externalId the signal was sent with, if any." }),
+  agent_key: Schema.NullOr(Schema.String),
+  idempotency_key: Schema.NullOr(Schema.String),
+  received_at: Schema.String.annotations({ description: "ISO 8601: when the signal was accepted (its 202)." }),
+  occurred_at: Schema.NullOr(Schema.String).annotations({
+    description: "ISO 8601: when the usage happened, as the signal's `timestamp` said; null: at `received_at`."
+  }),
+  error: Schema.Struct({
+    status: Schema.Number.annotations({ description: "The status an error answer of the same refusal carries (mostly 422)." }),
+    code: Schema.String.annotations({
+      description: "The refusal's code, as `statusDetail.code` of an error answer: `out_of_allowance`, `model_not_enabled`, " +
+        "`unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, " +
+        "`invalid_usage`, or `internal_error` (docs/api.md \"Error codes\")."
+    }),
+    message: Schema.String
+  })
+})
+
 /** Each event type's body. */
 export const EventBodySchemas = {
   "wallet.balance.update": envelope("wallet.balance.update", Schema.Struct(walletFields)).annotations({
@@ -84,6 +112,10 @@ export const EventBodySchemas = {
   "balance.threshold.crossed": envelope("balance.threshold.crossed", thresholdData).annotations({
     description: "A prepaid credit, outcome, unit or composite balance reached 50, 80 or 100 % used of what was granted " +
       "this cycle; each threshold once a cycle."
+  }),
+  "signal.refused": envelope("signal.refused", refusedData).annotations({
+    description: "The worker refused a signal it had accepted (202): it ended FAILED and bills nothing until it is " +
+      "replayed. One event each time a signal is refused (a replay refused again sends another)."
   })
 } satisfies { readonly [T in EventType]: Schema.Schema.AnyNoContext }
 

@@ -3,7 +3,8 @@
  * webhook events. Whoever moves the ordinary Wallet (purchases, adjustments,
  * cycles, usage) calls `walletChanged` inside the transaction that moves it,
  * and the ledger calls `thresholdsCrossed` when a move takes a prepaid balance
- * to a threshold, so an event exists exactly when the change committed. The
+ * to a threshold, and the signal worker calls `signalsRefused` in the
+ * transaction that ends signals FAILED, so an event exists exactly when the change committed. The
  * worker delivers what is written here (see src/webhooks/Sender.ts).
  *
  * The Reserved Wallet never comes through here: it triggers no event.
@@ -132,6 +133,39 @@ const thresholdEventBody = (id: string, crossing: ThresholdCrossing) => {
   return `{"id":${JSON.stringify(id)},"event_type":"balance.threshold.crossed","triggered_at":${
     JSON.stringify(crossing.at.toISOString())
   },"data":${dataJson}}`
+}
+
+/** A signal the worker refused (ended FAILED), as `signal.refused` tells it. */
+export interface RefusedSignal {
+  readonly organizationId: string
+  readonly rawId: string
+  readonly messageId: string
+  readonly route: string
+  /** The customer, when the workspace has it. */
+  readonly customerId: string | null
+  readonly externalId: string | null
+  readonly agentKey: string | null
+  readonly idempotencyKey: string | null
+  readonly receivedAt: Date
+  readonly occurredAt: Date | null
+  readonly error: { readonly status: number; readonly code: string; readonly message: string }
+}
+
+const refusedEventBody = (id: string, refused: RefusedSignal, at: Date) => {
+  const data = {
+    raw_id: refused.rawId,
+    message_id: refused.messageId,
+    route: refused.route,
+    status: "FAILED",
+    customer_id: refused.customerId,
+    external_id: refused.externalId,
+    agent_key: refused.agentKey,
+    idempotency_key: refused.idempotencyKey,
+    received_at: refused.receivedAt.toISOString(),
+    occurred_at: refused.occurredAt?.toISOString() ?? null,
+    error: { status: refused.error.status, code: refused.error.code, message: refused.error.message }
+  }
+  return JSON.stringify({ id, event_type: "signal.refused", triggered_at: at.toISOString(), data })
 }
 
 const FiredAlert = Schema.Struct({
@@ -368,6 +402,57 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
         return { id, eventType, recipients: recipients.length }
       }, sql.withTransaction)
 
-    return { walletChanged, walletChangedMany, thresholdsCrossed, testEvent } as const
+    /**
+     * `signal.refused` for signals the worker ended FAILED, inside the
+     * transaction that ends them. One statement finds the endpoints of the
+     * signals' organisations enabled and subscribed; only when there is one
+     * does `describe` read the signals, and their events and deliveries go in
+     * one more. Nobody subscribed, no event and no statement more.
+     */
+    const signalsRefused = Effect.fn("WebhookOutbox.signalsRefused")(function*(
+      organizationIds: ReadonlyArray<string>,
+      describe: Effect.Effect<ReadonlyArray<RefusedSignal>>
+    ) {
+      if (organizationIds.length === 0) return
+      const endpoints = yield* findAll(
+        Subscriber,
+        sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
+            WHERE organization_id IN ${sql.in([...new Set(organizationIds)])} AND enabled AND removed_at IS NULL
+              AND (listen_until IS NULL OR listen_until > now()) AND 'signal.refused' = ANY(events)
+            ORDER BY organization_id, id`
+      )
+      if (endpoints.length === 0) return
+      const refusals = yield* describe
+      const at = yield* currentTime
+      const events: Array<Record<string, unknown>> = []
+      const deliveries: Array<Record<string, unknown>> = []
+      for (const refused of refusals) {
+        const recipients = endpoints.filter((endpoint) => endpoint.organizationId === refused.organizationId)
+        if (recipients.length === 0) continue
+        const eventId = makeId("evt")
+        events.push({
+          organizationId: refused.organizationId,
+          id: eventId,
+          eventType: "signal.refused",
+          customerId: refused.customerId,
+          triggeredAt: at.toISOString(),
+          body: refusedEventBody(eventId, refused, at)
+        })
+        for (const endpoint of recipients) {
+          deliveries.push({
+            organizationId: refused.organizationId,
+            id: makeId("whd"),
+            eventId,
+            endpointId: endpoint.id,
+            status: "PENDING",
+            nextAttemptAt: at.toISOString()
+          })
+        }
+      }
+      // Foreign keys are checked at the statement's end: the deliveries go with their events, one round trip.
+      yield* writeTogether(sql, [insertRowsStatement(sql, "webhook_events", events), insertRowsStatement(sql, "webhook_deliveries", deliveries)])
+    })
+
+    return { walletChanged, walletChangedMany, thresholdsCrossed, signalsRefused, testEvent } as const
   })
 }) {}

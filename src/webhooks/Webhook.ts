@@ -28,6 +28,11 @@ export const WebhookUrl = Schema.String.pipe(
     } catch {
       return "must be an absolute http or https URL"
     }
+  }, {
+    jsonSchema: {
+      format: "uri",
+      description: "Where events are POSTed: an absolute http or https URL, at most 2048 characters."
+    }
   })
 )
 
@@ -47,13 +52,38 @@ export class Endpoint extends Schema.Class<Endpoint>("Endpoint")({
 export const EndpointCreate = Schema.Struct({
   url: WebhookUrl,
   events: Schema.optional(
-    Schema.Array(EventType).pipe(Schema.minItems(1, { message: () => "must name at least one event" }))
+    Schema.Array(EventType).pipe(Schema.minItems(1, { message: () => "must name at least one event" })).annotations({
+      description: `The event types sent to it, at least one of ${EVENT_TYPES.join(", ")}; by default ` +
+        `${DEFAULT_EVENT_TYPES.join(" and ")}. Repeats count once.`
+    })
   ),
   threshold: Schema.optional(Schema.NullOr(
     MoneyInput.pipe(Schema.filter((value) => !BigDecimal.isNegative(value) || "must be 0 or more"))
   ))
 })
 export type EndpointCreate = typeof EndpointCreate.Type
+
+/**
+ * A change of an endpoint: the fields sent change, the others stay; `threshold:
+ * null` removes the endpoint's own threshold. `enabled: false` stops deliveries
+ * (events triggered meanwhile are never sent to it), `true` resumes them.
+ */
+export const EndpointUpdate = Schema.Struct({
+  url: Schema.optional(WebhookUrl),
+  events: EndpointCreate.fields.events,
+  threshold: EndpointCreate.fields.threshold,
+  enabled: Schema.optional(Schema.Boolean.annotations({
+    description: "false stops deliveries (events triggered meanwhile are never sent to it); true resumes them."
+  }))
+})
+export type EndpointUpdate = typeof EndpointUpdate.Type
+
+/**
+ * How a secret is shown anywhere but where it was just made (create and
+ * rotate-secret): its prefix and its last four characters, enough to tell two
+ * secrets apart and never enough to sign with.
+ */
+export const maskSecret = (secret: string) => `whsec_****${secret.slice(-4)}`
 
 export const DeliveryStatus = Schema.Literal("PENDING", "DELIVERED", "FAILED", "CANCELLED")
 export type DeliveryStatus = typeof DeliveryStatus.Type
@@ -87,7 +117,7 @@ export class Delivery extends Schema.Class<Delivery>("Delivery")({
 export class WebhookEvent extends Schema.Class<WebhookEvent>("WebhookEvent")({
   id: Schema.String,
   eventType: EventType,
-  customerId: Schema.String,
+  customerId: Schema.NullOr(Schema.String),
   triggeredAt: Timestamp,
   body: Schema.String
 }) {}

@@ -20,6 +20,8 @@ export interface WalkthroughResult {
     readonly httpStatus: number
     readonly statusCode: 422
     readonly status: "ERROR"
+    /** Typed from the document: the enum of the 422 codes, so a client can switch on it. */
+    readonly code: Error422["statusDetail"]["code"]
     readonly message: string
     readonly result: Error422["result"]
   }
@@ -110,6 +112,7 @@ export const walkthrough = async (baseUrl: string, apiKey: string): Promise<Walk
       httpStatus: refused.response.status,
       statusCode: narrowed.statusCode,
       status: narrowed.statusDetail.status,
+      code: narrowed.statusDetail.code,
       message: narrowed.statusDetail.message,
       result: narrowed.result
     }

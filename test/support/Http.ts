@@ -4,6 +4,7 @@
  */
 import { expect } from "vitest"
 import type { Response, TestApp, Tenant } from "./TestApp.ts"
+import { codesOfStatus, type ErrorCode } from "../../src/http/ApiErrors.ts"
 
 export interface Client {
   readonly get: (path: string) => Promise<Response>
@@ -21,14 +22,19 @@ export const clientOf = (app: TestApp, tenant: Tenant): Client => ({
   del: (path) => app.request("DELETE", path, { key: tenant.apiKey })
 })
 
-/** An error answer: the status, and the envelope with an empty result. */
-export const expectError = (response: Pick<Response, "status" | "body">, status: number) => {
+/**
+ * An error answer: the status, and the envelope with an empty result and a
+ * code of that status (docs/api.md "Error codes"); `code`, when given, is the one.
+ */
+export const expectError = (response: Pick<Response, "status" | "body">, status: number, code?: ErrorCode) => {
   expect(response.status, JSON.stringify(response.body)).toBe(status)
   expect(response.body).toEqual({
     statusCode: status,
-    statusDetail: { status: "ERROR", message: expect.any(String) },
+    statusDetail: { status: "ERROR", code: expect.any(String), message: expect.any(String) },
     result: {}
   })
+  expect(codesOfStatus(status), JSON.stringify(response.body)).toContain(response.body.statusDetail.code)
+  if (code !== undefined) expect(response.body.statusDetail.code, JSON.stringify(response.body)).toBe(code)
 }
 
 /** The result of a success, after checking its status. */

@@ -11,7 +11,7 @@
  * cross-process behaviour, serve and the worker loop.
  */
 import * as HttpServer from "@effect/platform/HttpServer"
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { type Clock, Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { appendFileSync } from "node:fs"
 import { runCliInProcess } from "../../cli/program.ts"
 import { MigrationsLive } from "../../src/db/Migrations.ts"
@@ -25,15 +25,16 @@ import { EmptyTestDatabaseLive, TestDatabaseLive, TestDatabaseUrl } from "./Test
 import type { OrganizationId } from "../../src/ids.ts"
 
 
-const makeLayer = (ownDatabase = false) => {
+const makeLayer = (ownDatabase = false, clock?: Clock.Clock) => {
   const database = Layer.provideMerge(MigrationsLive, ownDatabase ? EmptyTestDatabaseLive : TestDatabaseLive)
   const services = ServicesLive.pipe(Layer.provideMerge(database))
-  return makeHttpServer({ port: 0, host: "127.0.0.1" }).pipe(
+  const app = makeHttpServer({ port: 0, host: "127.0.0.1" }).pipe(
     Layer.provideMerge(services),
     Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)),
     // As `billing serve`: spans exported when OTEL_EXPORTER_OTLP_ENDPOINT is set, the tracer off otherwise.
     Layer.provide(TelemetryLive)
   )
+  return clock === undefined ? app : Layer.provide(app, Layer.setClock(clock))
 }
 
 type AppContext = Layer.Layer.Success<ReturnType<typeof makeLayer>>
@@ -87,10 +88,17 @@ export interface TestAppOptions {
    * file's database.
    */
   readonly ownDatabase?: boolean
+  /**
+   * The clock every service of the app reads (requests, `app.run`), instead of
+   * the system's: a `SettableClock` lets a test say when "now" is for what
+   * the API does (the CLI run in process builds its own services, on the
+   * system clock).
+   */
+  readonly clock?: Clock.Clock
 }
 
 export const startTestApp = async (options: TestAppOptions = {}): Promise<TestApp> => {
-  const runtime = ManagedRuntime.make(makeLayer(options.ownDatabase))
+  const runtime = ManagedRuntime.make(makeLayer(options.ownDatabase, options.clock))
   const run = <A, E>(effect: Effect.Effect<A, E, AppContext>) => runtime.runPromise(effect)
   const address = await run(Effect.map(HttpServer.HttpServer, (server) => server.address))
   if (address._tag !== "TcpAddress") throw new Error("expected a TCP address")

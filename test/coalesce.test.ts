@@ -1,0 +1,91 @@
+/**
+ * Coalesced reads (src/db/Coalesce.ts): reads that arrive while a lane is
+ * busy go together in its next batch, each answered from its own position; a
+ * failed batch fails every read in it, and only those; a read inside a
+ * transaction goes alone, on the transaction's connection.
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Deferred, Effect, Exit, Fiber } from "effect"
+import { makeCoalescer } from "../src/db/Coalesce.ts"
+import { MigratedTestDatabase } from "./support/Layers.ts"
+
+/** A coalescer over a read that waits on `gate` and records each batch it was given. */
+const gatedCoalescer = (lanes: number, maxBatch: number) =>
+  Effect.gen(function*() {
+    const batches: Array<ReadonlyArray<number>> = []
+    const gate = yield* Deferred.make<void>()
+    const read = yield* makeCoalescer({
+      run: (batch: ReadonlyArray<number>) =>
+        Effect.gen(function*() {
+          batches.push(batch)
+          yield* Deferred.await(gate)
+          if (batch.includes(13)) return yield* Effect.fail(`batch of ${batch.join(",")} refused` as const)
+          return batch.map((n) => n * 10)
+        }),
+      lanes,
+      maxBatch
+    })
+    return { read, batches, gate }
+  })
+
+layer(MigratedTestDatabase, { timeout: 60_000 })("makeCoalescer", (it) => {
+  it.scoped("sends the reads that waited for a busy lane as one batch, each answered from its position", () =>
+    Effect.gen(function*() {
+      const { batches, gate, read } = yield* gatedCoalescer(1, 64)
+      const first = yield* Effect.fork(read(1))
+      yield* Effect.yieldNow()
+      // The one lane holds [1]; these five wait and go together.
+      const rest = yield* Effect.forkAll([2, 3, 4, 5, 6].map(read))
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(first)).toBe(10)
+      expect(yield* Fiber.join(rest)).toEqual([20, 30, 40, 50, 60])
+      expect(batches).toEqual([[1], [2, 3, 4, 5, 6]])
+    }))
+
+  it.scoped("cuts batches at maxBatch", () =>
+    Effect.gen(function*() {
+      const { batches, gate, read } = yield* gatedCoalescer(1, 2)
+      const first = yield* Effect.fork(read(1))
+      yield* Effect.yieldNow()
+      const rest = yield* Effect.forkAll([2, 3, 4, 5, 6].map(read))
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(first)).toBe(10)
+      expect(yield* Fiber.join(rest)).toEqual([20, 30, 40, 50, 60])
+      expect(batches).toEqual([[1], [2, 3], [4, 5], [6]])
+    }))
+
+  it.scoped("fails every read of a failed batch with its failure, and no other read", () =>
+    Effect.gen(function*() {
+      const { gate, read } = yield* gatedCoalescer(1, 64)
+      const first = yield* Effect.fork(read(1))
+      yield* Effect.yieldNow()
+      const together = yield* Effect.forkAll([12, 13, 14].map((n) => Effect.exit(read(n))))
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(first)).toBe(10)
+      const exits = yield* Fiber.join(together)
+      expect(exits.map((exit) => Exit.isFailure(exit))).toEqual([true, true, true])
+      expect(exits[0]).toStrictEqual(Exit.fail("batch of 12,13,14 refused"))
+      expect(yield* read(7)).toBe(70)
+    }))
+
+  it.scoped("reads alone inside a transaction, on the transaction's connection", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const read = yield* makeCoalescer({
+        run: (batch: ReadonlyArray<string>) =>
+          Effect.map(
+            sql<{ seen: string | null }>`SELECT current_setting('coalesce_test.marker', true) AS seen`,
+            (rows) => batch.map((input) => `${input}:${rows[0]?.seen ?? ""}`)
+          ).pipe(Effect.orDie),
+        lanes: 2,
+        maxBatch: 64
+      })
+      const inside = yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`SELECT set_config('coalesce_test.marker', 'in-transaction', true)`
+        return yield* read("a")
+      })).pipe(Effect.orDie)
+      expect(inside).toBe("a:in-transaction")
+      expect(yield* read("b")).toBe("b:")
+    }))
+})
