@@ -81,8 +81,10 @@ export class TokenBuckets {
       bucket = { tokens: limit.burst, at: now, fullAt: now }
       buckets[family] = bucket
     } else {
-      bucket.tokens = Math.min(limit.burst, bucket.tokens + ((now - bucket.at) * limit.perSecond) / 1000)
+      // A clock set back (NTP, a test's instant) refills nothing, and counts on from where it now is.
+      bucket.tokens = Math.min(limit.burst, bucket.tokens + (Math.max(0, now - bucket.at) * limit.perSecond) / 1000)
       bucket.at = now
+      bucket.fullAt = Math.min(bucket.fullAt, now + ((limit.burst - bucket.tokens) * 1000) / limit.perSecond)
     }
     const needed = Math.min(cost, limit.burst)
     if (bucket.tokens >= needed) {
