@@ -354,6 +354,22 @@ const startCycle = (
   const snapshot = changedTo ?? purchase.snapshot
   const period = cyclePeriod(purchase.billingDate, index)
   const metered = snapshot.components.filter((c) => c.type !== "WALLET")
+  /** A new row of `c`, `granted` to start with, nothing used: the plan's own quantity is its original grant. */
+  const freshBalance = (c: SnapshotComponent, granted: Decimal): BalanceValues => ({
+    organizationId,
+    purchaseId: purchase.id,
+    componentId: c.id,
+    customerId: purchase.customerId,
+    type: c.type,
+    billingMode: c.billingMode,
+    targetId: c.targetId,
+    granted,
+    used: ZERO,
+    remaining: granted,
+    originalGranted: c.billingMode === "ADVANCE" ? advanceQuantity(c) : null,
+    cycleQuantity: ZERO,
+    arrearAmount: ZERO
+  })
   const createBalances: Array<BalanceValues> = []
   const setBalances: Array<BalanceValues> = []
   const carried: Array<{ readonly from: string; readonly to: string }> = []
@@ -374,40 +390,11 @@ const startCycle = (
         const debt = old === undefined ? ZERO : min(old.remaining, ZERO)
         granted = BigDecimal.normalize(add(add(advanceQuantity(c), carried), debt))
       }
-      createBalances.push({
-        organizationId,
-        purchaseId: purchase.id,
-        componentId: c.id,
-        customerId: purchase.customerId,
-        type: c.type,
-        billingMode: c.billingMode,
-        targetId: c.targetId,
-        granted,
-        used: ZERO,
-        remaining: granted,
-        originalGranted: c.billingMode === "ADVANCE" ? advanceQuantity(c) : null,
-        cycleQuantity: ZERO,
-        arrearAmount: ZERO
-      })
+      createBalances.push(freshBalance(c, granted))
     }
   } else if (index === 0) {
     for (const c of metered) {
-      const granted = c.billingMode === "ADVANCE" ? advanceQuantity(c) : ZERO
-      createBalances.push({
-        organizationId,
-        purchaseId: purchase.id,
-        componentId: c.id,
-        customerId: purchase.customerId,
-        type: c.type,
-        billingMode: c.billingMode,
-        targetId: c.targetId,
-        granted,
-        used: ZERO,
-        remaining: granted,
-        originalGranted: c.billingMode === "ADVANCE" ? granted : null,
-        cycleQuantity: ZERO,
-        arrearAmount: ZERO
-      })
+      createBalances.push(freshBalance(c, c.billingMode === "ADVANCE" ? advanceQuantity(c) : ZERO))
     }
   } else {
     for (const row of balances) {

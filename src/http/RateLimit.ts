@@ -81,10 +81,10 @@ export class TokenBuckets {
       bucket = { tokens: limit.burst, at: now, fullAt: now }
       buckets[family] = bucket
     } else {
-      // A clock set back (an operator's correction, a test's SettableClock) refills nothing and takes nothing:
-      // the elapsed time is never negative, and the bucket counts on from the new instant.
+      // A clock set back (NTP, a test's instant) refills nothing, and counts on from where it now is.
       bucket.tokens = Math.min(limit.burst, bucket.tokens + (Math.max(0, now - bucket.at) * limit.perSecond) / 1000)
       bucket.at = now
+      bucket.fullAt = Math.min(bucket.fullAt, now + ((limit.burst - bucket.tokens) * 1000) / limit.perSecond)
     }
     const needed = Math.min(cost, limit.burst)
     if (bucket.tokens >= needed) {
