@@ -9,24 +9,17 @@ import {
   LATE_USAGE_DAYS,
   Organizations,
   type Organization,
+  settingsOf,
   wholeNumberIn
 } from "../../src/organizations/Organizations.ts"
 import { rateLimitsInForce, ROUTE_FAMILIES, type RateLimit, type RateLimitsChange, type RouteFamily } from "../../src/organizations/RateLimits.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { organizationOf, run, withJson, withOrg } from "../run.ts"
 
-const organizationJson = (organization: Organization) => ({
-  id: organization.id,
-  name: organization.name,
-  currencyCode: organization.currencyCode,
-  reservedWalletEnabled: organization.reservedWalletEnabled,
-  paymentInstructions: organization.paymentInstructions,
-  lateUsageDays: organization.lateUsageDays,
-  invoiceGraceHours: organization.invoiceGraceHours,
-  invoiceNumberPrefix: organization.invoiceNumberPrefix,
-  rateLimits: rateLimitsInForce(organization.rateLimits),
-  createdAt: organization.createdAt.toISOString()
-})
+const organizationJson = (organization: Organization) => {
+  const settings = settingsOf(organization)
+  return { ...settings, createdAt: settings.createdAt.toISOString(), updatedAt: settings.updatedAt.toISOString() }
+}
 
 /**
  * `--rate-limit-FAMILY PER_SECOND/BURST` (`100/200`: 100 tokens a second, buckets of 200) or `default`;

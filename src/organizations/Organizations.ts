@@ -10,7 +10,7 @@ import { InvalidOrganizationSettings, OrganizationNotFound } from "../errors.ts"
 import { makeId, OrganizationId } from "../ids.ts"
 import { builtinModels } from "../models/BuiltinModels.ts"
 import { ApiKeys } from "./ApiKeys.ts"
-import { changedRateLimits, RateLimitsChange, StoredRateLimits } from "./RateLimits.ts"
+import { changedRateLimits, RateLimitsChange, rateLimitsInForce, StoredRateLimits } from "./RateLimits.ts"
 
 export class Organization extends Schema.Class<Organization>("Organization")({
   id: OrganizationId,
@@ -29,6 +29,21 @@ export class Organization extends Schema.Class<Organization>("Organization")({
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
+
+/** An organisation's settings as the API and the CLI show them: the rate limits in force, and where each comes from. */
+export const settingsOf = (organization: Organization) => ({
+  id: organization.id,
+  name: organization.name,
+  currencyCode: organization.currencyCode,
+  reservedWalletEnabled: organization.reservedWalletEnabled,
+  paymentInstructions: organization.paymentInstructions,
+  lateUsageDays: organization.lateUsageDays,
+  invoiceGraceHours: organization.invoiceGraceHours,
+  invoiceNumberPrefix: organization.invoiceNumberPrefix,
+  rateLimits: rateLimitsInForce(organization.rateLimits),
+  createdAt: organization.createdAt,
+  updatedAt: organization.updatedAt
+})
 
 export interface OrganizationSettings {
   readonly reservedWalletEnabled?: boolean | undefined
