@@ -355,6 +355,10 @@ const cloneCustomer = async (
     }
     return value
   }
+  const invoiceNumbers = { last: Number((await q(
+    `SELECT coalesce((SELECT last_number FROM invoice_counters WHERE organization_id = $1), 0) AS last`,
+    [organizationId]
+  ))[0]!.last) }
   let inserted = 0
   for (const name of order) {
     const table = tables.find((t) => t.name === name)!
@@ -376,6 +380,12 @@ const cloneCustomer = async (
               ? remapJson(JSON.parse(value), map)
               : map.get(value) ?? value
           }
+          if (name === "invoices" && out.sequence_number !== null && out.sequence_number !== undefined) {
+            // A finalised invoice's number is its organisation's next one (gap-free, unique): not the template's.
+            const next = ++invoiceNumbers.last
+            out.sequence_number = next
+            out.number = `INV-${String(next).padStart(6, "0")}`
+          }
           if (name === "customers") {
             const customerName = `Customer ${n}`
             if ("name" in out) out.name = customerName
@@ -393,6 +403,7 @@ const cloneCustomer = async (
       inserted += payload.length
     }
   }
+  await q(`UPDATE invoice_counters SET last_number = $2 WHERE organization_id = $1`, [organizationId, invoiceNumbers.last])
   return { rowsPerCopy, inserted, tables: Object.fromEntries([...rows].map(([t, m]) => [t, m.size])) }
 }
 
@@ -488,6 +499,18 @@ const CHECKS: ReadonlyArray<{ readonly name: string; readonly sql: string }> = [
       SELECT (SELECT count(*) FROM new_invoices) AS checked,
              abs((SELECT count(*) FROM new_invoices) - (SELECT count(*) + count(*) FILTER (WHERE arrear_total <> 0) FROM bench.expected))
                AS violations`
+  },
+  {
+    name: "invoice numbers gap-free per organisation (1..n, none twice, the counter at n)",
+    sql: `SELECT count(*) AS checked,
+             (SELECT count(*) FROM (
+                SELECT i.organization_id FROM invoices i
+                LEFT JOIN invoice_counters c ON c.organization_id = i.organization_id
+                WHERE i.sequence_number IS NOT NULL
+                GROUP BY i.organization_id, c.last_number
+                HAVING count(*) <> max(i.sequence_number) OR count(DISTINCT i.sequence_number) <> count(*)
+                    OR min(i.sequence_number) <> 1 OR c.last_number IS DISTINCT FROM max(i.sequence_number)) bad) AS violations
+      FROM invoices WHERE sequence_number IS NOT NULL`
   },
   {
     name: "balances re-granted (ADVANCE: plan quantity, used 0; ARREAR: zeroed)",
