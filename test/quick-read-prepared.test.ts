@@ -1,7 +1,8 @@
 /**
  * The check's one-statement read (src/entitlements/QuickRead.ts) is sent to
  * PostgreSQL as a named prepared statement (src/db/Pool.ts), so that each
- * connection plans it once. Real PostgreSQL only: the embedded database's
+ * connection plans it once; so is every statement marked `/* prepared *\/`
+ * (the drain's hot path), named after its text. Real PostgreSQL only: the embedded database's
  * clients share one session, where it is sent unnamed.
  */
 import { SqlClient } from "@effect/sql"
@@ -41,5 +42,21 @@ describe.skipIf(!usesRealPostgres)("the check's quick read (needs real PostgreSQ
       "entitlements.quick_read.by_external_id",
       "entitlements.quick_read.by_id"
     ]))
+  })
+
+  it("names a statement marked `/* prepared */` after its text: one prepared statement a variant, the same one again", async () => {
+    const prepared = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        for (const lane of ["late", "NOT late", "late"]) {
+          yield* sql`/* prepared */ SELECT count(*) FROM signals WHERE organization_id = ${acme.organizationId} AND ${sql.literal(lane)}`
+        }
+        return yield* sql<{ name: string; statement: string }>`
+          SELECT name, statement FROM pg_prepared_statements WHERE statement LIKE '/* prepared */ SELECT count(*) FROM signals%'`
+      }))
+    }))
+    expect(prepared.map((row) => row.statement.includes("NOT late")).sort()).toEqual([false, true])
+    expect(prepared.every((row) => /^t_[0-9a-z]+_[0-9a-z]+_[0-9a-z]+$/.test(row.name))).toBe(true)
+    expect(new Set(prepared.map((row) => row.name)).size).toBe(2)
   })
 })

@@ -44,12 +44,40 @@ export class NoCancelPool extends Pg.Pool {
  */
 export const preparedName = /^\/\* prepared: ([A-Za-z0-9_.]{1,63}) \*\//
 
-/** A client that sends the statements `preparedName` marks as named prepared statements. */
+/**
+ * `/` `* prepared *` `/` without a name: the statement is named after its text
+ * (a hash of it), so that each variant of a statement built from fragments
+ * (a lane's literal, a lock clause) is its own prepared statement. Only for
+ * statements whose variants are few: never a text that grows with its values.
+ */
+const preparedByText = /^\/\* prepared \*\//
+
+/** The most statement texts named by their hash; past it, marked texts go unnamed (never an unbounded cache). */
+const MAX_TEXT_NAMES = 500
+const textNames = new Map<string, string>()
+
+/** FNV-1a over the text, two 32-bit lanes: a name unique to the text for any set of statements a process has. */
+const nameOfText = (text: string): string | undefined => {
+  const known = textNames.get(text)
+  if (known !== undefined || textNames.size >= MAX_TEXT_NAMES) return known
+  let a = 0x811c9dc5
+  let b = 0x01000193
+  for (let index = 0; index < text.length; index++) {
+    const code = text.charCodeAt(index)
+    a = Math.imul(a ^ code, 0x01000193)
+    b = Math.imul(b ^ code, 0x811c9dc5) ^ (b >>> 15)
+  }
+  const name = `t_${(a >>> 0).toString(36)}_${(b >>> 0).toString(36)}_${text.length.toString(36)}`
+  textNames.set(text, name)
+  return name
+}
+
+/** A client that sends the statements `preparedName` (or `preparedByText`) marks as named prepared statements. */
 class PreparingClient extends Pg.Client {
   override query(...args: Array<any>): any {
     const [text, values, callback] = args
     if (typeof text === "string" && typeof callback === "function") {
-      const name = preparedName.exec(text)?.[1]
+      const name = preparedName.exec(text)?.[1] ?? (preparedByText.test(text) ? nameOfText(text) : undefined)
       if (name !== undefined) return (super.query as (...a: Array<any>) => any)({ name, text, values }, callback)
     }
     return (super.query as (...a: Array<any>) => any)(...args)

@@ -179,7 +179,8 @@ export const insertRowsStatement = (
   if (rows.length === 0) return undefined
   const { columns, json } = recordsetOf(rows)
   const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
-  return sql`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${json}::json)`
+  // Its text depends on the table and the columns only: one prepared statement each (src/db/Pool.ts).
+  return sql`/* prepared */ INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${json}::json)`
 }
 
 /**

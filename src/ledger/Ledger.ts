@@ -433,7 +433,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         return Effect.flatMap(
           findAll(
             RaisedBalance,
-            sql`WITH moved AS (
+            sql`/* prepared */ WITH moved AS (
                 UPDATE purchase_balances AS b SET
                   granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
                   cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount

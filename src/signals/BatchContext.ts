@@ -256,7 +256,7 @@ export const loadBatchContext = (
     )
     const customers = byId.size + byExternal.size === 0 ? [] : yield* findAll(
       Customer,
-      sql`SELECT organization_id, id, external_id, archived_at FROM customers WHERE (organization_id, id) IN (
+      sql`/* prepared */ SELECT organization_id, id, external_id, archived_at FROM customers WHERE (organization_id, id) IN (
             SELECT * FROM unnest(${byId.organizations}::text[], ${byId.keys}::text[]))
           UNION ALL
           SELECT organization_id, id, external_id, archived_at FROM customers
@@ -293,7 +293,7 @@ export const loadBatchContext = (
     // Their ACTIVE purchases and balance rows, locked: purchases first, then balances, in key order.
     const purchases = live.size === 0 ? [] : yield* findAll(
       Purchase,
-      sql`SELECT organization_id, id, customer_id, cycle_index, period_start, period_end, snapshot
+      sql`/* prepared */ SELECT organization_id, id, customer_id, cycle_index, period_start, period_end, snapshot
           FROM purchases WHERE status = 'ACTIVE' AND (organization_id, customer_id) IN (
             SELECT * FROM unnest(${live.organizations}::text[], ${live.keys}::text[]))
           ORDER BY organization_id, id ${locked("FOR NO KEY UPDATE")}`
@@ -301,7 +301,7 @@ export const loadBatchContext = (
     const purchasePairs = pairs(purchases.map((p) => [p.organizationId, p.id] as const))
     const balances = purchasePairs.size === 0 ? [] : yield* findAll(
       Balance,
-      sql`SELECT organization_id, purchase_id, component_id, remaining, cycle_quantity FROM purchase_balances WHERE (organization_id, purchase_id) IN (
+      sql`/* prepared */ SELECT organization_id, purchase_id, component_id, remaining, cycle_quantity FROM purchase_balances WHERE (organization_id, purchase_id) IN (
             SELECT * FROM unnest(${purchasePairs.organizations}::text[], ${purchasePairs.keys}::text[]))
           ORDER BY organization_id, purchase_id, component_id ${locked("FOR UPDATE")}`
     )
@@ -464,7 +464,7 @@ export const loadBatchContext = (
     const creditKeys = agentKeys("CREDIT")
     const credits = creditKeys.size === 0 ? [] : yield* findAll(
       CreditRow,
-      sql`SELECT organization_id, agent_key, id, name, base_price, tokens_per_credit, margin_percent FROM credits
+      sql`/* prepared */ SELECT organization_id, agent_key, id, name, base_price, tokens_per_credit, margin_percent FROM credits
           WHERE is_active AND (organization_id, agent_key) IN (
             SELECT * FROM unnest(${creditKeys.organizations}::text[], ${creditKeys.keys}::text[]))`
     )
@@ -496,7 +496,7 @@ export const loadBatchContext = (
     const modelKeys = pairs(signals.flatMap((s) => (s.body.usage === undefined ? [] : [[s.record.organizationId, s.body.usage.model] as const])))
     const models = modelKeys.size === 0 ? [] : yield* findAll(
       ModelRow,
-      sql`SELECT organization_id, id, input_rate AS input, output_rate AS output, cache_read_rate AS cache_read,
+      sql`/* prepared */ SELECT organization_id, id, input_rate AS input, output_rate AS output, cache_read_rate AS cache_read,
                  cache_write_rate AS cache_write
           FROM models WHERE enabled AND (organization_id, id) IN (
             SELECT * FROM unnest(${modelKeys.organizations}::text[], ${modelKeys.keys}::text[]))`

@@ -393,7 +393,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     ) =>
       findAll(
         Candidate,
-        sql`SELECT c.organization_id, c.customer_key, held_by.external_id AS held_external_id, f.other_lane, c.queued FROM (
+        sql`/* prepared */ SELECT c.organization_id, c.customer_key, held_by.external_id AS held_external_id, f.other_lane, c.queued FROM (
               SELECT EXISTS (SELECT 1 FROM signals WHERE status = 'QUEUED' AND ${
           sql.literal(lane === "LATE" ? "NOT late" : "late")
         } ${notDeferred(keys)} ${onlyIds(only)}) AS other_lane) f
@@ -519,7 +519,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       only: ReadonlyArray<string> | undefined
     ) =>
       Effect.gen(function*() {
-        const locks = yield* orDie(sql<{ ord: string; locked: boolean }>`
+        const locks = yield* orDie(sql<{ ord: string; locked: boolean }>`/* prepared */
           SELECT k.ord, pg_try_advisory_xact_lock(hashtext(k.org), hashtext(k.key)) AS locked
           FROM unnest(${candidates.map((c) => c.organizationId)}::text[], ${candidates.map((c) => c.customerKey)}::text[])
             WITH ORDINALITY AS k(org, key, ord)
@@ -540,7 +540,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         if (customerKeys.length === 0) return []
         return yield* findAll(
           ClaimedSignal,
-          sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
+          sql`/* prepared */ SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
                      composite_value, member, body, coalesce(occurred_at, received_at) AS moment
               FROM signals
               WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
@@ -748,7 +748,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       if (results.length === 0) return Effect.void
       const column = <A>(pick: (signal: SignalRecord, outcome: Ended) => A) =>
         results.map(([signal, outcome]) => pick(signal, outcome))
-      return orDie(sql`UPDATE signals AS s SET
+      return orDie(sql`/* prepared */ UPDATE signals AS s SET
             status = v.status, error_status = v.error_status, error_code = v.error_code, error_message = v.error_message,
             customer_id = coalesce(v.customer_id, s.customer_id), usage_log_id = v.usage_log_id,
             attempts = s.attempts + 1, processed_at = now()
