@@ -41,11 +41,28 @@ const clientOn = (
   })
 
 /**
- * A client on the PostgreSQL server at `url`; `prepareMarked` false for a URL
- * of the embedded database's socket (tests), whose one session the clients share (Pool.ts).
+ * A URL that says its server gives every client one shared session (the
+ * embedded database's socket, as the tests hand it to the processes they
+ * start): `billing_shared_session=1` in its query. The driver ignores the
+ * parameter; we send no named prepared statement there (Pool.ts), since two
+ * clients preparing one name in one session would collide.
+ */
+export const sharedSessionParameter = "billing_shared_session=1"
+
+const isSharedSession = (url: string) => {
+  const query = url.indexOf("?")
+  return query >= 0 && url.slice(query + 1).split("&").includes(sharedSessionParameter)
+}
+
+/**
+ * A client on the PostgreSQL server at `url`; `prepareMarked` false (or a URL
+ * with `sharedSessionParameter`) for the embedded database's socket, whose one
+ * session the clients share (Pool.ts).
  */
 export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMarked = true) =>
-  clientOn({ connectionString: Redacted.value(url), max: maxConnections }, "5 seconds", { prepareMarked })
+  clientOn({ connectionString: Redacted.value(url), max: maxConnections }, "5 seconds", {
+    prepareMarked: prepareMarked && !isSharedSession(Redacted.value(url))
+  })
 
 /**
  * A new client's first statement queues behind whichever client holds the

@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Exit, Layer, Redacted, Scope } from "effect"
-import { fromUrl } from "../../src/db/Database.ts"
+import { fromUrl, sharedSessionParameter } from "../../src/db/Database.ts"
 import { serveInMemory } from "../../src/db/Embedded.ts"
 import { randomToken } from "../../src/ids.ts"
 
@@ -47,7 +47,8 @@ const databaseUrl = (adminUrl: string, name: string) => {
 
 const inMemoryDatabase = Effect.map(
   serveInMemory,
-  (address) => `postgres://postgres@${address.host}:${address.port}/postgres`
+  // Processes started on it must not prepare statements by name in its one shared session (src/db/Database.ts).
+  (address) => `postgres://postgres@${address.host}:${address.port}/postgres?${sharedSessionParameter}`
 )
 
 /**
