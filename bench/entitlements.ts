@@ -27,7 +27,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
-import { apiClient, benchDatabase, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf } from "./support.ts"
 
 const requests = flag("requests", 20_000)
 const connections = flag("connections", 64)
@@ -71,20 +71,12 @@ const main = async () => {
     )
     await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200)
 
-    const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
-    const credit = (await api.request("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: bundle })).json
-    const plan = (await api.request("POST", "/plans", {
-      name: "Bench",
-      billingCycle: "MONTHLY",
-      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit.result.credit.id, quantity: 1_000_000_000 }]
-    })).json.result.plan
+    const planId = await chatCreditPlan(api)
     const customers: Array<string> = []
     const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 }
     await load(customerCount, 8, async (index) => {
-      const created = await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })
-      const customerId = created.json.result.customer.id as string
-      const bought = await api.request("POST", "/purchases", { customerId, planId: plan.id })
-      if (bought.status !== 201) throw new Error(`purchase: ${bought.status} ${JSON.stringify(bought.json)}`)
+      const customerId = await benchCustomer(api, index)
+      await buyPlan(api, customerId, planId)
       for (let i = 0; i < queuedEach; i++) await api.request("POST", "/signal/credit", { customerId, agentKey: "chat", usage })
       customers[index] = customerId
     })

@@ -26,7 +26,7 @@
  *     result in hand: what a client waiting for the price meets), and how many
  *     were answered 200.
  */
-import { apiClient, benchDatabase, cliOutputOf, flag, plainInsertYardstick, load, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -93,19 +93,11 @@ const main = async () => {
     spawnCli(["serve", "--no-worker", "--port", String(port)])
     await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
 
-    const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
-    const credit = (await api.request("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: bundle })).json
-    const plan = (await api.request("POST", "/plans", {
-      name: "Bench",
-      billingCycle: "MONTHLY",
-      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: credit.result.credit.id, quantity: 1_000_000_000 }]
-    })).json.result.plan
+    const planId = await chatCreditPlan(api)
     const customers: Array<string> = []
     await load(customerCount, 8, async (index) => {
-      const created = await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })
-      const customerId = created.json.result.customer.id as string
-      const bought = await api.request("POST", "/purchases", { customerId, planId: plan.id })
-      if (bought.status !== 201) throw new Error(`purchase: ${bought.status}`)
+      const customerId = await benchCustomer(api, index)
+      await buyPlan(api, customerId, planId)
       customers[index] = customerId
     })
     let sent = 0

@@ -45,7 +45,7 @@
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
-import { apiClient, benchDatabase, cliOutputOf, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -182,24 +182,9 @@ const main = async () => {
       serverPgOptions === undefined ? env : { ...env, PGOPTIONS: serverPgOptions })
     await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200)
 
-    const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
-    const credit = (await api.request("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: bundle })).json
-    const plan = (await api.request("POST", "/plans", {
-      name: "Bench",
-      billingCycle: "MONTHLY",
-      entitlements: [
-        { type: "CREDIT", billingMode: "ADVANCE", creditId: credit.result.credit.id, quantity: allowance },
-        ...(allowance < 1_000_000_000 ? [{ type: "CREDIT", billingMode: "ARREAR", creditId: credit.result.credit.id }] : [])
-      ]
-    })).json.result.plan
-    const createCustomer = async (index: number) => {
-      const created = await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })
-      return created.json.result.customer.id as string
-    }
-    const buy = async (customerId: string) => {
-      const bought = await api.request("POST", "/purchases", { customerId, planId: plan.id })
-      if (bought.status !== 201) throw new Error(`purchase: ${bought.status} ${JSON.stringify(bought.json)}`)
-    }
+    const planId = await chatCreditPlan(api, allowance)
+    const createCustomer = (index: number) => benchCustomer(api, index)
+    const buy = (customerId: string) => buyPlan(api, customerId, planId)
     const sell = async (index: number) => {
       const customerId = await createCustomer(index)
       await buy(customerId)

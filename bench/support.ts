@@ -220,3 +220,35 @@ export const secondsUntil = async (ready: () => Promise<boolean>, timeoutMs = 30
   }
   return NaN
 }
+
+type BenchApi = ReturnType<typeof apiClient>
+
+/**
+ * Over the API: the credit "chat" (gpt-4o) and the plan "Bench" selling
+ * `allowance` of it ADVANCE (never used up by default), with an ARREAR credit
+ * component for what goes past a smaller allowance. The plan's id.
+ */
+export const chatCreditPlan = async (api: BenchApi, allowance = 1_000_000_000): Promise<string> => {
+  const bundle = [{ modelId: "gpt-4o", averageTokensPerLLMCall: 1000, input: 50, output: 50, cache: 0, cacheWrite: 0 }]
+  const credit = (await api.request("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: bundle })).json
+  const creditId = credit.result.credit.id
+  return (await api.request("POST", "/plans", {
+    name: "Bench",
+    billingCycle: "MONTHLY",
+    entitlements: [
+      { type: "CREDIT", billingMode: "ADVANCE", creditId, quantity: allowance },
+      ...(allowance < 1_000_000_000 ? [{ type: "CREDIT", billingMode: "ARREAR", creditId }] : [])
+    ]
+  })).json.result.plan.id
+}
+
+/** Over the API: customer `index` (`Customer N`, `cN@example.com`); its id. */
+export const benchCustomer = async (api: BenchApi, index: number): Promise<string> =>
+  (await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })).json.result.customer.id
+
+/** Over the API: `planId` sold to `customerId`, or a throw with the answer. */
+export const buyPlan = async (api: BenchApi, customerId: string, planId: string): Promise<void> => {
+  const bought = await api.request("POST", "/purchases", { customerId, planId })
+  if (bought.status !== 201) throw new Error(`purchase: ${bought.status} ${JSON.stringify(bought.json)}`)
+}
+
