@@ -181,6 +181,22 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
     const sql = yield* SqlClient.SqlClient
 
     /**
+     * The endpoints of `organizations` that receive an event committed now:
+     * enabled, not removed, listening (a `billing webhook listen` endpoint
+     * until its time is up), and subscribed to `eventType` when one is named;
+     * by organisation, then id.
+     */
+    const subscribersOf = (organizations: ReadonlyArray<string>, eventType?: string) =>
+      findAll(
+        Subscriber,
+        sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
+            WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
+              AND (listen_until IS NULL OR listen_until > now())
+              ${eventType === undefined ? sql.literal("") : sql`AND ${eventType} = ANY(events)`}
+            ORDER BY organization_id, id`
+      )
+
+    /**
      * The events a set of wallet changes causes, with their deliveries, in two
      * statements whatever the number of changes. Whoever is enabled and
      * subscribed when the changes commit gets the events, nobody else ever;
@@ -191,13 +207,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
         const moved = changes.filter((change) => !BigDecimal.equals(change.previousBalance, change.currentBalance))
         if (moved.length === 0) return
         const organizations = [...new Set(moved.map((change) => change.organizationId))]
-        const endpoints = yield* findAll(
-          Subscriber,
-          sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
-              WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
-                AND (listen_until IS NULL OR listen_until > now())
-              ORDER BY organization_id, id`
-        )
+        const endpoints = yield* subscribersOf(organizations)
         if (endpoints.length === 0) return
         const events: Array<Record<string, unknown>> = []
         const deliveries: Array<Record<string, unknown>> = []
@@ -283,13 +293,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
       Effect.gen(function*() {
         if (crossings.length === 0) return
         const organizations = [...new Set(crossings.map((crossing) => crossing.organizationId))]
-        const endpoints = yield* findAll(
-          Subscriber,
-          sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
-              WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
-                AND (listen_until IS NULL OR listen_until > now()) AND 'balance.threshold.crossed' = ANY(events)
-              ORDER BY organization_id, id`
-        )
+        const endpoints = yield* subscribersOf(organizations, "balance.threshold.crossed")
         const alertKey = (row: { organizationId: string; purchaseId: string; cycleIndex: number; componentId: string; threshold: number }) =>
           `${row.organizationId}/${row.purchaseId}/${row.cycleIndex}/${row.componentId}/${row.threshold}`
         const byKey = new Map<string, { crossing: ThresholdCrossing; eventId: string | null }>()
@@ -356,13 +360,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
       organizationId: OrganizationId,
       eventType: TriggerableEventType,
       customer: { readonly id: string; readonly externalId: string | null; readonly balance: Decimal }) {
-        const recipients = yield* findAll(
-          Subscriber,
-          sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
-              WHERE organization_id = ${organizationId} AND enabled AND removed_at IS NULL
-                AND (listen_until IS NULL OR listen_until > now()) AND ${eventType} = ANY(events)
-              ORDER BY id`
-        )
+        const recipients = yield* subscribersOf([organizationId], eventType)
         const id = makeId("evt")
         const at = yield* currentTime
         if (recipients.length === 0) return { id, eventType, recipients: 0 }
@@ -414,13 +412,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
       describe: Effect.Effect<ReadonlyArray<RefusedSignal>>
     ) {
       if (organizationIds.length === 0) return
-      const endpoints = yield* findAll(
-        Subscriber,
-        sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
-            WHERE organization_id IN ${sql.in([...new Set(organizationIds)])} AND enabled AND removed_at IS NULL
-              AND (listen_until IS NULL OR listen_until > now()) AND 'signal.refused' = ANY(events)
-            ORDER BY organization_id, id`
-      )
+      const endpoints = yield* subscribersOf([...new Set(organizationIds)], "signal.refused")
       if (endpoints.length === 0) return
       const refusals = yield* describe
       const at = yield* currentTime
