@@ -50,8 +50,11 @@ const clientOn = (
 export const sharedSessionParameter = "billing_shared_session=1"
 
 const isSharedSession = (url: string) => {
-  const query = url.indexOf("?")
-  return query >= 0 && url.slice(query + 1).split("&").includes(sharedSessionParameter)
+  try {
+    return new URL(url).searchParams.get("billing_shared_session") === "1"
+  } catch {
+    return false
+  }
 }
 
 /**
