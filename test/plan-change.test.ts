@@ -585,13 +585,14 @@ describe.skipIf(!usesRealPostgres)("a change racing a signal of the same custome
   it("prices the signal once, under the old plan or the new one, never both", async () => {
     const { api, tenant } = await workspace("Race")
     const u = await makeUnit(api, { flatPrice: 2 })
-    // The old plan froze u at 2 a unit in arrears; the new one, bought after the price went to 5, at 5.
+    // A sale freezes the unit's price of that moment: the old plan's purchases at 2 a unit in arrears; the
+    // change, asked for after the price went to 5, at 5.
     const old = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ARREAR", unitId: u.id }])
-    ok(await api.patch(`/units/${u.id}`, { flatPrice: 5 }))
-    const next = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ARREAR", unitId: u.id }])
     at("2025-04-01T00:00:00.000Z")
     const customers = await Promise.all(Array.from({ length: 8 }, () => makeCustomer(api)))
     const purchases = await Promise.all(customers.map((c) => buy(api, c.id, old.id)))
+    ok(await api.patch(`/units/${u.id}`, { flatPrice: 5 }))
+    const next = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ARREAR", unitId: u.id }])
     at("2025-04-11T00:00:00.000Z")
     const sent = await Promise.all(customers.map((c) =>
       api.post("/signal/unit", { customerId: c.id, agentKey: u.agentKey, quantity: 3, timestamp: clockNow() })
