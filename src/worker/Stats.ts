@@ -6,7 +6,7 @@
  * worker was started with `onBatch`: an unwatched worker (serve's loop, cron)
  * pays nothing, not even the queue probe.
  */
-import { Effect, FiberRef } from "effect"
+import { Effect, Fiber, FiberRef } from "effect"
 
 /** The oldest waiting item's age and the number waiting (capped: see `QUEUE_DEPTH_CAP`). */
 export interface QueueState {
@@ -33,7 +33,8 @@ export interface BatchReport {
 
 interface Tally {
   readonly byOrganization: Record<string, Record<string, number>>
-  queue: QueueState | null
+  /** How the job measures its queue, run once the batch is done (`reportQueue`). */
+  probe: Effect.Effect<QueueState | null> | null
 }
 
 const currentTally = FiberRef.unsafeMake<Tally | undefined>(undefined)
@@ -49,32 +50,68 @@ export const tally = (entries: Iterable<readonly [organizationId: string, counte
       }
     }))
 
-/** Measures the queue (only when someone watches) and records it for the running batch. */
-export const reportQueue = <E, R>(measure: Effect.Effect<QueueState, E, R>): Effect.Effect<void, E, R> =>
+/**
+ * Says how the running batch's queue is measured (only when someone watches).
+ * The measure runs once the batch is done, beside the job's next batch
+ * (`Reports`), so watching never adds a round trip between two batches; a
+ * measure that fails reports no queue.
+ */
+export const reportQueue = <E, R>(measure: Effect.Effect<QueueState, E, R>): Effect.Effect<void, never, R> =>
   Effect.flatMap(FiberRef.get(currentTally), (current) =>
-    current === undefined ? Effect.void : Effect.map(measure, (queue) => {
-      current.queue = queue
+    current === undefined ? Effect.void : Effect.map(Effect.context<R>(), (context) => {
+      current.probe = measure.pipe(
+        Effect.provide(context),
+        Effect.catchAllCause((cause) => Effect.as(Effect.logWarning("the queue could not be measured", cause), null))
+      )
     }))
 
-/** Runs one batch with a fresh tally and hands its report to `onBatch`. */
-export const watchBatch = <E, R, E2, R2>(
+/**
+ * A job's reports, told in the order of its batches without holding up the
+ * next batch: each is told (its queue measured first) in a fiber of its own
+ * that waits for the one before. `flush` waits for the last.
+ */
+export interface Reports {
+  readonly tell: (report: Effect.Effect<void>) => Effect.Effect<void>
+  readonly flush: Effect.Effect<void>
+}
+
+export const makeReports: Effect.Effect<Reports> = Effect.sync(() => {
+  let last: Fiber.RuntimeFiber<void> | undefined
+  const after = (fiber: Fiber.RuntimeFiber<void> | undefined) => fiber === undefined ? Effect.void : Effect.asVoid(Fiber.await(fiber))
+  return {
+    tell: (report) =>
+      Effect.suspend(() => {
+        const before = last
+        return Effect.map(Effect.forkDaemon(Effect.zipRight(after(before), report)), (fiber) => {
+          last = fiber
+        })
+      }),
+    flush: Effect.suspend(() => after(last))
+  }
+})
+
+/** Runs one batch with a fresh tally and hands its report to `onBatch`, through `reports`. */
+export const watchBatch = <E, R, R2>(
   job: string,
   batch: Effect.Effect<number, E, R>,
-  onBatch: (report: BatchReport) => Effect.Effect<void, E2, R2>
-): Effect.Effect<number, E | E2, R | R2> =>
+  onBatch: (report: BatchReport) => Effect.Effect<void, never, R2>,
+  reports: Reports
+): Effect.Effect<number, E, R | R2> =>
   Effect.suspend(() => {
-    const current: Tally = { byOrganization: {}, queue: null }
+    const current: Tally = { byOrganization: {}, probe: null }
     // What the operator watches: how long the batch took on this process's system clock.
     const started = Date.now()
-    return Effect.tap(Effect.locally(batch, currentTally, current), (handled) =>
-      onBatch({
-        job,
-        at: new Date(),
-        durationMs: Date.now() - started,
-        handled,
-        byOrganization: current.byOrganization,
-        queue: current.queue
-      }))
+    return Effect.tap(Effect.locally(batch, currentTally, current), (handled) => {
+      const at = new Date()
+      const durationMs = Date.now() - started
+      return Effect.flatMap(Effect.context<R2>(), (context) =>
+        reports.tell(
+          Effect.flatMap(current.probe ?? Effect.succeed(null), (queue) =>
+            onBatch({ job, at, durationMs, handled, byOrganization: current.byOrganization, queue })).pipe(
+              Effect.provide(context)
+            )
+        ))
+    })
   })
 
 /** Sums reports into per-job, per-organisation totals (`worker --once`'s summary). */

@@ -13,7 +13,7 @@
 import { type Cause, Duration, Effect, Schedule } from "effect"
 import { faultOf, transientBackoff } from "../db/Faults.ts"
 import { givenOrCurrentTime } from "../time.ts"
-import { type BatchReport, watchBatch } from "./Stats.ts"
+import { type BatchReport, makeReports, type Reports, watchBatch } from "./Stats.ts"
 
 export interface WorkerJob {
   readonly name: string
@@ -76,15 +76,16 @@ const batch = (job: WorkerJob, options: WorkerOptions) =>
     Effect.catchAll((cause) => Effect.as(Effect.logError(`worker job ${job.name} failed`, cause), 0))
   )
 
-const watched = (job: WorkerJob, options: WorkerOptions) =>
-  options.onBatch === undefined ? batch(job, options) : watchBatch(job.name, batch(job, options), options.onBatch)
+const watched = (job: WorkerJob, options: WorkerOptions, reports: Reports) =>
+  options.onBatch === undefined ? batch(job, options) : watchBatch(job.name, batch(job, options), options.onBatch, reports)
 
-/** Repeats a job's batches until one handles nothing; the total handled. */
+/** Repeats a job's batches until one handles nothing; the total handled, once every report is told. */
 const drain = (job: WorkerJob, options: WorkerOptions) =>
-  Effect.iterate({ total: 0, last: -1 }, {
-    while: (state) => state.last !== 0,
-    body: (state) => Effect.map(watched(job, options), (handled) => ({ total: state.total + handled, last: handled }))
-  }).pipe(Effect.map((state) => state.total))
+  Effect.flatMap(makeReports, (reports) =>
+    Effect.iterate({ total: 0, last: -1 }, {
+      while: (state) => state.last !== 0,
+      body: (state) => Effect.map(watched(job, options, reports), (handled) => ({ total: state.total + handled, last: handled }))
+    }).pipe(Effect.zipLeft(reports.flush), Effect.map((state) => state.total)))
 
 /**
  * Runs every job in its own loop, side by side, so a slow one (a webhook
