@@ -265,14 +265,31 @@ export const writeTogetherStatement = (
   writes: ReadonlyArray<Write>,
   returningOf?: Statement.Statement<Row>
 ): Statement.Statement<Row> | undefined => {
-  const present = writes.filter((write): write is Statement.Statement<Row> | NamedWrite => write !== undefined)
+  const present = presentWrites(writes)
   if (present.length <= 1) return present[0] === undefined ? undefined : statementOf(present[0])
-  const nameOf = (write: Statement.Statement<Row> | NamedWrite, index: number) =>
-    write instanceof NamedWrite ? write.name : `write_${index}`
-  const clauses = present.map((write, index) => sql`${sql.literal(nameOf(write, index))} AS (${statementOf(write)})`)
   const returned = returningOf === undefined ? -1 : present.findIndex((write) => statementOf(write) === returningOf)
   const result = returned < 0
     ? sql.literal("SELECT 1 WHERE false")
-    : sql.literal(`SELECT * FROM ${nameOf(present[returned]!, returned)}`)
-  return sql`WITH ${sql.join(", ", false)(clauses)} ${result}`
+    : sql.literal(`SELECT * FROM ${nameOfWrite(present[returned]!, returned)}`)
+  return sql`WITH ${sql.join(", ", false)(writeClauses(sql, present))} ${result}`
+}
+
+const presentWrites = (writes: ReadonlyArray<Write>) =>
+  writes.filter((write): write is Statement.Statement<Row> | NamedWrite => write !== undefined)
+
+const nameOfWrite = (write: Statement.Statement<Row> | NamedWrite, index: number) =>
+  write instanceof NamedWrite ? write.name : `write_${index}`
+
+const writeClauses = (sql: SqlClient.SqlClient, present: ReadonlyArray<Statement.Statement<Row> | NamedWrite>) =>
+  present.map((write, index) => sql`${sql.literal(nameOfWrite(write, index))} AS (${statementOf(write)})`)
+
+/**
+ * `writes` as the first WITH clauses of a statement of the caller's (each
+ * followed by a comma), for a write whose own rows come back (a balance move
+ * returning the thresholds it crossed): the same one round trip as
+ * `writeTogether`, on the same terms. Empty when there is nothing to write.
+ */
+export const leadingWrites = (sql: SqlClient.SqlClient, writes: ReadonlyArray<Write>): Statement.Fragment => {
+  const present = presentWrites(writes)
+  return present.length === 0 ? sql.literal("") : sql`${sql.join(", ", false)(writeClauses(sql, present))},`
 }

@@ -15,7 +15,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
-import { findAll, insertRows, insertRowsStatement, orDie, writeTogether } from "../db/Sql.ts"
+import { findAll, insertRows, insertRowsStatement, leadingWrites, orDie, type Write, writeTogether } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { type Decimal, toSql } from "../money.ts"
@@ -169,6 +169,26 @@ export const balanceColumns = (
   cycleQuantity: toSql(row.cycleQuantity),
   arrearAmount: toSql(row.arrearAmount)
 })
+
+/**
+ * The UPDATE adding to purchases' spent_this_cycle, aggregated per purchase,
+ * for `writeTogether`; undefined when nothing moves.
+ */
+export const addSpentStatement = (sql: SqlClient.SqlClient, moves: ReadonlyArray<SpentMove>) => {
+  const byPurchase = new Map<string, SpentMove>()
+  for (const move of moves) {
+    if (BigDecimal.isZero(move.amount)) continue
+    const key = `${move.organizationId}/${move.purchaseId}`
+    const known = byPurchase.get(key)
+    byPurchase.set(key, known === undefined ? move : { ...known, amount: add(known.amount, move.amount) })
+  }
+  const rows = [...byPurchase.values()]
+  if (rows.length === 0) return undefined
+  return sql`/* prepared */ UPDATE purchases AS p SET spent_this_cycle = p.spent_this_cycle + v.amount
+      FROM unnest(${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
+                  ${rows.map((row) => toSql(row.amount))}::numeric[]) AS v(organization_id, id, amount)
+      WHERE p.organization_id = v.organization_id AND p.id = v.id`
+}
 
 /** The INSERT of new balance rows (a first cycle), for `writeTogether`; undefined when there are none. */
 export const createBalancesStatement = (sql: SqlClient.SqlClient, rows: ReadonlyArray<BalanceValues>) =>
@@ -392,9 +412,11 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * A current prepaid balance whose share used reaches 50, 80 or 100 % of
      * its grant is told to the outbox (`alertThresholds`), in the same
      * transaction; an ended cycle's balance fires nothing.
+     * `alongside`: writes to other tables that go in the current rows'
+     * statement (`leadingWrites`), so that a batch's writes are one round trip.
      */
-    const moveBalances = Effect.fn("Ledger.moveBalances")((moves: ReadonlyArray<BalanceMove>) => {
-      if (moves.length === 0) return Effect.void
+    const moveBalances = Effect.fn("Ledger.moveBalances")((moves: ReadonlyArray<BalanceMove>, alongside: ReadonlyArray<Write> = []) => {
+      if (moves.length === 0) return Effect.asVoid(writeTogether(sql, alongside))
       type Row = { -readonly [K in keyof BalanceMove]: BalanceMove[K] }
       const current = new Map<string, Row>()
       const closed = new Map<string, Row>()
@@ -428,12 +450,12 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       // A prepaid balance whose used share rose past a threshold comes back from the same statement
       // (no row otherwise: a drain batch pays nothing more for alerts than this filter).
       const moveCurrent = Effect.suspend(() => {
-        if (current.size === 0) return Effect.void
+        if (current.size === 0) return Effect.asVoid(writeTogether(sql, alongside))
         const v = values([...current.values()])
         return Effect.flatMap(
           findAll(
             RaisedBalance,
-            sql`/* prepared */ WITH moved AS (
+            sql`/* prepared */ WITH ${leadingWrites(sql, alongside)} moved AS (
                 UPDATE purchase_balances AS b SET
                   granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
                   cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount
@@ -487,21 +509,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
     })
 
     /** Adds to purchases' spent_this_cycle, aggregated per purchase: one statement. */
-    const addSpent = Effect.fn("Ledger.addSpent")((moves: ReadonlyArray<SpentMove>) => {
-      const byPurchase = new Map<string, SpentMove>()
-      for (const move of moves) {
-        if (BigDecimal.isZero(move.amount)) continue
-        const key = `${move.organizationId}/${move.purchaseId}`
-        const known = byPurchase.get(key)
-        byPurchase.set(key, known === undefined ? move : { ...known, amount: add(known.amount, move.amount) })
-      }
-      const rows = [...byPurchase.values()]
-      if (rows.length === 0) return Effect.void
-      return Effect.asVoid(orDie(sql`UPDATE purchases AS p SET spent_this_cycle = p.spent_this_cycle + v.amount
-          FROM unnest(${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
-                      ${rows.map((row) => toSql(row.amount))}::numeric[]) AS v(organization_id, id, amount)
-          WHERE p.organization_id = v.organization_id AND p.id = v.id`))
-    })
+    const addSpent = Effect.fn("Ledger.addSpent")((moves: ReadonlyArray<SpentMove>) =>
+      Effect.asVoid(writeTogether(sql, [addSpentStatement(sql, moves)])))
 
     /** Creates the balance rows of purchases starting their first cycle: one statement. */
     const createBalances = Effect.fn("Ledger.createBalances")((rows: ReadonlyArray<BalanceValues>) =>

@@ -10,8 +10,6 @@
  * and settles nothing.
  */
 import type { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
-import { orDie } from "../db/Sql.ts"
 
 export interface Settlement {
   readonly organizationId: string
@@ -21,9 +19,9 @@ export interface Settlement {
   readonly usageLogId: string
 }
 
-/** One statement for the batch; none when no signal names a hold. */
-export const settleReservations = (sql: SqlClient.SqlClient, settlements: ReadonlyArray<Settlement>, at: Date) =>
-  settlements.length === 0 ? Effect.void : orDie(sql`UPDATE reservations AS r SET
+/** One statement for the batch, for `writeTogether`; undefined when no signal names a hold. */
+export const settleReservationsStatement = (sql: SqlClient.SqlClient, settlements: ReadonlyArray<Settlement>, at: Date) =>
+  settlements.length === 0 ? undefined : sql`UPDATE reservations AS r SET
         status = 'SETTLED', ended_at = ${at}, signal_id = v.signal_id, usage_log_id = v.usage_log_id
       FROM (SELECT DISTINCT ON (organization_id, id) * FROM unnest(
         ${settlements.map((s) => s.organizationId)}::text[], ${settlements.map((s) => s.reservationId)}::text[],
@@ -31,4 +29,4 @@ export const settleReservations = (sql: SqlClient.SqlClient, settlements: Readon
         ${settlements.map((s) => s.usageLogId)}::text[]
       ) AS u(organization_id, id, customer_id, signal_id, usage_log_id) ORDER BY organization_id, id, signal_id) AS v
       WHERE r.organization_id = v.organization_id AND r.id = v.id AND r.customer_id = v.customer_id
-        AND r.status = 'HELD' AND r.expires_at > ${at}`)
+        AND r.status = 'HELD' AND r.expires_at > ${at}`

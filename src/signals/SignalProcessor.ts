@@ -29,10 +29,10 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Cause, Config, Data, Effect, Either, Option, Schema } from "effect"
 import { DatabaseConfig } from "../config.ts"
 import { faultOf, transientBackoff } from "../db/Faults.ts"
-import { findAll, insertRows, orDie } from "../db/Sql.ts"
+import { findAll, insertRowsStatement, orDie, writeTogether } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
-import { customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
+import { addSpentStatement, customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql, ZERO } from "../money.ts"
 import { Timestamp } from "../schema.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
@@ -60,7 +60,7 @@ import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import { inboxRowOf, momentAt } from "./InboxRow.ts"
 import type { SignalInput } from "./Signal.ts"
 import { insertSignals } from "./InboxWriter.ts"
-import { type Settlement, settleReservations } from "./Settlements.ts"
+import { type Settlement, settleReservationsStatement } from "./Settlements.ts"
 import { makeQueueWake } from "./QueueWake.ts"
 import { announceEnded } from "./PricedWaits.ts"
 import { PgClient } from "@effect/sql-pg"
@@ -504,52 +504,45 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     }
 
     /**
-     * `claimLane` for a short queue, in two statements whatever the number of
-     * customers: the advisory locks of all the head's customers at once, then
-     * the queued signals of those it got, oldest first. `claimLane` takes two
-     * statements a customer, one after the other: for a worker keeping up with
-     * signals from many customers, that was most of a small batch's time (a
-     * round of 250 signals over 16 customers took 0.5-0.7 s on a loaded host,
+     * `claimLane` for a short queue, in one statement whatever the number of
+     * customers: the advisory locks of the head's customers, and the queued
+     * signals of those it got, oldest first. `claimLane` takes two statements
+     * a customer, one after the other: for a worker keeping up with signals
+     * from many customers, that was most of a small batch's time (a round of
+     * 250 signals over 16 customers took 0.5-0.7 s on a loaded host,
      * docs/benchmarks.md "Fresh balances"), and every signal waits for it.
+     * A signal comes back only under a key whose lock this statement took
+     * (a lock row is made, and its lock tried, before it can match), so it
+     * holds whatever the planner reads first.
      */
     const claimWhole = (
       lane: Lane,
       limit: number,
       candidates: ReadonlyArray<typeof Candidate.Type>,
       only: ReadonlyArray<string> | undefined
-    ) =>
-      Effect.gen(function*() {
-        const locks = yield* orDie(sql<{ ord: string; locked: boolean }>`/* prepared */
-          SELECT k.ord, pg_try_advisory_xact_lock(hashtext(k.org), hashtext(k.key)) AS locked
-          FROM unnest(${candidates.map((c) => c.organizationId)}::text[], ${candidates.map((c) => c.customerKey)}::text[])
-            WITH ORDINALITY AS k(org, key, ord)
-          ORDER BY k.ord`)
-        const organizations: Array<string> = []
-        const customerKeys: Array<string> = []
-        for (const lock of locks) {
-          const candidate = candidates[Number(lock.ord) - 1]
-          if (!lock.locked || candidate?.organizationId == null || candidate.customerKey === null) continue
-          organizations.push(candidate.organizationId)
-          customerKeys.push(candidate.customerKey)
-          if (candidate.heldExternalId !== null) {
-            // Its signals sent by externalId before they were resolved, with it, in send order.
-            organizations.push(candidate.organizationId)
-            customerKeys.push(`ext:${candidate.heldExternalId}`)
-          }
-        }
-        if (customerKeys.length === 0) return []
-        return yield* findAll(
-          ClaimedSignal,
-          sql`/* prepared */ SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                     composite_value, member, body, coalesce(occurred_at, received_at) AS moment
-              FROM signals
-              WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
-                AND (organization_id, coalesce(customer_id, 'ext:' || external_id)) IN (
-                  SELECT * FROM unnest(${organizations}::text[], ${customerKeys}::text[]))
-              ORDER BY id LIMIT ${limit}
-              FOR UPDATE SKIP LOCKED`
-        )
-      })
+    ) => {
+      const named = candidates.filter((candidate) => candidate.organizationId !== null && candidate.customerKey !== null)
+      if (named.length === 0) return Effect.succeed([])
+      return findAll(
+        ClaimedSignal,
+        sql`/* prepared */ WITH held AS MATERIALIZED (
+              SELECT k.org, k.key, k.held_external_id
+              FROM unnest(${named.map((c) => c.organizationId)}::text[], ${named.map((c) => c.customerKey)}::text[],
+                          ${named.map((c) => c.heldExternalId)}::text[]) AS k(org, key, held_external_id)
+              WHERE pg_try_advisory_xact_lock(hashtext(k.org), hashtext(k.key))),
+            claimable AS (
+              SELECT org, key FROM held
+              -- Its signals sent by externalId before they were resolved, with it, in send order.
+              UNION ALL SELECT org, 'ext:' || held_external_id FROM held WHERE held_external_id IS NOT NULL)
+            SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
+                   composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+            FROM signals
+            WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
+              AND (organization_id, coalesce(customer_id, 'ext:' || external_id)) IN (SELECT org, key FROM claimable)
+            ORDER BY id LIMIT ${limit}
+            FOR UPDATE OF signals SKIP LOCKED`
+      )
+    }
 
     const other = (lane: Lane): Lane => (lane === "ON_TIME" ? "LATE" : "ON_TIME")
 
@@ -743,12 +736,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
                    WHERE organization_id = ${org} AND composite_id = ${tag.composite.id} AND value = ${value}`
       }).pipe(Effect.orDie)
 
-    /** The end state of each signal of the batch, written in one statement. */
-    const finish = (results: ReadonlyArray<readonly [SignalRecord, Ended]>) => {
-      if (results.length === 0) return Effect.void
+    /** The end state of each signal of the batch, written in one statement (undefined for none). */
+    const finishStatement = (results: ReadonlyArray<readonly [SignalRecord, Ended]>) => {
+      if (results.length === 0) return undefined
       const column = <A>(pick: (signal: SignalRecord, outcome: Ended) => A) =>
         results.map(([signal, outcome]) => pick(signal, outcome))
-      return orDie(sql`/* prepared */ UPDATE signals AS s SET
+      return sql`/* prepared */ UPDATE signals AS s SET
             status = v.status, error_status = v.error_status, error_code = v.error_code, error_message = v.error_message,
             customer_id = coalesce(v.customer_id, s.customer_id), usage_log_id = v.usage_log_id,
             attempts = s.attempts + 1, processed_at = now()
@@ -761,7 +754,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             ${column((_, o) => (o._tag === "Processed" || o._tag === "Failed" ? o.customerId : null))}::text[],
             ${column((_, o) => (o._tag === "Processed" ? o.usageLogId : null))}::text[]
           ) AS v(organization_id, id, status, error_status, error_code, error_message, customer_id, usage_log_id)
-          WHERE s.organization_id = v.organization_id AND s.id = v.id`)
+          WHERE s.organization_id = v.organization_id AND s.id = v.id`
     }
 
     /**
@@ -831,15 +824,21 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             joins.push([signal.record, ended.customerId])
           }
         }
-        yield* ledger.moveBalances(writes.moves)
-        yield* ledger.addSpent(writes.spent)
+        // The batch's writes of distinct rows in one statement with its balance moves: a round trip each
+        // was most of a short queue's batch (docs/benchmarks.md). The signals' end goes with them unless a
+        // composite occurrence completes, whose look-up must see them QUEUED still.
+        const endWithWrites = joins.length === 0
+        yield* ledger.moveBalances(writes.moves, [
+          addSpentStatement(sql, writes.spent),
+          insertRowsStatement(sql, "usage_log", writes.usageRows),
+          settleReservationsStatement(sql, writes.settlements, yield* currentTime),
+          endWithWrites ? finishStatement(results) : undefined
+        ])
         yield* ledger.postToWallets(context.wallets, writes.postings)
-        yield* insertRows(sql, "usage_log", writes.usageRows)
-        yield* settleReservations(sql, writes.settlements, yield* currentTime)
         // Late usage of a cycle still inside its grace period changes that cycle's DRAFT invoice.
         if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
-        yield* finish(results)
+        if (!endWithWrites) yield* writeTogether(sql, [finishStatement(results)])
         const failed = results.filter(([, ended]) => ended._tag === "Failed").map(([record]) => record)
         if (failed.length > 0) yield* tellRefused(failed.map((record) => record.organizationId), failed.map((record) => record.id))
         tried.results = results
