@@ -104,13 +104,17 @@ export const watchBatch = <E, R, R2>(
     return Effect.tap(Effect.locally(batch, currentTally, current), (handled) => {
       const at = new Date()
       const durationMs = Date.now() - started
-      return Effect.flatMap(Effect.context<R2>(), (context) =>
-        reports.tell(
-          Effect.flatMap(current.probe ?? Effect.succeed(null), (queue) =>
-            onBatch({ job, at, durationMs, handled, byOrganization: current.byOrganization, queue })).pipe(
-              Effect.provide(context)
-            )
-        ))
+      // The measure starts now, beside the next batch; only the telling waits for the reports before.
+      return Effect.flatMap(
+        Effect.all([Effect.context<R2>(), Effect.forkDaemon(current.probe ?? Effect.succeed(null))]),
+        ([context, measuring]) =>
+          reports.tell(
+            Effect.flatMap(Fiber.join(measuring), (queue) =>
+              onBatch({ job, at, durationMs, handled, byOrganization: current.byOrganization, queue })).pipe(
+                Effect.provide(context)
+              )
+          )
+      )
     })
   })
 
