@@ -11,6 +11,12 @@ import { reportQueue, tally } from "../src/worker/Stats.ts"
 import type { BatchReport } from "../src/worker/Stats.ts"
 import { runWorker, type WorkerJob } from "../src/worker/Worker.ts"
 
+/** A `signals` job whose batch `index` (0, 1, ...) is `body(index)`. */
+const jobOfBatches = (body: (index: number) => Effect.Effect<number>): WorkerJob => {
+  let batch = 0
+  return { name: "signals", runOnce: () => Effect.suspend(() => body(batch++)) }
+}
+
 describe("a watched worker's reports", () => {
   it.effect("are told in batch order, after slow queue measures, and all before --once returns", () =>
     Effect.gen(function*() {
@@ -19,18 +25,14 @@ describe("a watched worker's reports", () => {
       // Three batches that do work, then an idle one; the first batch's queue takes longest to measure.
       const handled = [5, 3, 2, 0]
       const measureMs = [300, 100, 10, 0]
-      let batch = 0
-      const job: WorkerJob = {
-        name: "signals",
-        runOnce: () =>
-          Effect.gen(function*() {
-            const index = batch++
-            batchesStarted.push(index)
-            yield* tally(Array.from({ length: handled[index]! }, () => ["org_a", "priced"] as const))
-            yield* reportQueue(Effect.as(Effect.sleep(measureMs[index]!), { depth: 10 - index, lagMs: index }))
-            return handled[index]!
-          })
-      }
+      const job = jobOfBatches((index) =>
+        Effect.gen(function*() {
+          batchesStarted.push(index)
+          yield* tally(Array.from({ length: handled[index]! }, () => ["org_a", "priced"] as const))
+          yield* reportQueue(Effect.as(Effect.sleep(measureMs[index]!), { depth: 10 - index, lagMs: index }))
+          return handled[index]!
+        })
+      )
       const run = yield* Effect.fork(runWorker([job], {
         once: true,
         idle: "1 second",
@@ -57,16 +59,12 @@ describe("a watched worker's reports", () => {
   it.effect("a measure that fails reports no queue and stops nothing", () =>
     Effect.gen(function*() {
       const told: Array<BatchReport> = []
-      let batch = 0
-      const job: WorkerJob = {
-        name: "signals",
-        runOnce: () =>
-          Effect.gen(function*() {
-            const index = batch++
-            yield* reportQueue(index === 0 ? Effect.fail("the database went away") : Effect.succeed({ depth: 0, lagMs: 0 }))
-            return index === 0 ? 1 : 0
-          })
-      }
+      const job = jobOfBatches((index) =>
+        Effect.as(
+          reportQueue(index === 0 ? Effect.fail("the database went away") : Effect.succeed({ depth: 0, lagMs: 0 })),
+          index === 0 ? 1 : 0
+        )
+      )
       const done = yield* Deferred.make<number>()
       yield* Effect.fork(Effect.flatMap(
         runWorker([job], { once: true, idle: "1 second", onBatch: (report) => Effect.sync(() => told.push(report)) }),
