@@ -512,8 +512,8 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      * 250 signals over 16 customers took 0.5-0.7 s on a loaded host,
      * docs/benchmarks.md "Fresh balances"), and every signal waits for it.
      * A signal comes back only under a key whose lock this statement took
-     * (a lock row is made, and its lock tried, before it can match), so it
-     * holds whatever the planner reads first.
+     * (a key's row of `held` exists only once its lock was taken), whichever
+     * of the two the planner reads first.
      */
     const claimWhole = (
       lane: Lane,
@@ -824,9 +824,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             joins.push([signal.record, ended.customerId])
           }
         }
-        // The batch's writes of distinct rows in one statement with its balance moves: a round trip each
-        // was most of a short queue's batch (docs/benchmarks.md). The signals' end goes with them unless a
-        // composite occurrence completes, whose look-up must see them QUEUED still.
+        // The batch's writes of other tables go in its balance moves' statement: a short queue's batch is
+        // bound by its round trips, one after the other (docs/benchmarks.md). The signals' end goes with
+        // them unless a composite occurrence completes, whose look-up must see them QUEUED still.
         const endWithWrites = joins.length === 0
         yield* ledger.moveBalances(writes.moves, [
           addSpentStatement(sql, writes.spent),
