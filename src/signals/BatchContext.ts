@@ -215,6 +215,14 @@ export interface BatchContext {
  */
 export interface LoadOptions {
   readonly lock: boolean
+  /**
+   * The signals' customers as their claim read them (by id, any state; the
+   * active holder of an externalId), in the batch's transaction: then they
+   * are not read again. A signal's customer missing from them is one the
+   * statement would not have found either (an unknown id, an externalId
+   * nobody held).
+   */
+  readonly customers?: ReadonlyArray<Customer> | undefined
 }
 
 export const loadBatchContext = (
@@ -232,7 +240,7 @@ export const loadBatchContext = (
     const byExternal = pairs(
       records.flatMap((r) => (r.customerId === null && r.externalId !== null ? [[r.organizationId, r.externalId] as const] : []))
     )
-    const customers = byId.size + byExternal.size === 0 ? [] : yield* findAll(
+    const customers = options.customers ?? (byId.size + byExternal.size === 0 ? [] : yield* findAll(
       Customer,
       sql`/* prepared */ SELECT organization_id, id, external_id, archived_at FROM customers WHERE (organization_id, id) IN (
             SELECT * FROM unnest(${byId.organizations}::text[], ${byId.keys}::text[]))
@@ -240,7 +248,7 @@ export const loadBatchContext = (
           SELECT organization_id, id, external_id, archived_at FROM customers
           WHERE archived_at IS NULL AND (organization_id, external_id) IN (
             SELECT * FROM unnest(${byExternal.organizations}::text[], ${byExternal.keys}::text[]))`
-    )
+    ))
     const customerMap = new Map<string, Customer>()
     const externalMap = new Map<string, Customer>()
     for (const customer of customers) {

@@ -137,8 +137,33 @@ const Candidate = Schema.Struct({
   /** Whether the other lane has queued signals (asked in the same statement). */
   otherLane: Schema.Boolean,
   /** The customer's signals among the head's (`claimWhole`: whether the head is the whole lane). */
-  queued: Schema.NullOr(Schema.NumberFromString)
+  queued: Schema.NullOr(Schema.NumberFromString),
+  /**
+   * The customer the key names, as the batch's context reads it (any state),
+   * when the key is a customer's id: the claim's signals are resolved from
+   * these, without a statement of their own.
+   */
+  customerId: Schema.NullOr(Schema.String),
+  customerExternalId: Schema.NullOr(Schema.String),
+  customerArchivedAt: Schema.NullOr(Timestamp)
 })
+
+/** The customers the candidates name (`Candidate.customerId`), for the batch's context. */
+/** A batch's claimed signals, and the customers their claim read (`Candidate.customerId`). */
+interface Claimed {
+  readonly signals: ReadonlyArray<SignalRecord>
+  readonly customers: ReadonlyArray<Customer>
+}
+
+const customersOf = (candidates: ReadonlyArray<typeof Candidate.Type>): Array<Customer> =>
+  candidates.flatMap((candidate) =>
+    candidate.organizationId === null || candidate.customerId === null ? [] : [{
+      organizationId: candidate.organizationId,
+      id: candidate.customerId,
+      externalId: candidate.customerExternalId,
+      archivedAt: candidate.customerArchivedAt
+    }]
+  )
 
 const PurchaseEnd = Schema.Struct({
   organizationId: Schema.String,
@@ -393,7 +418,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     ) =>
       findAll(
         Candidate,
-        sql`/* prepared */ SELECT c.organization_id, c.customer_key, held_by.external_id AS held_external_id, f.other_lane, c.queued FROM (
+        sql`/* prepared */ SELECT c.organization_id, c.customer_key,
+                   CASE WHEN named.archived_at IS NULL THEN named.external_id END AS held_external_id, f.other_lane, c.queued,
+                   named.id AS customer_id, named.external_id AS customer_external_id, named.archived_at AS customer_archived_at
+            FROM (
               SELECT EXISTS (SELECT 1 FROM signals WHERE status = 'QUEUED' AND ${
           sql.literal(lane === "LATE" ? "NOT late" : "late")
         } ${notDeferred(keys)} ${onlyIds(only)}) AS other_lane) f
@@ -410,9 +438,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
                  AND held.external_id = head.external_id AND held.archived_at IS NULL
                 GROUP BY 1, 2) grouped
               ORDER BY first LIMIT ${CLAIM_CANDIDATES}) c ON true
-            LEFT JOIN customers held_by
-              ON held_by.organization_id = c.organization_id AND held_by.id = c.customer_key
-             AND held_by.archived_at IS NULL AND held_by.external_id IS NOT NULL
+            LEFT JOIN customers named ON named.organization_id = c.organization_id AND named.id = c.customer_key
             ORDER BY c.first`
       )
 
@@ -560,7 +586,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         const candidates = yield* candidatesOf(lane, headOf(limit), keys, only)
         const otherHasWork = candidates[0]?.otherLane ?? false
         const claimed = yield* claimWidening(lane, limit, candidates, keys, only)
-        if (claimed.length > 0 || !otherHasWork) {
+        if (claimed.signals.length > 0 || !otherHasWork) {
           if (only === undefined) {
             nextLane = otherHasWork ? other(lane) : lane
             bothLanesBusy = otherHasWork
@@ -588,7 +614,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       candidates: ReadonlyArray<typeof Candidate.Type>,
       keys: ReadonlyArray<string>,
       only: ReadonlyArray<string> | undefined
-    ) =>
+    ): Effect.Effect<Claimed> =>
       Effect.gen(function*() {
         const whole = isWholeLane(candidates, headOf(limit), limit)
         // A lane this batch found empty is short too: else, in a round of several batches, one that came
@@ -596,9 +622,11 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         // found each other's customers held (and read the lane again, wider) while a short queue waited.
         if (only === undefined) queueIsShort = whole || candidates.every((candidate) => candidate.customerKey === null)
         const claimed = yield* (whole ? claimWhole(lane, limit, candidates, only) : claimLane(lane, limit, candidates, only))
-        if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) return claimed
+        if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) {
+          return { signals: claimed, customers: customersOf(candidates) }
+        }
         const wider = yield* candidatesOf(lane, limit * 4, keys, only)
-        return yield* claimLane(lane, limit, wider, only)
+        return { signals: yield* claimLane(lane, limit, wider, only), customers: customersOf(wider) }
       })
 
     /** The signal's customer: missing (404), archived (409), or None when its externalId is not held yet. */
@@ -784,7 +812,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         only: ReadonlyArray<string> | undefined,
         tried: BatchTry
       ) {
-        const records = yield* claim(limit, only)
+        const { customers: claimedCustomers, signals: records } = yield* claim(limit, only)
         tried.claimed = records
         if (records.length === 0) return 0
         const results: Array<readonly [SignalRecord, Ended]> = []
@@ -797,7 +825,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             results.push([record, internalError])
           }
         }
-        const context = yield* loadBatchContext(sql, ledger, decoded)
+        const context = yield* loadBatchContext(sql, ledger, decoded, { lock: true, customers: claimedCustomers })
         const customers = new Map<string, CustomerContext>()
         const runCosts: RunCosts = new Map()
         const writes: Writes = { usageRows: [], moves: [], spent: [], postings: [], endedCycles: new Map(), settlements: [] }
