@@ -30,29 +30,28 @@ const gatedCoalescer = (lanes: number, maxBatch: number) =>
   })
 
 layer(MigratedTestDatabase, { timeout: 60_000 })("makeCoalescer", (it) => {
-  it.scoped("sends the reads that waited for a busy lane as one batch, each answered from its position", () =>
+  /** Read 1 holds the one lane; reads 2..6 wait for it. Each is answered from its position; the batches sent. */
+  const oneThenFiveWaiting = (maxBatch: number) =>
     Effect.gen(function*() {
-      const { batches, gate, read } = yield* gatedCoalescer(1, 64)
+      const { batches, gate, read } = yield* gatedCoalescer(1, maxBatch)
       const first = yield* Effect.fork(read(1))
       yield* Effect.yieldNow()
-      // The one lane holds [1]; these five wait and go together.
       const rest = yield* Effect.forkAll([2, 3, 4, 5, 6].map(read))
       yield* Deferred.succeed(gate, undefined)
       expect(yield* Fiber.join(first)).toBe(10)
       expect(yield* Fiber.join(rest)).toEqual([20, 30, 40, 50, 60])
-      expect(batches).toEqual([[1], [2, 3, 4, 5, 6]])
+      return batches
+    })
+
+  it.scoped("sends the reads that waited for a busy lane as one batch, each answered from its position", () =>
+    Effect.gen(function*() {
+      // The one lane holds [1]; the five waiting go together.
+      expect(yield* oneThenFiveWaiting(64)).toEqual([[1], [2, 3, 4, 5, 6]])
     }))
 
   it.scoped("cuts batches at maxBatch", () =>
     Effect.gen(function*() {
-      const { batches, gate, read } = yield* gatedCoalescer(1, 2)
-      const first = yield* Effect.fork(read(1))
-      yield* Effect.yieldNow()
-      const rest = yield* Effect.forkAll([2, 3, 4, 5, 6].map(read))
-      yield* Deferred.succeed(gate, undefined)
-      expect(yield* Fiber.join(first)).toBe(10)
-      expect(yield* Fiber.join(rest)).toEqual([20, 30, 40, 50, 60])
-      expect(batches).toEqual([[1], [2, 3], [4, 5], [6]])
+      expect(yield* oneThenFiveWaiting(2)).toEqual([[1], [2, 3], [4, 5], [6]])
     }))
 
   it.scoped("fails every read of a failed batch with its failure, and no other read", () =>

@@ -63,6 +63,13 @@ const buy = async (api: Client, customerId: string, planId: string) =>
 const changeTo = (api: Client, purchaseId: string, planId: string, when: "NOW" | "CYCLE_END", extra: Record<string, unknown> = {}) =>
   api.post(`/purchases/${purchaseId}/change`, { planId, when, ...extra })
 
+/** A unit at 2 a unit and two plans selling `small` and `large` of it in ADVANCE. */
+const unitPlans = async (api: Client, tenant: Tenant, small: number, large: number) => {
+  const u = await makeUnit(api, { flatPrice: 2 })
+  const plan = (quantity: number) => makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity }])
+  return { small: await plan(small), large: await plan(large) }
+}
+
 const balancesOf = async (api: Client, customerId: string) => ok(await api.get(`/customers/${customerId}/balances`))
 
 const ledgerOf = async (api: Client, customerId: string) =>
@@ -178,10 +185,8 @@ describe("a change NOW: proration on a PRORATION invoice", () => {
 describe("a change NOW: the second, the allowance used, the tax, a net credit", () => {
   it("at a 31-day month's last second: one second of 2,678,400 is prorated, to the cent", async () => {
     const { api, tenant } = await workspace("LastSecond")
-    const u = await makeUnit(api, { flatPrice: 2 })
     // 50,000 units at 2 = 100,000; 150,000 units = 300,000.
-    const small = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 50_000 }])
-    const large = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 150_000 }])
+    const { small, large } = await unitPlans(api, tenant, 50_000, 150_000)
     const customer = await makeCustomer(api)
     // January has 31 days: 2025-01-01 .. 2025-02-01, 2,678,400 s.
     at("2025-01-01T00:00:00.000Z")
@@ -201,9 +206,7 @@ describe("a change NOW: the second, the allowance used, the tax, a net credit", 
 
   it("the second under way counts as used: half a second before the end, nothing is left to prorate", async () => {
     const { api, tenant } = await workspace("HalfSecond")
-    const u = await makeUnit(api, { flatPrice: 2 })
-    const small = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 50_000 }])
-    const large = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 150_000 }])
+    const { small, large } = await unitPlans(api, tenant, 50_000, 150_000)
     const customer = await makeCustomer(api)
     at("2025-01-01T00:00:00.000Z")
     const purchase = await buy(api, customer.id, small.id)
@@ -257,10 +260,8 @@ describe("a change NOW: the second, the allowance used, the tax, a net credit", 
   it("with a tax: the proration's subtotal is taxed like any invoice; a net credit goes to the wallet, with its tax", async () => {
     const { api, tenant } = await workspace("Taxed")
     ok(await api.post("/taxes", { name: "VAT", ratePercent: 20 }), 201)
-    const u = await makeUnit(api, { flatPrice: 2 })
     // 15 units = 30, 45 units = 90.
-    const small = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 15 }])
-    const large = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 45 }])
+    const { small, large } = await unitPlans(api, tenant, 15, 45)
     const customer = await makeCustomer(api)
     at("2025-04-01T00:00:00.000Z")
     const purchase = await buy(api, customer.id, small.id)
