@@ -21,6 +21,7 @@
  *     a read route the API already had (five statements), as many requests as the check;
  *  6. the machine's load average before and after, since other work shares the cores.
  *
+ * `--routes check,reserve,balances` picks the phases measured (all three unless told).
  * `--cpu-prof DIR` runs the server under `node --cpu-prof`, its profile written to DIR when it stops.
  */
 import { type ChildProcess, spawn } from "node:child_process"
@@ -34,6 +35,10 @@ const connections = flag("connections", 64)
 const customerCount = flag("customers", 64)
 const queuedEach = flag("queued", 5)
 const yardstickCount = flag("yardstick", 20_000)
+
+const routes = new Set((process.argv[process.argv.indexOf("--routes") + 1] ?? "").split(","))
+const measured = (route: string) => !process.argv.includes("--routes") || routes.has(route)
+const skipped = { rate: 0, p50: 0, p99: 0 }
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const cliPath = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
@@ -99,14 +104,18 @@ const main = async () => {
     if (Number(first.pending) === 0 && queuedEach > 0) throw new Error("the queued signals were priced: is a worker running?")
 
     await load(1000, connections, (index) => expectAllowed(index, false))
-    const checks = await load(requests, connections, (index) => expectAllowed(index, false))
+    const checks = measured("check") ? await load(requests, connections, (index) => expectAllowed(index, false)) : skipped
     progress(`check: ${checks.rate}/s, p50 ${checks.p50.toFixed(1)} ms, p99 ${checks.p99.toFixed(1)} ms`)
-    const reserves = await load(Math.min(requests, 10_000), connections, (index) => expectAllowed(index, true))
+    const reserves = measured("reserve")
+      ? await load(Math.min(requests, 10_000), connections, (index) => expectAllowed(index, true))
+      : skipped
     progress(`reserve: ${reserves.rate}/s, p50 ${reserves.p50.toFixed(1)} ms, p99 ${reserves.p99.toFixed(1)} ms`)
-    const balances = await load(requests, connections, async (index) => {
-      const answer = await api.request("GET", `/customers/${customers[index % customers.length]}/balances`)
-      if (answer.status !== 200) throw new Error(`balances: ${answer.status}`)
-    })
+    const balances = measured("balances")
+      ? await load(requests, connections, async (index) => {
+        const answer = await api.request("GET", `/customers/${customers[index % customers.length]}/balances`)
+        if (answer.status !== 200) throw new Error(`balances: ${answer.status}`)
+      })
+      : skipped
     progress(`balances: ${balances.rate}/s, p50 ${balances.p50.toFixed(1)} ms, p99 ${balances.p99.toFixed(1)} ms`)
     api.close()
     const loadAfter = os.loadavg()

@@ -2,13 +2,16 @@
  * The check's one-statement read (src/entitlements/QuickRead.ts) is sent to
  * PostgreSQL as a named prepared statement (src/db/Pool.ts), so that each
  * connection plans it once; so is every statement marked `/* prepared *\/`
- * (the drain's hot path), named after its text. Real PostgreSQL only: the embedded database's
+ * (the drain's hot path, a sale's statements), named after its text. Real PostgreSQL only: the embedded database's
  * clients share one session, where it is sent unnamed.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Purchases } from "../src/billing/Purchases.ts"
+import type { OrganizationId } from "../src/ids.ts"
 import { Entitlements } from "../src/entitlements/Entitlements.ts"
+import { clientOf, makeCustomer, makePlan, makeUnit } from "./billing-support.ts"
 import { customerWithChatCredits } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
@@ -58,5 +61,28 @@ describe.skipIf(!usesRealPostgres)("the check's quick read (needs real PostgreSQ
     expect(prepared.map((row) => row.statement.includes("NOT late")).sort()).toEqual([false, true])
     expect(prepared.every((row) => /^t_[0-9a-z]+_[0-9a-z]+_[0-9a-z]+$/.test(row.name))).toBe(true)
     expect(new Set(prepared.map((row) => row.name)).size).toBe(2)
+  })
+
+  it("prepares a sale's three statements: the customer, the plan's snapshot and the one write", async () => {
+    const client = clientOf(app, acme)
+    const unit = await makeUnit(client)
+    const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 3 }])
+    const buyer = (await makeCustomer(client)).id
+    const planId = plan.id
+    const { prepared, sold } = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const purchases = yield* Purchases
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        const sold = yield* purchases.create(acme.organizationId as OrganizationId, { customerId: buyer, planId })
+        const prepared = yield* sql<{ statement: string }>`
+          SELECT statement FROM pg_prepared_statements WHERE statement LIKE '/* prepared */%' ORDER BY statement`
+        return { prepared, sold }
+      }))
+    }))
+    expect([sold.customerId, sold.planId, sold.status]).toEqual([buyer, planId, "ACTIVE"])
+    const texts = prepared.map((row) => row.statement.replace(/\s+/g, " "))
+    expect(texts.some((text) => text.startsWith('/* prepared */ SELECT * FROM "customers" WHERE organization_id = $1 AND id = $2'))).toBe(true)
+    expect(texts.some((text) => text.startsWith("/* prepared */ SELECT p.id AS plan_row_id"))).toBe(true)
+    expect(texts.some((text) => text.startsWith("/* prepared */ WITH write_0 AS (INSERT INTO purchases"))).toBe(true)
   })
 })

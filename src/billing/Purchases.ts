@@ -666,7 +666,8 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           setBalancesStatement(sql, first.setBalances),
           ...issuedStatements(sql, first.invoices, [])
         ], purchase)!
-        const [scalars] = yield* decodeRows(PurchaseScalars)(yield* alreadyHeld(written))
+        // Prepared (src/db/Pool.ts): its text is one per plan shape (components, invoice lines), planned once a connection.
+        const [scalars] = yield* decodeRows(PurchaseScalars)(yield* alreadyHeld(sql`/* prepared */ ${written}`))
         return new PurchaseRow({ ...scalars!, snapshot }, true)
       }, dieOnSqlError)
 

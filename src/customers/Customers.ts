@@ -103,7 +103,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         }
         return yield* foundOr(() => notFound(`with externalId ${externalId}`))(findOne(
           Customer,
-          sql`SELECT * FROM customers
+          sql`/* prepared */ SELECT * FROM customers
               WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND archived_at IS NULL`
         ))
       })

@@ -85,7 +85,8 @@ export const findByIdOr = <A, I, R, E>(
   foundOr(() => notFound(id))(
     findOne(
       schema,
-      sql`SELECT ${sql.literal(options.columns ?? "*")} FROM ${sql(table)}
+      // Prepared (src/db/Pool.ts): one text per table and lock, run on nearly every request that names a row.
+      sql`/* prepared */ SELECT ${sql.literal(options.columns ?? "*")} FROM ${sql(table)}
           WHERE organization_id = ${organizationId} AND id = ${id} ${
         sql.literal(options.where === undefined ? "" : `AND ${options.where}`)
       } ${sql.literal(lock ? "FOR UPDATE" : "")}`
