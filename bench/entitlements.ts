@@ -22,13 +22,17 @@
  *  6. the machine's load average before and after, since other work shares the cores.
  *
  * `--routes check,reserve,balances` picks the phases measured (all three unless told).
+ * `--wrk-seconds N` (needs Debian's wrk) adds the check loaded for N seconds by wrk
+ * (bench/entitlements-wrk.lua, `--connections` connections), a load generator in C:
+ * the node:http client of the other phases takes a share of the two cores it
+ * shares with the server and PostgreSQL that a caller on another machine would not.
  * `--cpu-prof DIR` runs the server under `node --cpu-prof`, its profile written to DIR when it stops.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf, wrkLoad } from "./support.ts"
 
 const requests = flag("requests", 20_000)
 const connections = flag("connections", 64)
@@ -39,6 +43,7 @@ const yardstickCount = flag("yardstick", 20_000)
 const routes = new Set((process.argv[process.argv.indexOf("--routes") + 1] ?? "").split(","))
 const measured = (route: string) => !process.argv.includes("--routes") || routes.has(route)
 const skipped = { rate: 0, p50: 0, p99: 0 }
+const wrkSeconds = flag("wrk-seconds", 0)
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const cliPath = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
@@ -106,6 +111,17 @@ const main = async () => {
     await load(1000, connections, (index) => expectAllowed(index, false))
     const checks = measured("check") ? await load(requests, connections, (index) => expectAllowed(index, false)) : skipped
     progress(`check: ${checks.rate}/s, p50 ${checks.p50.toFixed(1)} ms, p99 ${checks.p99.toFixed(1)} ms`)
+    const wrkChecks = wrkSeconds === 0 ? undefined : await wrkLoad({
+      script: fileURLToPath(new URL("entitlements-wrk.lua", import.meta.url)),
+      url: `http://127.0.0.1:${port}`,
+      connections,
+      seconds: wrkSeconds,
+      args: [`Bearer ${apiKey}`, ...customers]
+    })
+    if (wrkChecks !== undefined) {
+      if (wrkChecks.statusErrors + (wrkChecks.notAllowed ?? 0) > 0) throw new Error(`wrk: ${JSON.stringify(wrkChecks)}`)
+      progress(`check (wrk): ${Math.round(wrkChecks.rate)}/s, p50 ${wrkChecks.p50Ms.toFixed(1)} ms, p99 ${wrkChecks.p99Ms.toFixed(1)} ms`)
+    }
     const reserves = measured("reserve")
       ? await load(Math.min(requests, 10_000), connections, (index) => expectAllowed(index, true))
       : skipped
@@ -131,6 +147,13 @@ const main = async () => {
       "|---|---:|---:|---:|---:|",
       `| yardstick: plain single-row INSERTs, pool 10, ${connections} callers | ${yardstick.rate}/s | 1 | ${yardstick.p50.toFixed(1)} ms | ${yardstick.p99.toFixed(1)} ms |`,
       line("`POST /entitlements/check` (CREDIT, no hold)", checks),
+      ...(wrkChecks === undefined ? [] : [
+        line("`POST /entitlements/check` (CREDIT, no hold), load from wrk", {
+          rate: Math.round(wrkChecks.rate),
+          p50: wrkChecks.p50Ms,
+          p99: wrkChecks.p99Ms
+        })
+      ]),
       line("`POST /entitlements/check` with `reserve` (a hold each)", reserves),
       line("`GET /customers/{id}/balances` (reference: an existing read route)", balances),
       ""

@@ -30,7 +30,7 @@
  * it shares the two cores with the server and PostgreSQL), and wrk in 4b.
  */
 import { SqlClient } from "@effect/sql"
-import { apiClient, benchDatabase, flag, load, textFlag } from "./support.ts"
+import { apiClient, benchDatabase, flag, load, textFlag, wrkLoad } from "./support.ts"
 import { Effect, type Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -111,21 +111,14 @@ const treeCpuSeconds = (pid: number) => {
 
 
 /** `wrkSeconds` of single-signal load from wrk: its counts and latency percentiles (bench/intake-wrk.lua prints them). */
-const wrk = async (port: number, apiKey: string, customers: ReadonlyArray<string>) => {
-  const script = fileURLToPath(new URL("intake-wrk.lua", import.meta.url))
-  const child = spawn("wrk", [
-    "-t1", `-c${connections}`, `-d${wrkSeconds}s`, "-s", script, `http://127.0.0.1:${port}`, "--", `Bearer ${apiKey}`, ...customers
-  ], { stdio: ["ignore", "pipe", "inherit"] })
-  const spawnFailed = new Promise<never>((_, reject) => child.on("error", (error) => reject(new Error(`wrk: ${error.message} (install Debian's wrk)`))))
-  const { code, stdout } = await Promise.race([finished(child), spawnFailed])
-  const line = stdout.split("\n").find((text) => text.startsWith("WRK "))
-  if (code !== 0 || line === undefined) throw new Error(`wrk failed (exit ${code}): ${stdout}`)
-  const result = JSON.parse(line.slice(4)) as {
-    requests: number; seconds: number; statusErrors: number; connectErrors: number; readErrors: number
-    writeErrors: number; timeouts: number; p50Ms: number; p99Ms: number; maxMs: number
-  }
-  return { ...result, rate: (result.requests - result.statusErrors) / result.seconds }
-}
+const wrk = (port: number, apiKey: string, customers: ReadonlyArray<string>) =>
+  wrkLoad({
+    script: fileURLToPath(new URL("intake-wrk.lua", import.meta.url)),
+    url: `http://127.0.0.1:${port}`,
+    connections,
+    seconds: wrkSeconds,
+    args: [`Bearer ${apiKey}`, ...customers]
+  })
 
 const main = async () => {
   await runAdmin(`CREATE DATABASE "${databaseName}"`)

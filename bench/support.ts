@@ -133,6 +133,34 @@ export const exitOf = (child: ChildProcess) =>
     else child.on("exit", (code) => resolve({ code, stdout }))
   })
 
+/**
+ * `seconds` of load from wrk (Debian's package; one thread, `connections`
+ * connections, the Lua `script` given `args`): a load generator in C that takes
+ * a fraction of the CPU a node:http client takes from the two cores it shares
+ * with the server and PostgreSQL. The script prints a `WRK {...}` line of its
+ * counts and latency percentiles (bench/intake-wrk.lua).
+ */
+export const wrkLoad = async (options: {
+  readonly script: string
+  readonly url: string
+  readonly connections: number
+  readonly seconds: number
+  readonly args: ReadonlyArray<string>
+}) => {
+  const child = spawn("wrk", [
+    "-t1", `-c${options.connections}`, `-d${options.seconds}s`, "-s", options.script, options.url, "--", ...options.args
+  ], { stdio: ["ignore", "pipe", "inherit"] })
+  const spawnFailed = new Promise<never>((_, reject) => child.on("error", (error) => reject(new Error(`wrk: ${error.message} (install Debian's wrk)`))))
+  const { code, stdout } = await Promise.race([exitOf(child), spawnFailed])
+  const line = stdout.split("\n").find((text) => text.startsWith("WRK "))
+  if (code !== 0 || line === undefined) throw new Error(`wrk failed (exit ${code}): ${stdout}`)
+  const result = JSON.parse(line.slice(4)) as {
+    requests: number; seconds: number; statusErrors: number; connectErrors: number; readErrors: number
+    writeErrors: number; timeouts: number; p50Ms: number; p99Ms: number; maxMs: number; notAllowed?: number
+  }
+  return { ...result, rate: (result.requests - result.statusErrors) / result.seconds }
+}
+
 /** `billing ...args` through a bench's `spawnCli`, its stdout piped: the output, or a throw when it fails. */
 export const cliOutputOf =
   (spawnCli: (args: ReadonlyArray<string>, stdout: "pipe") => ChildProcess) => async (args: ReadonlyArray<string>) => {

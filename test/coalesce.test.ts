@@ -2,7 +2,9 @@
  * Coalesced reads (src/db/Coalesce.ts): reads that arrive while a lane is
  * busy go together in its next batch, each answered from its own position; a
  * failed batch fails every read in it, and only those; a read inside a
- * transaction goes alone, on the transaction's connection.
+ * transaction goes alone, on the transaction's connection. A read by callback
+ * (`unsafeRead`, the check lane's) joins the same batches, is answered once,
+ * and not at all once withdrawn.
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
@@ -15,7 +17,7 @@ const gatedCoalescer = (lanes: number, maxBatch: number) =>
   Effect.gen(function*() {
     const batches: Array<ReadonlyArray<number>> = []
     const gate = yield* Deferred.make<void>()
-    const read = yield* makeCoalescer({
+    const { read, unsafeRead } = yield* makeCoalescer({
       run: (batch: ReadonlyArray<number>) =>
         Effect.gen(function*() {
           batches.push(batch)
@@ -26,7 +28,7 @@ const gatedCoalescer = (lanes: number, maxBatch: number) =>
       lanes,
       maxBatch
     })
-    return { read, batches, gate }
+    return { read, unsafeRead, batches, gate }
   })
 
 layer(MigratedTestDatabase, { timeout: 60_000 })("makeCoalescer", (it) => {
@@ -71,7 +73,7 @@ layer(MigratedTestDatabase, { timeout: 60_000 })("makeCoalescer", (it) => {
   it.scoped("reads alone inside a transaction, on the transaction's connection", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const read = yield* makeCoalescer({
+      const { read } = yield* makeCoalescer({
         run: (batch: ReadonlyArray<string>) =>
           Effect.map(
             sql<{ seen: string | null }>`SELECT current_setting('coalesce_test.marker', true) AS seen`,
@@ -86,5 +88,44 @@ layer(MigratedTestDatabase, { timeout: 60_000 })("makeCoalescer", (it) => {
       })).pipe(Effect.orDie)
       expect(inside).toBe("a:in-transaction")
       expect(yield* read("b")).toBe("b:")
+    }))
+
+  it.scoped("answers a read by callback from the same batches, once; a withdrawn read is left out and never answered", () =>
+    Effect.gen(function*() {
+      const { batches, gate, read, unsafeRead } = yield* gatedCoalescer(1, 64)
+      const first = yield* Effect.fork(read(1))
+      yield* Effect.yieldNow()
+      const answers: Array<readonly [number, Exit.Exit<number, string>]> = []
+      unsafeRead(2, (exit) => answers.push([2, exit]))
+      const withdraw = unsafeRead(3, (exit) => answers.push([3, exit]))
+      unsafeRead(4, (exit) => answers.push([4, exit]))
+      withdraw()
+      // A caller whose answer throws does not stop the lane: the reads after it are answered.
+      unsafeRead(5, () => {
+        throw new Error("the caller's own failure")
+      })
+      yield* Deferred.succeed(gate, undefined)
+      expect(yield* Fiber.join(first)).toBe(10)
+      expect(yield* read(6)).toBe(60)
+      expect(answers).toEqual([[2, Exit.succeed(20)], [4, Exit.succeed(40)]])
+      expect(batches).toEqual([[1], [2, 4, 5], [6]])
+    }))
+
+  it.effect("answers a read still waiting when the coalescer's scope closes: interrupted, not left hanging", () =>
+    Effect.gen(function*() {
+      const answers: Array<Exit.Exit<number, never>> = []
+      yield* Effect.scoped(Effect.gen(function*() {
+        const gate = yield* Deferred.make<void>()
+        const { read, unsafeRead } = yield* makeCoalescer({
+          run: (batch: ReadonlyArray<number>) => Effect.as(Deferred.await(gate), batch),
+          lanes: 1,
+          maxBatch: 1
+        })
+        yield* Effect.fork(read(1))
+        yield* Effect.yieldNow()
+        unsafeRead(2, (exit) => answers.push(exit))
+        unsafeRead(3, (exit) => answers.push(exit))
+      }))
+      expect(answers.map(Exit.isInterrupted)).toEqual([true, true])
     }))
 })

@@ -2,13 +2,15 @@
  * The hand-written row decoders (src/db/RowDecoders.ts) read a row exactly as
  * its Schema does: the same values for rows that decode, a defect for rows
  * that do not. Checked against a Struct of the same fields, on the balance row
- * the cycle job reads by the thousand.
+ * the cycle job reads by the thousand, and on the check's quick read (nested
+ * json objects and arrays, a snapshot as text).
  */
 import { BigDecimal, Cause, Effect, Equal, Exit, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { BalanceRow } from "../src/billing/Purchase.ts"
 import { balanceRowFields } from "../src/billing/Purchases.ts"
 import * as Rows from "../src/db/RowDecoders.ts"
+import { decodeQuickRows, QuickRowOf } from "../src/entitlements/QuickRead.ts"
 import { Timestamp } from "../src/schema.ts"
 
 const Struct = Schema.Struct({ organizationId: Schema.String, ...BalanceRow.fields, at: Schema.NullOr(Timestamp), flag: Schema.Boolean, n: Schema.Number })
@@ -77,5 +79,84 @@ describe("row decoders", () => {
     expect(Exit.isFailure(Effect.runSyncExit(bySchema(input)))).toBe(true)
     const exit = Effect.runSyncExit(byHand(input))
     expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+  })
+
+  describe("the check's quick read", () => {
+    const snapshot = {
+      planId: "pln_1",
+      name: "Plan",
+      description: "",
+      billingCycle: "MONTHLY",
+      currencyCode: "USD",
+      priceAdjustment: "0",
+      walletFundedArrear: false,
+      cost: "12.50",
+      components: [{
+        id: "cmp_1",
+        type: "CREDIT",
+        billingMode: "ADVANCE",
+        targetId: "crd_1",
+        targetName: "Chat",
+        agentKey: "chat",
+        quantity: "1000",
+        amount: null,
+        rollover: false,
+        unitPrice: "0.0125",
+        creditTerms: { basePrice: "0.01", tokensPerCredit: "1000", marginPercent: "25" },
+        pricingType: null,
+        flatPrice: null,
+        tiers: [],
+        charge: "12.50",
+        steps: [],
+        covers: { credits: [], outcomes: [], units: [] }
+      }]
+    }
+    const quickRow = (overrides: Record<string, unknown> = {}) => ({
+      request: 2,
+      organizationId: "org_1",
+      id: "cus_1",
+      externalId: null,
+      archivedAt: null,
+      hasQueued: false,
+      holds: [{ id: "rsv_1", meter: "CREDIT", targetId: "crd_1", amount: "2.5" }],
+      purchase: {
+        id: "pur_1",
+        cycleIndex: 3,
+        snapshot: JSON.stringify(snapshot),
+        balances: [{ componentId: "cmp_1", remaining: "997.50", cycleQuantity: "2.5" }]
+      },
+      wallet: "10.00",
+      credit: { id: "crd_1", name: "Chat", basePrice: "0.01", tokensPerCredit: "1000", marginPercent: "20" },
+      step: null,
+      unit: { id: "unt_1", name: "Seat" },
+      models: [{ id: "gpt-4o", input: "2.5", output: "10", cacheRead: null, cacheWrite: "3.75" }],
+      ...overrides
+    })
+    const quickBySchema = Schema.decodeUnknown(Schema.Array(QuickRowOf))
+
+    it("decodes what the Schema decodes to the same values, the snapshot included", () => {
+      const rows = [
+        quickRow(),
+        quickRow({ purchase: null, wallet: null, credit: null, unit: null, holds: [], models: [], archivedAt: "2026-03-01T00:00:00Z" }),
+        quickRow({ externalId: "ext-1", hasQueued: true, step: { outcomeId: "out_1", outcomeName: "Draft", stepName: "write" } })
+      ]
+      const expected = Effect.runSync(quickBySchema(rows))
+      const actual = Effect.runSync(decodeQuickRows(rows))
+      expect(actual).toHaveLength(rows.length)
+      actual.forEach((decoded, i) => expect(same(decoded, expected[i]), `row ${i}`).toBe(true))
+    })
+
+    it.each([
+      ["a hold's meter outside its set", { holds: [{ id: "rsv_1", meter: "CREDITS", targetId: null, amount: "1" }] }],
+      ["a model's rate that is not a decimal", { models: [{ id: "m", input: "x", output: "1", cacheRead: null, cacheWrite: null }] }],
+      ["a snapshot that does not decode", { purchase: { id: "pur_1", cycleIndex: 0, snapshot: "{}", balances: [] } }],
+      ["holds that are not an array", { holds: {} }],
+      ["a credit missing a field", { credit: { id: "crd_1", name: "Chat" } }]
+    ])("fails where the Schema fails: %s", (_, overrides) => {
+      const input = [quickRow(overrides)]
+      expect(Exit.isFailure(Effect.runSyncExit(quickBySchema(input)))).toBe(true)
+      const exit = Effect.runSyncExit(decodeQuickRows(input))
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+    })
   })
 })

@@ -72,7 +72,7 @@ import {
   settleWallet,
   type WalletState
 } from "./Renewal.ts"
-import { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
+import { PlanSnapshot, snapshotOfText } from "../pricing/PlanSnapshot.ts"
 import { loadSnapshot } from "./Snapshot.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
@@ -85,7 +85,7 @@ const startOfUtcDay = (date: Date) => new Date(Date.UTC(date.getUTCFullYear(), d
 /**
  * A purchase locked for a step, with whether its customer's wallet has a
  * recurring grant (read unlocked). The snapshot arrives as text and is decoded
- * once per distinct snapshot (`decodeSnapshot`).
+ * once per distinct snapshot (`snapshotOfText`).
  */
 const LockedRow = Schema.Struct({
   ...PurchaseRow.fields,
@@ -100,23 +100,6 @@ type LockedPurchase = Omit<typeof LockedRow.Type, "snapshot" | "scheduledSnapsho
   readonly scheduledSnapshot: PlanSnapshot | null
 }
 
-/**
- * Decoded snapshots by their text: the purchases of one plan (and version)
- * share the same snapshot, so a batch of hundreds decodes a handful. Snapshots
- * are immutable; the cache is dropped when it grows past a bound.
- */
-const snapshotCache = new Map<string, PlanSnapshot>()
-const SNAPSHOT_CACHE_SIZE = 1000
-const decodeSnapshotText = Schema.decodeUnknownSync(Schema.parseJson(PlanSnapshot))
-const decodeSnapshot = (text: string): PlanSnapshot => {
-  let snapshot = snapshotCache.get(text)
-  if (snapshot === undefined) {
-    snapshot = decodeSnapshotText(text)
-    if (snapshotCache.size >= SNAPSHOT_CACHE_SIZE) snapshotCache.clear()
-    snapshotCache.set(text, snapshot)
-  }
-  return snapshot
-}
 
 const LockedBalance = Schema.Struct({ organizationId: Schema.String, ...BalanceRow.fields })
 
@@ -227,8 +210,8 @@ const decodeLocked = (rows: ReadonlyArray<unknown>): Effect.Effect<Array<LockedP
       try: () =>
         decoded.map((row) => ({
           ...row,
-          snapshot: decodeSnapshot(row.snapshot),
-          scheduledSnapshot: row.scheduledSnapshot === null ? null : decodeSnapshot(row.scheduledSnapshot)
+          snapshot: snapshotOfText(row.snapshot),
+          scheduledSnapshot: row.scheduledSnapshot === null ? null : snapshotOfText(row.scheduledSnapshot)
         })),
       catch: (error) => error
     }).pipe(Effect.orDie))

@@ -67,21 +67,47 @@ export const money: Field<BigDecimal.BigDecimal> = (value) => {
 /** `Schema.NullOr` of a field. */
 export const nullOr = <A>(field: Field<A>): Field<A | null> => (value) => (value === null ? null : field(value))
 
-/** A row of `fields`, in their order, and nothing else. */
-export const rowDecoder = <F extends Record<string, Field<unknown>>>(name: string, fields: F) => {
+/** `Schema.Array` of a field (a json array the row carries). */
+export const array = <A>(field: Field<A>): Field<Array<A>> => (value) => {
+  if (!Array.isArray(value)) return fail("an array", value)
+  return value.map((item, index) => {
+    try {
+      return field(item)
+    } catch (error) {
+      throw error instanceof FieldError ? new FieldError(`[${index}]: ${error.message}`) : error
+    }
+  })
+}
+
+/** `Schema.Struct` of `fields` (a json object the row carries, or the row itself): their values, in their order, and nothing else. */
+export const struct = <F extends Record<string, Field<unknown>>>(
+  fields: F
+): Field<{ -readonly [K in keyof F]: ReturnType<F[K]> }> => {
   const entries = Object.entries(fields)
-  const decodeRow = (row: unknown): { -readonly [K in keyof F]: ReturnType<F[K]> } => {
-    if (typeof row !== "object" || row === null) return fail(`a ${name} row`, row)
-    const source = row as Record<string, unknown>
+  return (value) => {
+    if (typeof value !== "object" || value === null || Array.isArray(value)) return fail("an object", value)
+    const source = value as Record<string, unknown>
     const out: Record<string, unknown> = {}
     for (const [key, field] of entries) {
       try {
         out[key] = field(source[key])
       } catch (error) {
-        throw error instanceof FieldError ? new FieldError(`${name}.${key}: ${error.message}`) : error
+        throw error instanceof FieldError ? new FieldError(`${key}: ${error.message}`) : error
       }
     }
     return out as { -readonly [K in keyof F]: ReturnType<F[K]> }
+  }
+}
+
+/** A row of `fields`, in their order, and nothing else. */
+export const rowDecoder = <F extends Record<string, Field<unknown>>>(name: string, fields: F) => {
+  const decodeStruct = struct(fields)
+  const decodeRow = (row: unknown) => {
+    try {
+      return decodeStruct(row)
+    } catch (error) {
+      throw error instanceof FieldError ? new FieldError(`${name}.${error.message}`) : error
+    }
   }
   /** Every row decoded; one that does not decode is a defect. */
   return (rows: ReadonlyArray<unknown>) => Effect.orDie(Effect.try({ try: () => rows.map(decodeRow), catch: (error) => error }))

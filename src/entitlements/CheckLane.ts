@@ -26,9 +26,10 @@ import { Cause, Context, Effect, Either, Exit, Layer, Option, Schema } from "eff
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { successBody } from "../http/Envelope.ts"
-import { RateLimiter, rateLimitHeaders } from "../http/RateLimit.ts"
+import { RateLimiter, rateLimitHeaders, type RateVerdict } from "../http/RateLimit.ts"
 import { laneSecretOf, type LaneStats, makeLaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
 import { CheckRequest, CheckResult } from "./Entitlement.ts"
+import type { ServiceError } from "../errors.ts"
 import { CheckEndpoint, checkedMessage } from "./EntitlementsApi.ts"
 import { Entitlements } from "./Entitlements.ts"
 
@@ -85,29 +86,43 @@ const make = (api: HttpApi.HttpApi.Any) =>
         const decoded = decodeCheck(json)
         if (Either.isLeft(decoded)) return handOver()
         const checkRequest = decoded.right
+        /** The answer of a check whose key's tokens were taken (`verdict`). */
+        const settled = (verdict: RateVerdict) => (exit: Exit.Exit<CheckResult, ServiceError>) => {
+          const headers = rateLimitHeaders(verdict)
+          if (Exit.isFailure(exit)) return refused(exit.cause, headers)
+          let body: string
+          try {
+            body = successBody(200, checkedMessage, encodeResult(exit.value))
+          } catch (defect) {
+            return refused(Cause.die(defect), headers)
+          }
+          finished(200, body, headers)
+        }
+        // The key's tokens (the `signals` family) are taken before the check reads or holds anything.
         const cached = keys.authenticateCached(secret)
-        if (cached !== undefined && Either.isLeft(cached)) return refused(Cause.fail(cached.left))
-        const caller = cached === undefined ? keys.authenticate(secret) : Effect.succeed(cached.right)
-        const fiber = runFork(
-          Effect.flatMap(caller, (caller) => {
-            // The key's tokens (the `signals` family) before the check reads or holds anything.
-            const verdict = limiter.take(caller, "signals")
-            if (!verdict.allowed) return Effect.sync(() => limited(verdict))
-            return entitlements.check(caller.organizationId, checkRequest).pipe(
-              Effect.exit,
-              Effect.map((exit) =>
-                Exit.isSuccess(exit)
-                  ? finished(200, successBody(200, checkedMessage, encodeResult(exit.value)), rateLimitHeaders(verdict))
-                  : refused(exit.cause, rateLimitHeaders(verdict))
-              )
+        let withdraw: () => void
+        if (cached === undefined) {
+          const fiber = runFork(
+            Effect.flatMap(keys.authenticate(secret), (caller) => {
+              const verdict = limiter.take(caller, "signals")
+              if (!verdict.allowed) return Effect.sync(() => limited(verdict))
+              return entitlements.check(caller.organizationId, checkRequest).pipe(Effect.exit, Effect.map(settled(verdict)))
+            }).pipe(
+              Effect.annotateLogs("requestId", requestId),
+              Effect.catchAllCause((cause) => Effect.sync(() => refused(cause)))
             )
-          }).pipe(
-            Effect.annotateLogs("requestId", requestId),
-            Effect.catchAllCause((cause) => Effect.sync(() => refused(cause)))
           )
-        )
+          withdraw = () => fiber.unsafeInterruptAsFork(fiber.id())
+        } else if (Either.isLeft(cached)) {
+          return refused(Cause.fail(cached.left))
+        } else {
+          // A known key (nearly every check) is answered without a fiber: the service calls back.
+          const verdict = limiter.take(cached.right, "signals")
+          if (!verdict.allowed) return limited(verdict)
+          withdraw = entitlements.checkNow(cached.right.organizationId, checkRequest, settled(verdict))
+        }
         response.on("close", () => {
-          if (!response.writableEnded) fiber.unsafeInterruptAsFork(fiber.id())
+          if (!response.writableEnded) withdraw()
         })
       })
       return true

@@ -20,12 +20,13 @@
  * that instant), never in neither.
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Schema } from "effect"
+import { BigDecimal, Effect, Either, Exit, type Fiber, FiberId, FiberSet, Schema } from "effect"
+import { constVoid } from "effect/Function"
 import { makeCoalescer } from "../db/Coalesce.ts"
 import { dieOnSqlError, findAll, orDie } from "../db/Sql.ts"
 import { CustomerNotFound, ReservationNotFound } from "../errors.ts"
 import { makeId } from "../ids.ts"
-import { type CustomerRef, namedCustomer } from "../customers/Customer.ts"
+import { type CustomerRef, type NamedCustomer, namedCustomer } from "../customers/Customer.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -40,7 +41,7 @@ import {
   type Reservation
 } from "./Entitlement.ts"
 import { quickReadMany, type QuickRequest } from "./QuickRead.ts"
-import { balanceKey, countedHolds, type Hold, judge, simulateQueued } from "./SpendState.ts"
+import { balanceKey, countedHolds, type Hold, judge, type Judgement, simulateQueued } from "./SpendState.ts"
 
 /**
  * The most queued signals of one customer a check prices. A customer further
@@ -102,6 +103,11 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
   scoped: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const ledger = yield* Ledger
+    // `checkNow` reads the time synchronously (the check lane calls it outside any fiber): this layer's Clock,
+    // as Intake does.
+    const clock = yield* Effect.clock
+    // The checks `checkNow` cannot judge from its one read run as effects here, interrupted when the service closes.
+    const runCheck = yield* FiberSet.makeRuntime<never>()
     // A check outside a transaction shares its statement with the checks that arrived while the last ones read.
     const coalescedRead = {
       ById: yield* makeCoalescer({ run: (batch: ReadonlyArray<QuickRequest>) => quickReadMany(sql, "ById", batch), ...coalescing }),
@@ -110,6 +116,13 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         ...coalescing
       })
     }
+
+    const notFoundOf = (named: NamedCustomer) =>
+      new CustomerNotFound({
+        message: named._tag === "ById"
+          ? `Customer ${named.customerId} not found`
+          : `No active customer has externalId ${named.externalId}`
+      })
 
     const customerOf = (organizationId: string, ref: CustomerRef) =>
       Effect.gen(function*() {
@@ -123,13 +136,7 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
                   WHERE organization_id = ${organizationId} AND external_id = ${named.externalId} AND archived_at IS NULL`
         )
         const found = rows[0]
-        if (found === undefined) {
-          return yield* new CustomerNotFound({
-            message: named._tag === "ById"
-              ? `Customer ${named.customerId} not found`
-              : `No active customer has externalId ${named.externalId}`
-          })
-        }
+        if (found === undefined) return yield* notFoundOf(named)
         return found
       })
 
@@ -217,24 +224,19 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
      * The state a check is judged on: one statement when the customer has no
      * queued signal (QuickRead.ts), else the batch loader over its queue.
      */
+    const quickRequestOf = (organizationId: string, request: CheckRequest, named: NamedCustomer, now: Date): QuickRequest => ({
+      organizationId,
+      customer: named._tag === "ById" ? named.customerId : named.externalId,
+      agentKey: request.agentKey,
+      models: [request.usage?.model, request.reserve?.usage?.model].filter((model) => model !== undefined),
+      now
+    })
+
     const checkState = (organizationId: string, request: CheckRequest, now: Date) =>
       Effect.gen(function*() {
         const named = yield* namedCustomer(request)
-        const quickRequest: QuickRequest = {
-          organizationId,
-          customer: named._tag === "ById" ? named.customerId : named.externalId,
-          agentKey: request.agentKey,
-          models: [request.usage?.model, request.reserve?.usage?.model].filter((model) => model !== undefined),
-          now
-        }
-        const quick = yield* coalescedRead[named._tag](quickRequest)
-        if (quick === undefined) {
-          return yield* new CustomerNotFound({
-            message: named._tag === "ById"
-              ? `Customer ${named.customerId} not found`
-              : `No active customer has externalId ${named.externalId}`
-          })
-        }
+        const quick = yield* coalescedRead[named._tag].read(quickRequestOf(organizationId, request, named, now))
+        if (quick === undefined) return yield* notFoundOf(named)
         if (!quick.hasQueued) {
           return { context: quick.context, holds: quick.holds, simulated: simulateQueued(quick.context, quick.customer, []) }
         }
@@ -280,19 +282,27 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
             VALUES (${organizationId}, ${reservationId}, ${customer.id}, ${request.meter}, ${judgement.targetId},
                     ${toSql(judgement.holdAmount)}, 'HELD', ${now}, ${expiresAt})`)
         }
-        return {
-          customerId: customer.id,
-          meter: request.meter,
-          allowed: judgement.allowed,
-          reason: judgement.reason,
-          remaining: judgement.remaining,
-          pending: judgement.pending,
-          held: judgement.held,
-          estimatedCost: judgement.estimatedCost,
-          reservationId,
-          expiresAt
-        } satisfies CheckResult
+        return resultOf(customer, request, judgement, reservationId, expiresAt)
       })
+
+    const resultOf = (
+      customer: Customer,
+      request: CheckRequest,
+      judgement: Judgement,
+      reservationId: string | null,
+      expiresAt: Date | null
+    ): CheckResult => ({
+      customerId: customer.id,
+      meter: request.meter,
+      allowed: judgement.allowed,
+      reason: judgement.reason,
+      remaining: judgement.remaining,
+      pending: judgement.pending,
+      held: judgement.held,
+      estimatedCost: judgement.estimatedCost,
+      reservationId,
+      expiresAt
+    })
 
     /** `POST /entitlements/check`: reads only, unless it reserves (one transaction with the hold). */
     const check = Effect.fn("Entitlements.check")((organizationId: string, request: CheckRequest) =>
@@ -300,6 +310,59 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         ? answer(organizationId, request, false)
         : sql.withTransaction(answer(organizationId, request, true)).pipe(dieOnSqlError)
     )
+    type CheckError = Effect.Effect.Error<ReturnType<typeof check>>
+
+    /**
+     * `check` without a fiber of its own when it can be (the check lane's
+     * door, as `Intake.accept` is the intake lane's): a check without
+     * `reserve` whose customer has no queued signal is its quick read, by
+     * callback (Coalesce.ts `unsafeRead`), judged in memory with the same
+     * functions as `check`. Any other check (a hold, a queue to price) runs as
+     * `check` in a fiber of the service's. `answer` is called once; the
+     * returned function withdraws the check (its client went away).
+     */
+    const checkNow = (
+      organizationId: string,
+      request: CheckRequest,
+      answer: (exit: Exit.Exit<CheckResult, CheckError>) => void
+    ): (() => void) => {
+      const named = namedCustomer(request)
+      if (Either.isLeft(named)) {
+        answer(Exit.fail(named.left))
+        return constVoid
+      }
+      let fiber: Fiber.RuntimeFiber<CheckResult, CheckError> | undefined
+      const inFiber = () => {
+        fiber = runCheck(check(organizationId, request))
+        fiber.addObserver(answer)
+      }
+      const withdrawFiber = () => fiber?.unsafeInterruptAsFork(FiberId.none)
+      if (request.reserve !== undefined) {
+        inFiber()
+        return withdrawFiber
+      }
+      const now = new Date(clock.unsafeCurrentTimeMillis())
+      const withdrawRead = coalescedRead[named.right._tag].unsafeRead(
+        quickRequestOf(organizationId, request, named.right, now),
+        (exit) => {
+          if (Exit.isFailure(exit)) return answer(Exit.failCause(exit.cause))
+          const quick = exit.value
+          if (quick === undefined) return answer(Exit.fail(notFoundOf(named.right)))
+          if (quick.hasQueued) return inFiber()
+          let judged: Either.Either<Judgement, CheckError>
+          try {
+            judged = judge(simulateQueued(quick.context, quick.customer, []), quick.context, quick.holds, request)
+          } catch (defect) {
+            return answer(Exit.die(defect))
+          }
+          answer(Either.isLeft(judged) ? Exit.fail(judged.left) : Exit.succeed(resultOf(quick.customer, request, judged.right, null, null)))
+        }
+      )
+      return () => {
+        withdrawRead()
+        withdrawFiber()
+      }
+    }
 
     /** Every entitlement of the active plan with what is granted, used, remaining, pending and held; and the holds. */
     const list = Effect.fn("Entitlements.list")(function*(organizationId: string, customerId: string) {
@@ -426,6 +489,6 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         return reservationOf(yield* reservationById(organizationId, id), now)
       })
 
-    return { check, list, release, reservation, activeHolds } as const
+    return { check, checkNow, list, release, reservation, activeHolds } as const
   })
 }) {}

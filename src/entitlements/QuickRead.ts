@@ -13,9 +13,11 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { findAll } from "../db/Sql.ts"
+import * as Rows from "../db/RowDecoders.ts"
+import { orDie } from "../db/Sql.ts"
 import { PurchaseRow } from "../billing/Purchase.ts"
 import { ZERO } from "../money.ts"
+import { snapshotOfText } from "../pricing/PlanSnapshot.ts"
 import { Money, Timestamp } from "../schema.ts"
 import type { Catalogue, PurchaseContext } from "../pricing/meters/Context.ts"
 import type { BatchContext, Customer } from "../signals/BatchContext.ts"
@@ -75,7 +77,54 @@ export interface QuickRequest {
   readonly now: Date
 }
 
-const QuickRowOf = Schema.extend(QuickRow, Schema.Struct({ request: Schema.Number }))
+export const QuickRowOf = Schema.extend(QuickRow, Schema.Struct({ request: Schema.Number }))
+
+/**
+ * QuickRowOf decoded by hand (src/db/RowDecoders.ts), its snapshot from its
+ * text through the decoded snapshots' cache: the read runs on every check,
+ * and its Schema decoding (the snapshot's every component and decimal) was
+ * most of what a check allocated. test/row-decoders.test.ts holds it to the Schema.
+ */
+export const decodeQuickRows: (rows: ReadonlyArray<unknown>) => Effect.Effect<Array<typeof QuickRowOf.Type>> = Rows.rowDecoder(
+  "quick read",
+  {
+    organizationId: Rows.string,
+    id: Rows.string,
+    externalId: Rows.nullOr(Rows.string),
+    archivedAt: Rows.nullOr(Rows.timestamp),
+    hasQueued: Rows.boolean,
+    holds: Rows.array(Rows.struct({
+      id: Rows.string,
+      meter: Rows.literal(Meter.literals),
+      targetId: Rows.nullOr(Rows.string),
+      amount: Rows.money
+    })),
+    purchase: Rows.nullOr(Rows.struct({
+      id: Rows.string,
+      cycleIndex: Rows.number,
+      snapshot: (value) => snapshotOfText(Rows.string(value)),
+      balances: Rows.array(Rows.struct({ componentId: Rows.string, remaining: Rows.money, cycleQuantity: Rows.money }))
+    })),
+    wallet: Rows.nullOr(Rows.money),
+    credit: Rows.nullOr(Rows.struct({
+      id: Rows.string,
+      name: Rows.string,
+      basePrice: Rows.money,
+      tokensPerCredit: Rows.money,
+      marginPercent: Rows.money
+    })),
+    step: Rows.nullOr(Rows.struct({ outcomeId: Rows.string, outcomeName: Rows.string, stepName: Rows.string })),
+    unit: Rows.nullOr(Rows.struct({ id: Rows.string, name: Rows.string })),
+    models: Rows.array(Rows.struct({
+      id: Rows.string,
+      input: Rows.money,
+      output: Rows.money,
+      cacheRead: Rows.nullOr(Rows.money),
+      cacheWrite: Rows.nullOr(Rows.money)
+    })),
+    request: Rows.number
+  }
+)
 
 /**
  * The state of each of `requests` (all naming their customer `by` the same
@@ -85,9 +134,8 @@ const QuickRowOf = Schema.extend(QuickRow, Schema.Struct({ request: Schema.Numbe
  */
 export const quickReadMany = (sql: SqlClient.SqlClient, by: QuickReadBy, requests: ReadonlyArray<QuickRequest>) =>
   Effect.map(
-    findAll(
-      QuickRowOf,
-      sql`/* prepared: ${sql.literal(by === "ById" ? "entitlements.quick_read.by_id" : "entitlements.quick_read.by_external_id")} */
+    Effect.flatMap(
+      orDie(sql`/* prepared: ${sql.literal(by === "ById" ? "entitlements.quick_read.by_id" : "entitlements.quick_read.by_external_id")} */
           SELECT req.n::int AS request, c.organization_id, c.id, c.external_id, c.archived_at,
             (EXISTS (SELECT 1 FROM signals s WHERE s.status = 'QUEUED' AND s.organization_id = c.organization_id
                        AND coalesce(s.customer_id, 'ext:' || s.external_id) = c.id)
@@ -98,7 +146,7 @@ export const quickReadMany = (sql: SqlClient.SqlClient, by: QuickReadBy, request
                                                         'amount', r.amount::text)), '[]')
              FROM reservations r WHERE r.organization_id = c.organization_id AND r.customer_id = c.id
                AND r.status = 'HELD' AND r.expires_at > req.now) AS holds,
-            (SELECT json_build_object('id', p.id, 'cycleIndex', p.cycle_index, 'snapshot', p.snapshot, 'balances',
+            (SELECT json_build_object('id', p.id, 'cycleIndex', p.cycle_index, 'snapshot', p.snapshot::text, 'balances',
                       (SELECT coalesce(json_agg(json_build_object('componentId', b.component_id,
                                 'remaining', b.remaining::text, 'cycleQuantity', b.cycle_quantity::text)), '[]')
                        FROM purchase_balances b WHERE b.organization_id = p.organization_id AND b.purchase_id = p.id))
@@ -127,7 +175,8 @@ export const quickReadMany = (sql: SqlClient.SqlClient, by: QuickReadBy, request
                WITH ORDINALITY AS req(organization_id, customer, agent_key, models, now, n)
           JOIN customers c ON c.organization_id = req.organization_id AND ${
         by === "ById" ? sql`c.id = req.customer` : sql`c.external_id = req.customer AND c.archived_at IS NULL`
-      }`
+      }`),
+      decodeQuickRows
     ),
     (rows): ReadonlyArray<QuickState | undefined> => {
       const states: Array<QuickState | undefined> = requests.map(() => undefined)

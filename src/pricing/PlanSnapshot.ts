@@ -81,6 +81,27 @@ export const PlanSnapshot = Schema.Struct({
 })
 export type PlanSnapshot = typeof PlanSnapshot.Type
 
+/**
+ * Decoded snapshots by their text: the purchases of one plan (and version)
+ * share the same snapshot, so a cycle batch of hundreds decodes a handful and
+ * a check (src/entitlements/QuickRead.ts) decodes its customer's once.
+ * Snapshots are immutable; the cache is dropped when it grows past a bound.
+ */
+const snapshotCache = new Map<string, PlanSnapshot>()
+const SNAPSHOT_CACHE_SIZE = 1000
+const decodeSnapshotText = Schema.decodeUnknownSync(Schema.parseJson(PlanSnapshot))
+
+/** A snapshot from its jsonb text; a text that does not decode throws (a defect, as a row that does not). */
+export const snapshotOfText = (text: string): PlanSnapshot => {
+  let snapshot = snapshotCache.get(text)
+  if (snapshot === undefined) {
+    snapshot = decodeSnapshotText(text)
+    if (snapshotCache.size >= SNAPSHOT_CACHE_SIZE) snapshotCache.clear()
+    snapshotCache.set(text, snapshot)
+  }
+  return snapshot
+}
+
 export const unitPricingOf = (component: SnapshotComponent): UnitPricing => ({
   pricingType: component.pricingType ?? "FLAT",
   flatPrice: component.flatPrice,
