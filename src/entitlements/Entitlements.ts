@@ -93,7 +93,7 @@ const reservationOf = (row: ReservationRow, now: Date): Reservation => ({
 })
 
 /** Checks read together: at most this many in one statement, this many statements at once. */
-const coalescing = { maxBatch: 64, lanes: 4 }
+const coalescing = { maxBatch: 64, lanes: 2 }
 
 /** The route a probe of the check's meter takes, so the batch loader reads what that meter needs. */
 const probeRoute = { CREDIT: "CREDIT", OUTCOME: "OUTCOME", UNIT: "UNIT", WALLET: "WALLET" } as const
