@@ -331,12 +331,19 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         answer(Exit.fail(named.left))
         return constVoid
       }
+      let withdrawn = false
+      const tell = (exit: Exit.Exit<CheckResult, CheckError>) => {
+        if (!withdrawn) answer(exit)
+      }
       let fiber: Fiber.RuntimeFiber<CheckResult, CheckError> | undefined
       const inFiber = () => {
         fiber = runCheck(check(organizationId, request))
-        fiber.addObserver(answer)
+        fiber.addObserver(tell)
       }
-      const withdrawFiber = () => fiber?.unsafeInterruptAsFork(FiberId.none)
+      const withdrawFiber = () => {
+        withdrawn = true
+        fiber?.unsafeInterruptAsFork(FiberId.none)
+      }
       if (request.reserve !== undefined) {
         inFiber()
         return withdrawFiber
@@ -345,17 +352,17 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
       const withdrawRead = coalescedRead[named.right._tag].unsafeRead(
         quickRequestOf(organizationId, request, named.right, now),
         (exit) => {
-          if (Exit.isFailure(exit)) return answer(Exit.failCause(exit.cause))
+          if (Exit.isFailure(exit)) return tell(Exit.failCause(exit.cause))
           const quick = exit.value
-          if (quick === undefined) return answer(Exit.fail(notFoundOf(named.right)))
+          if (quick === undefined) return tell(Exit.fail(notFoundOf(named.right)))
           if (quick.hasQueued) return inFiber()
           let judged: Either.Either<Judgement, CheckError>
           try {
             judged = judge(simulateQueued(quick.context, quick.customer, []), quick.context, quick.holds, request)
           } catch (defect) {
-            return answer(Exit.die(defect))
+            return tell(Exit.die(defect))
           }
-          answer(Either.isLeft(judged) ? Exit.fail(judged.left) : Exit.succeed(resultOf(quick.customer, request, judged.right, null, null)))
+          tell(Either.isLeft(judged) ? Exit.fail(judged.left) : Exit.succeed(resultOf(quick.customer, request, judged.right, null, null)))
         }
       )
       return () => {
