@@ -129,7 +129,7 @@ type Lane = "ON_TIME" | "LATE"
 /** A batch that failed for a reason that passes (src/db/Faults.ts): tried again whole. */
 class TransientBatchFailure extends Data.TaggedError("TransientBatchFailure")<{ readonly cause: Cause.Cause<unknown> }> {}
 
-const Candidate = Schema.Struct({
+export const Candidate = Schema.Struct({
   organizationId: Schema.NullOr(Schema.String),
   customerKey: Schema.NullOr(Schema.String),
   /** The externalId the customer (when the key is its id) holds. */
@@ -148,22 +148,46 @@ const Candidate = Schema.Struct({
   customerArchivedAt: Schema.NullOr(Timestamp)
 })
 
-/** The customers the candidates name (`Candidate.customerId`), for the batch's context. */
-/** A batch's claimed signals, and the customers their claim read (`Candidate.customerId`). */
+/** A batch's claimed signals, and the customers their claim read (`Candidate.customerId`) that those signals name. */
 interface Claimed {
   readonly signals: ReadonlyArray<SignalRecord>
   readonly customers: ReadonlyArray<Customer>
 }
 
-const customersOf = (candidates: ReadonlyArray<typeof Candidate.Type>): Array<Customer> =>
-  candidates.flatMap((candidate) =>
-    candidate.organizationId === null || candidate.customerId === null ? [] : [{
-      organizationId: candidate.organizationId,
-      id: candidate.customerId,
-      externalId: candidate.customerExternalId,
-      archivedAt: candidate.customerArchivedAt
-    }]
-  )
+/**
+ * The candidates' customers that `signals` name, by id or by the externalId
+ * they hold, for the batch's context. Only those: the context locks each
+ * customer's purchase and balance rows until the commit, and a candidate
+ * whose advisory lock went to another batch is that batch's to lock. Given
+ * every candidate, side-by-side batches waited on each other's rows (the
+ * drain's batches ran one after the other; docs/benchmarks.md, "Side-by-side
+ * batches that waited on each other").
+ */
+export const customersOf = (
+  candidates: ReadonlyArray<typeof Candidate.Type>,
+  signals: ReadonlyArray<SignalRecord>
+): Array<Customer> => {
+  const named = new Set<string>()
+  for (const signal of signals) {
+    named.add(signal.customerId !== null
+      ? `${signal.organizationId}/id/${signal.customerId}`
+      : `${signal.organizationId}/ext/${signal.externalId}`)
+  }
+  return candidates.flatMap((candidate) => {
+    if (candidate.organizationId === null || candidate.customerId === null) return []
+    const byId = named.has(`${candidate.organizationId}/id/${candidate.customerId}`)
+    const byExternalId = candidate.customerExternalId !== null &&
+      named.has(`${candidate.organizationId}/ext/${candidate.customerExternalId}`)
+    return byId || byExternalId
+      ? [{
+        organizationId: candidate.organizationId,
+        id: candidate.customerId,
+        externalId: candidate.customerExternalId,
+        archivedAt: candidate.customerArchivedAt
+      }]
+      : []
+  })
+}
 
 const PurchaseEnd = Schema.Struct({
   organizationId: Schema.String,
@@ -623,10 +647,11 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         if (only === undefined) queueIsShort = whole || candidates.every((candidate) => candidate.customerKey === null)
         const claimed = yield* (whole ? claimWhole(lane, limit, candidates, only) : claimLane(lane, limit, candidates, only))
         if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) {
-          return { signals: claimed, customers: customersOf(candidates) }
+          return { signals: claimed, customers: customersOf(candidates, claimed) }
         }
         const wider = yield* candidatesOf(lane, limit * 4, keys, only)
-        return { signals: yield* claimLane(lane, limit, wider, only), customers: customersOf(wider) }
+        const widened = yield* claimLane(lane, limit, wider, only)
+        return { signals: widened, customers: customersOf(wider, widened) }
       })
 
     /** The signal's customer: missing (404), archived (409), or None when its externalId is not held yet. */

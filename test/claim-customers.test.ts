@@ -1,0 +1,58 @@
+/**
+ * A batch's context gets the customers its claimed signals name, and only
+ * those (SignalProcessor.ts `customersOf`): the context locks each one's
+ * purchase and balance rows until the commit, so a candidate whose advisory
+ * lock another batch took must not be among them, or side-by-side batches
+ * wait on each other's rows. Pure: candidates and signals as the claim reads them.
+ */
+import { describe, expect, it } from "vitest"
+import type { SignalRecord } from "../src/signals/BatchContext.ts"
+import { type Candidate, customersOf } from "../src/signals/SignalProcessor.ts"
+
+const candidate = (organizationId: string, customerId: string, externalId: string | null = null): typeof Candidate.Type => ({
+  organizationId,
+  customerKey: customerId,
+  heldExternalId: externalId,
+  otherLane: false,
+  queued: 1,
+  customerId,
+  customerExternalId: externalId,
+  customerArchivedAt: null
+})
+
+const signal = (organizationId: string, customerId: string | null, externalId: string | null = null): SignalRecord => ({
+  organizationId,
+  id: `sig_${customerId ?? externalId}`,
+  messageId: "m",
+  route: "CREDIT",
+  customerId,
+  externalId,
+  runId: null,
+  compositeRef: null,
+  compositeValue: null,
+  member: null,
+  body: {},
+  moment: new Date(0)
+})
+
+describe("the customers a batch's context locks", () => {
+  it("are the candidates its signals name by id or by a held externalId; not the candidates it did not claim", () => {
+    const candidates = [
+      candidate("org_a", "cus_1"),
+      candidate("org_a", "cus_2"),
+      candidate("org_a", "cus_3", "ext-3"),
+      candidate("org_b", "cus_1")
+    ]
+    const claimed = [signal("org_a", "cus_1"), signal("org_a", null, "ext-3"), signal("org_a", "cus_1")]
+    expect(customersOf(candidates, claimed).map((customer) => `${customer.organizationId}/${customer.id}`)).toEqual([
+      "org_a/cus_1",
+      "org_a/cus_3"
+    ])
+  })
+
+  it("are none when nothing was claimed, and never a customer of another organisation with the same id", () => {
+    const candidates = [candidate("org_a", "cus_1"), candidate("org_b", "cus_1")]
+    expect(customersOf(candidates, [])).toEqual([])
+    expect(customersOf(candidates, [signal("org_b", "cus_1")]).map((customer) => customer.organizationId)).toEqual(["org_b"])
+  })
+})
