@@ -23,7 +23,7 @@
  *
  * `--routes check,reserve,balances` picks the phases measured (all three unless told).
  * `--wrk-seconds N` (needs Debian's wrk) adds the check loaded for N seconds by wrk
- * (bench/entitlements-wrk.lua, `--connections` connections), a load generator in C:
+ * (bench/wrk-post.lua, `--connections` connections), a load generator in C:
  * the node:http client of the other phases takes a share of the two cores it
  * shares with the server and PostgreSQL that a caller on another machine would not.
  * `--cpu-prof DIR` runs the server under `node --cpu-prof`, its profile written to DIR when it stops.
@@ -112,14 +112,17 @@ const main = async () => {
     const checks = measured("check") ? await load(requests, connections, (index) => expectAllowed(index, false)) : skipped
     progress(`check: ${checks.rate}/s, p50 ${checks.p50.toFixed(1)} ms, p99 ${checks.p99.toFixed(1)} ms`)
     const wrkChecks = wrkSeconds === 0 ? undefined : await wrkLoad({
-      script: fileURLToPath(new URL("entitlements-wrk.lua", import.meta.url)),
       url: `http://127.0.0.1:${port}`,
+      apiKey,
+      path: "/api/v1/entitlements/check",
+      body: JSON.stringify({ customerId: "{customer}", meter: "CREDIT", agentKey: "chat", usage }),
+      expected: '"allowed":true',
+      customers,
       connections,
-      seconds: wrkSeconds,
-      args: [`Bearer ${apiKey}`, ...customers]
+      seconds: wrkSeconds
     })
     if (wrkChecks !== undefined) {
-      if (wrkChecks.statusErrors + (wrkChecks.notAllowed ?? 0) > 0) throw new Error(`wrk: ${JSON.stringify(wrkChecks)}`)
+      if (wrkChecks.statusErrors + wrkChecks.unexpected > 0) throw new Error(`wrk: ${JSON.stringify(wrkChecks)}`)
       progress(`check (wrk): ${Math.round(wrkChecks.rate)}/s, p50 ${wrkChecks.p50Ms.toFixed(1)} ms, p99 ${wrkChecks.p99Ms.toFixed(1)} ms`)
     }
     const reserves = measured("reserve")

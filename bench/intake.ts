@@ -17,7 +17,7 @@
  *     `--connections` keep-alive connections, after `--warmup-seconds` of the
  *     same load (not measured): accepted/s, p50 and p99 latency;
  *  4b. with `--wrk-seconds N` (needs `wrk`, Debian package wrk): the same load
- *     for N seconds from wrk (one thread, bench/intake-wrk.lua), a load
+ *     for N seconds from wrk (one thread, bench/wrk-post.lua), a load
  *     generator in C that takes a fraction of the CPU the node:http client
  *     takes from the two cores it shares with the server and PostgreSQL;
  *  5. batch intake: `--batches` requests of `--batch-size` credit signals to
@@ -110,14 +110,16 @@ const treeCpuSeconds = (pid: number) => {
 }
 
 
-/** `wrkSeconds` of single-signal load from wrk: its counts and latency percentiles (bench/intake-wrk.lua prints them). */
+/** `wrkSeconds` of single-signal load from wrk: its counts and latency percentiles. */
 const wrk = (port: number, apiKey: string, customers: ReadonlyArray<string>) =>
   wrkLoad({
-    script: fileURLToPath(new URL("intake-wrk.lua", import.meta.url)),
     url: `http://127.0.0.1:${port}`,
+    apiKey,
+    path: "/api/v1/signal/credit",
+    body: '{"customerId":"{customer}","agentKey":"chat","usage":{"model":"gpt-4o","inputTokens":1000,"outputTokens":200}}',
+    customers,
     connections,
-    seconds: wrkSeconds,
-    args: [`Bearer ${apiKey}`, ...customers]
+    seconds: wrkSeconds
   })
 
 const main = async () => {

@@ -134,21 +134,27 @@ export const exitOf = (child: ChildProcess) =>
   })
 
 /**
- * `seconds` of load from wrk (Debian's package; one thread, `connections`
- * connections, the Lua `script` given `args`): a load generator in C that takes
- * a fraction of the CPU a node:http client takes from the two cores it shares
- * with the server and PostgreSQL. The script prints a `WRK {...}` line of its
- * counts and latency percentiles (bench/intake-wrk.lua).
+ * `seconds` of POSTs of `body` to `path` from wrk (Debian's package; one
+ * thread, `connections` connections; bench/wrk-post.lua), round-robin over
+ * `customers` (`{customer}` in the body): a load generator in C that takes a
+ * fraction of the CPU a node:http client takes from the two cores it shares
+ * with the server and PostgreSQL. `unexpected` counts the 200 answers that
+ * lack `expected` (when given).
  */
 export const wrkLoad = async (options: {
-  readonly script: string
   readonly url: string
+  readonly apiKey: string
+  readonly path: string
+  readonly body: string
+  readonly expected?: string
+  readonly customers: ReadonlyArray<string>
   readonly connections: number
   readonly seconds: number
-  readonly args: ReadonlyArray<string>
 }) => {
+  const script = new URL("wrk-post.lua", import.meta.url).pathname
   const child = spawn("wrk", [
-    "-t1", `-c${options.connections}`, `-d${options.seconds}s`, "-s", options.script, options.url, "--", ...options.args
+    "-t1", `-c${options.connections}`, `-d${options.seconds}s`, "-s", script, options.url, "--",
+    `Bearer ${options.apiKey}`, options.path, options.body, options.expected ?? "", ...options.customers
   ], { stdio: ["ignore", "pipe", "inherit"] })
   const spawnFailed = new Promise<never>((_, reject) => child.on("error", (error) => reject(new Error(`wrk: ${error.message} (install Debian's wrk)`))))
   const { code, stdout } = await Promise.race([exitOf(child), spawnFailed])
@@ -156,7 +162,7 @@ export const wrkLoad = async (options: {
   if (code !== 0 || line === undefined) throw new Error(`wrk failed (exit ${code}): ${stdout}`)
   const result = JSON.parse(line.slice(4)) as {
     requests: number; seconds: number; statusErrors: number; connectErrors: number; readErrors: number
-    writeErrors: number; timeouts: number; p50Ms: number; p99Ms: number; maxMs: number; notAllowed?: number
+    writeErrors: number; timeouts: number; p50Ms: number; p99Ms: number; maxMs: number; unexpected: number
   }
   return { ...result, rate: (result.requests - result.statusErrors) / result.seconds }
 }
