@@ -326,6 +326,32 @@ describe("composite occurrences", () => {
     expect((await balances()).composites.find((c: any) => c.compositeId === ids.bundle).remaining).toBe(1)
   })
 
+  it("never count a refused signal as reported: refused in the batch that would complete it, or in an earlier one", async () => {
+    // The credit signal is refused (a model not enabled), so "Summarize" never reported: the occurrence stays
+    // parked whether the refusal and the unit signal are priced in one batch or in two.
+    for (const [value, batches] of [["job-3", 1], ["job-4", 2]] as const) {
+      const { customerId, signal, usageRows } = await newCustomer()
+      const parked = await post("/signal/composite/complete", { customerId, composite: { bundle: value } })
+      expect(parked.status).toBe(422)
+      const refused = await signal("/signal/credit", {
+        agentKey: "summarize",
+        usage: { model: "no-such-model", inputTokens: 1000 },
+        composite: { bundle: value }
+      })
+      if (batches === 2) await drain()
+      const exported = await signal("/signal/unit", { agentKey: "exports", composite: { bundle: value } })
+      await drain()
+      expect([(await signalStatus(refused)).status, (await signalStatus(exported)).status], value).toEqual(["FAILED", "PROCESSED"])
+      expect(await usageRows("&meter=COMPOSITE"), value).toEqual([])
+      const occurrence = await query<{ status: string }>(
+        app,
+        "SELECT o.status FROM composite_occurrences o WHERE o.organization_id = $1 AND o.value = $2",
+        [acme.organizationId, value]
+      )
+      expect(occurrence.map((row) => row.status), value).toEqual(["PARKED"])
+    }
+  })
+
   it("ignore a tag naming no live composite", async () => {
     const { signal, rowOf } = await newCustomer()
     const rawId = await signal("/signal/unit", { agentKey: "pages", composite: { "no-such-thing": "x" } })

@@ -29,7 +29,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Cause, Config, Data, Effect, Either, Option, Schema } from "effect"
 import { DatabaseConfig } from "../config.ts"
 import { faultOf, transientBackoff } from "../db/Faults.ts"
-import { findAll, insertRowsStatement, orDie, writeTogether } from "../db/Sql.ts"
+import { findAll, insertRowsStatement, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
 import { addSpentStatement, customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
@@ -878,20 +878,19 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
           }
         }
         // The batch's writes of other tables go in its balance moves' statement: a short queue's batch is
-        // bound by its round trips, one after the other (docs/benchmarks.md). The signals' end goes with
-        // them unless a composite occurrence completes, whose look-up must see them QUEUED still.
-        const endWithWrites = joins.length === 0
+        // bound by its round trips, one after the other (docs/benchmarks.md). The signals' end is among
+        // them, before the composite occurrences' joins: a signal this batch refused is FAILED when a join
+        // asks what reported, as it is when an earlier batch refused it.
         yield* ledger.moveBalances(writes.moves, [
           addSpentStatement(sql, writes.spent),
           insertRowsStatement(sql, "usage_log", writes.usageRows),
           settleReservationsStatement(sql, writes.settlements, yield* currentTime),
-          endWithWrites ? finishStatement(results) : undefined
+          finishStatement(results)
         ])
         yield* ledger.postToWallets(context.wallets, writes.postings)
         // Late usage of a cycle still inside its grace period changes that cycle's DRAFT invoice.
         if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])
         for (const [record, customerId] of joins) yield* joinOccurrence(record, customerId, context)
-        if (!endWithWrites) yield* writeTogether(sql, [finishStatement(results)])
         const failed = results.filter(([, ended]) => ended._tag === "Failed").map(([record]) => record)
         if (failed.length > 0) yield* tellRefused(failed.map((record) => record.organizationId), failed.map((record) => record.id))
         tried.results = results
