@@ -100,7 +100,6 @@ type LockedPurchase = Omit<typeof LockedRow.Type, "snapshot" | "scheduledSnapsho
   readonly scheduledSnapshot: PlanSnapshot | null
 }
 
-
 const LockedBalance = Schema.Struct({ organizationId: Schema.String, ...BalanceRow.fields })
 
 /**

@@ -40,7 +40,7 @@ import {
   type ReleaseResult,
   type Reservation
 } from "./Entitlement.ts"
-import { quickReadMany, type QuickRequest } from "./QuickRead.ts"
+import { quickReadMany, type QuickRequest, type QuickState } from "./QuickRead.ts"
 import { balanceKey, countedHolds, type Hold, judge, type Judgement, simulateQueued } from "./SpendState.ts"
 
 /**
@@ -220,10 +220,7 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         return { context, holds, simulated: simulateQueued(context, customer, queued) }
       })
 
-    /**
-     * The state a check is judged on: one statement when the customer has no
-     * queued signal (QuickRead.ts), else the batch loader over its queue.
-     */
+    /** What a check's quick read asks for (QuickRead.ts). */
     const quickRequestOf = (organizationId: string, request: CheckRequest, named: NamedCustomer, now: Date): QuickRequest => ({
       organizationId,
       customer: named._tag === "ById" ? named.customerId : named.externalId,
@@ -232,14 +229,23 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
       now
     })
 
+    /** The state of a customer with nothing queued, from its quick read alone. */
+    const quickStateOf = (quick: QuickState) => ({
+      context: quick.context,
+      holds: quick.holds,
+      simulated: simulateQueued(quick.context, quick.customer, [])
+    })
+
+    /**
+     * The state a check is judged on: one statement when the customer has no
+     * queued signal (QuickRead.ts), else the batch loader over its queue.
+     */
     const checkState = (organizationId: string, request: CheckRequest, now: Date) =>
       Effect.gen(function*() {
         const named = yield* namedCustomer(request)
         const quick = yield* coalescedRead[named._tag].read(quickRequestOf(organizationId, request, named, now))
         if (quick === undefined) return yield* notFoundOf(named)
-        if (!quick.hasQueued) {
-          return { context: quick.context, holds: quick.holds, simulated: simulateQueued(quick.context, quick.customer, []) }
-        }
+        if (!quick.hasQueued) return quickStateOf(quick)
         const agentKey = request.agentKey === undefined ? {} : { agentKey: request.agentKey }
         // A hold priced from a usage of its own needs that model's rates read too.
         const probes = [
@@ -358,7 +364,8 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
           if (quick.hasQueued) return inFiber()
           let judged: Either.Either<Judgement, CheckError>
           try {
-            judged = judge(simulateQueued(quick.context, quick.customer, []), quick.context, quick.holds, request)
+            const { context, holds, simulated } = quickStateOf(quick)
+            judged = judge(simulated, context, holds, request)
           } catch (defect) {
             return tell(Exit.die(defect))
           }

@@ -74,7 +74,8 @@ export const decodeSignal = (record: SignalRecord): DecodedSignal => ({
   body: Either.getOrThrowWith(bodyDecoderOf[record.route](record.body), (error) => error)
 })
 
-const scoped = (organizationId: string, key: string) => `${organizationId}/${key}`
+/** A key within its organisation, for maps of a batch's rows. */
+export const scoped = (organizationId: string, key: string) => `${organizationId}/${key}`
 
 /** Distinct (organization, key) pairs as two parallel arrays, sorted, for `unnest`. */
 const pairs = (items: Iterable<readonly [string, string]>) => {

@@ -47,6 +47,7 @@ import {
   decodeSignal,
   type DecodedSignal,
   loadBatchContext,
+  scoped,
   type SignalRecord
 } from "./BatchContext.ts"
 import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/meters/Context.ts"
@@ -167,26 +168,18 @@ export const customersOf = (
   candidates: ReadonlyArray<typeof Candidate.Type>,
   signals: ReadonlyArray<SignalRecord>
 ): Array<Customer> => {
-  const named = new Set<string>()
-  for (const signal of signals) {
-    named.add(signal.customerId !== null
-      ? `${signal.organizationId}/id/${signal.customerId}`
-      : `${signal.organizationId}/ext/${signal.externalId}`)
-  }
-  return candidates.flatMap((candidate) => {
-    if (candidate.organizationId === null || candidate.customerId === null) return []
-    const byId = named.has(`${candidate.organizationId}/id/${candidate.customerId}`)
-    const byExternalId = candidate.customerExternalId !== null &&
-      named.has(`${candidate.organizationId}/ext/${candidate.customerExternalId}`)
-    return byId || byExternalId
-      ? [{
-        organizationId: candidate.organizationId,
-        id: candidate.customerId,
-        externalId: candidate.customerExternalId,
-        archivedAt: candidate.customerArchivedAt
-      }]
+  // Each signal under its queue key, as the claim reads it: coalesce(customer_id, 'ext:' || external_id).
+  const claimedKeys = new Set(signals.map((signal) =>
+    scoped(signal.organizationId, signal.customerId ?? `ext:${signal.externalId}`)
+  ))
+  return candidates.flatMap(({ customerArchivedAt, customerExternalId, customerId, organizationId }) =>
+    organizationId !== null && customerId !== null && (
+        claimedKeys.has(scoped(organizationId, customerId)) ||
+        (customerExternalId !== null && claimedKeys.has(scoped(organizationId, `ext:${customerExternalId}`)))
+      )
+      ? [{ organizationId, id: customerId, externalId: customerExternalId, archivedAt: customerArchivedAt }]
       : []
-  })
+  )
 }
 
 const PurchaseEnd = Schema.Struct({
