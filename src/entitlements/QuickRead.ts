@@ -82,8 +82,10 @@ export const QuickRowOf = Schema.extend(QuickRow, Schema.Struct({ request: Schem
 /**
  * QuickRowOf decoded by hand (src/db/RowDecoders.ts), its snapshot from its
  * text through the decoded snapshots' cache: the read runs on every check,
- * and its Schema decoding (the snapshot's every component and decimal) was
- * most of what a check allocated. test/row-decoders.test.ts holds it to the Schema.
+ * and its Schema decoding (the snapshot's every component and decimal, on
+ * every check) was part of the third of the API process's time that went to
+ * the Effect runtime and Schema (docs/benchmarks.md, "The check without a
+ * fiber"). test/row-decoders.test.ts holds it to the Schema.
  */
 export const decodeQuickRows: (rows: ReadonlyArray<unknown>) => Effect.Effect<Array<typeof QuickRowOf.Type>> = Rows.rowDecoder(
   "quick read",
