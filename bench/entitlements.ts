@@ -32,7 +32,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf, wrkLoad } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf, textFlag, wrkLoad } from "./support.ts"
 
 const requests = flag("requests", 20_000)
 const connections = flag("connections", 64)
@@ -40,8 +40,8 @@ const customerCount = flag("customers", 64)
 const queuedEach = flag("queued", 5)
 const yardstickCount = flag("yardstick", 20_000)
 
-const routes = new Set((process.argv[process.argv.indexOf("--routes") + 1] ?? "").split(","))
-const measured = (route: string) => !process.argv.includes("--routes") || routes.has(route)
+const routes = textFlag("routes")?.split(",")
+const measured = (route: string) => routes === undefined || routes.includes(route)
 const skipped = { rate: 0, p50: 0, p99: 0 }
 const wrkSeconds = flag("wrk-seconds", 0)
 
@@ -52,10 +52,7 @@ const env = { ...process.env, DATABASE_URL: databaseUrl }
 const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 
-const cpuProfileDir = (() => {
-  const at = process.argv.indexOf("--cpu-prof")
-  return at === -1 ? undefined : process.argv[at + 1]
-})()
+const cpuProfileDir = textFlag("cpu-prof")
 const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore", nodeArgs: ReadonlyArray<string> = []) =>
   spawn(process.execPath, [...nodeArgs, cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
 const cli = cliOutputOf(spawnCli)
