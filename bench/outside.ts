@@ -277,6 +277,8 @@ const main = async () => {
       const timeline = new Array<{ start: number; ms: number }>(batchCount)
       const phaseStart = performance.now()
       const startedAt = Date.now()
+      const costBefore = await machineCost(admin, server)
+      const benchCpuBefore = process.cpuUsage()
       const batch = await load(batchCount, connections, async (index) => {
         const signals = Array.from({ length: batchSize }, (_, i) => ({ type: "credit", ...creditSignal(sent + index * batchSize + i) }))
         const t0 = performance.now()
@@ -286,6 +288,9 @@ const main = async () => {
         for (const result of answer.json.result.results as Array<{ queued: boolean }>) if (result.queued) accepted++
       })
       const endedAt = Date.now()
+      const costAfter = await machineCost(admin, server)
+      const benchCpu = process.cpuUsage(benchCpuBefore)
+      const usPerSignal = (ms: number) => round((ms * 1000) / (batchCount * batchSize), 1)
       sent += batchCount * batchSize
       if (timelineFile) fs.writeFileSync(timelineFile, `${JSON.stringify(timeline)}\n`)
       const rate = accepted / batch.seconds
@@ -299,6 +304,10 @@ const main = async () => {
         ofYardstick: ofYardstick(rate),
         p50RequestMs: round(batch.p50, 1),
         p99RequestMs: round(batch.p99, 1),
+        // What a signal cost the machine: the server's CPU, its PostgreSQL backends', and this load generator's own.
+        serverCpuUsPerSignal: usPerSignal(costAfter.serverMs - costBefore.serverMs),
+        postgresCpuUsPerSignal: usPerSignal(costAfter.postgresMs - costBefore.postgresMs),
+        loadCpuUsPerSignal: usPerSignal((benchCpu.user + benchCpu.system) / 1000),
         waves: wavesOf(timeline, connections),
         // The phase's wall-clock bounds (epoch ms): to line up other processes' samples with it.
         startedAt,

@@ -48,6 +48,22 @@ const rowDecoder = <A, I, R>(schema: Schema.Schema<A, I, R>) => {
 }
 
 /** Every row of `query`, decoded by `schema`. */
+/**
+ * `effect` run with the planner's bitmap scans off, inside the caller's
+ * transaction (`SET LOCAL`), then the setting back to what the session had.
+ * For statements that read a queue's head by an ordered index (`ORDER BY id
+ * LIMIT n` on a partial index): PostgreSQL's statistics describe the table in
+ * its steady state, where queued rows are few, so during a backlog it
+ * estimates a few dozen of them and plans a bitmap scan of the whole queue
+ * and a sort, for every claim, instead of reading the index's first `n` rows.
+ */
+export const withoutBitmapScans = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>) =>
+  orDie(sql`SET LOCAL enable_bitmapscan = off`).pipe(
+    Effect.zipRight(effect),
+    // Only after a success: a failure ends the transaction, and its SET LOCAL with it.
+    Effect.tap(() => orDie(sql`SET LOCAL enable_bitmapscan TO DEFAULT`))
+  )
+
 export const findAll = <A, I, R>(
   schema: Schema.Schema<A, I, R>,
   query: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>
