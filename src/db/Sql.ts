@@ -47,15 +47,15 @@ const rowDecoder = <A, I, R>(schema: Schema.Schema<A, I, R>) => {
   return decoder as (row: unknown) => Effect.Effect<A, ParseResult.ParseError, R>
 }
 
-/** Every row of `query`, decoded by `schema`. */
 /**
  * `effect` run with the planner's bitmap scans off, inside the caller's
- * transaction (`SET LOCAL`), then the setting back to what the session had.
- * For statements that read a queue's head by an ordered index (`ORDER BY id
- * LIMIT n` on a partial index): PostgreSQL's statistics describe the table in
- * its steady state, where queued rows are few, so during a backlog it
- * estimates a few dozen of them and plans a bitmap scan of the whole queue
- * and a sort, for every claim, instead of reading the index's first `n` rows.
+ * transaction (`SET LOCAL`), then the setting back to the session's. For
+ * statements that read a queue's head by an ordered index (`ORDER BY id LIMIT
+ * n` on a partial index): on a table not analysed yet (a new installation),
+ * PostgreSQL estimated a few dozen queued rows during a backlog and read them
+ * all by bitmap, then sorted them, for every claim, instead of the index's
+ * first `n` rows. The choice hangs on that estimate, so statistics taken
+ * before a backlog can lead there too.
  */
 export const withoutBitmapScans = <A, E, R>(sql: SqlClient.SqlClient, effect: Effect.Effect<A, E, R>) =>
   orDie(sql`SET LOCAL enable_bitmapscan = off`).pipe(
@@ -64,6 +64,7 @@ export const withoutBitmapScans = <A, E, R>(sql: SqlClient.SqlClient, effect: Ef
     Effect.tap(() => orDie(sql`SET LOCAL enable_bitmapscan TO DEFAULT`))
   )
 
+/** Every row of `query`, decoded by `schema`. */
 export const findAll = <A, I, R>(
   schema: Schema.Schema<A, I, R>,
   query: Effect.Effect<ReadonlyArray<unknown>, SqlError.SqlError>

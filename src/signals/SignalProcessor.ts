@@ -800,8 +800,8 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             ${column((_, o) => (o._tag === "Processed" || o._tag === "Failed" ? o.customerId : null))}::text[],
             ${column((_, o) => (o._tag === "Processed" ? o.usageLogId : null))}::text[]
           ) AS v(organization_id, id, status, error_status, error_code, error_message, customer_id, usage_log_id)
-          -- The keys again as a semi-join, so each row is found by its primary key: joined to v alone, a table
-          -- young or grown since it was analysed was read whole and hashed for every batch (docs/benchmarks.md).
+          -- The keys again as a semi-join, so each row is found by its primary key: joined to v alone, a table of
+          -- fewer rows than some hundreds of batches was read whole and hashed for every batch (docs/benchmarks.md).
           WHERE (s.organization_id, s.id) IN (SELECT * FROM unnest(${column((signal) => signal.organizationId)}::text[],
                                                                    ${column((signal) => signal.id)}::text[]))
             AND s.organization_id = v.organization_id AND s.id = v.id`
