@@ -213,6 +213,22 @@ export const unstorableText = (value: unknown): UnstorableText | undefined => {
   return undefined
 }
 
+/**
+ * Why a signal was refused (FAILED) or is held (PENDING), as the API's signal
+ * view and the `signal.refused` webhook event both say it: what an error
+ * answer of the same refusal carries. Fields, so that each can be its own
+ * struct (the API's is a named component; an event body's is inline).
+ */
+export const signalErrorFields = {
+  status: Schema.Int.annotations({ description: "The status an error answer of the same refusal carries (mostly 422)." }),
+  code: Schema.String.annotations({
+    description: "The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md \"Error codes\"): " +
+      "`out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, " +
+      "`customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`."
+  }),
+  message: Schema.String
+}
+
 /** Rejects unknown fields: a client can never smuggle a price or a type past the schema. */
 export const strict = { parseOptions: { onExcessProperty: "error" } } as const
 

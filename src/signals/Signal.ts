@@ -6,7 +6,7 @@
 import { BigDecimal, Schema, SchemaAST } from "effect"
 import { Email } from "../customers/Customer.ts"
 import { UsageLogEntry } from "../usage/UsageLogEntry.ts"
-import { AnyJson, ExternalId, IdempotencyKey, MoneyInput, namesCustomer, strict, Timestamp } from "../schema.ts"
+import { AnyJson, ExternalId, IdempotencyKey, MoneyInput, namesCustomer, signalErrorFields, strict, Timestamp } from "../schema.ts"
 
 /** The route of a signal: it decides the meter, and scopes idempotency keys. */
 export const SignalRoute = Schema.Literal("CREDIT", "OUTCOME", "OUTCOME_COMPLETE", "UNIT", "WALLET", "COMPOSITE_COMPLETE")
@@ -401,15 +401,7 @@ export class SignalRecord extends Schema.Class<SignalRecord>("SignalRecord")({
 }) {}
 
 /** Why a signal was refused (FAILED) or is held (PENDING): what an error answer of the same refusal carries. */
-export const SignalError = Schema.Struct({
-  status: Schema.Int.annotations({ description: "The status an error answer of the same refusal carries (mostly 422)." }),
-  code: Schema.String.annotations({
-    description: "The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md \"Error codes\"): " +
-      "`out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, " +
-      "`customer_archived`, `invalid_usage`, `internal_error`; `customer_not_found` on a PENDING signal."
-  }),
-  message: Schema.String
-}).annotations({ identifier: "SignalError" })
+export const SignalError = Schema.Struct(signalErrorFields).annotations({ identifier: "SignalError" })
 
 /** A signal as the API shows it (`GET /signals/{rawId}`, `GET /signals`): where it is in its life, and why. */
 export const SignalView = Schema.Struct({

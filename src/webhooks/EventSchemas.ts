@@ -6,6 +6,7 @@
  * EventBody.ts has the same shapes as plain types for receivers.
  */
 import { JSONSchema, Schema } from "effect"
+import { signalErrorFields } from "../schema.ts"
 import { EVENT_TYPES, type EventType } from "./EventBody.ts"
 
 const envelope = <T extends EventType, D extends Schema.Schema.AnyNoContext>(eventType: T, data: D) =>
@@ -85,15 +86,7 @@ const refusedData = Schema.Struct({
   occurred_at: Schema.NullOr(Schema.String).annotations({
     description: "ISO 8601: when the usage happened, as the signal's `timestamp` said; null: at `received_at`."
   }),
-  error: Schema.Struct({
-    status: Schema.Number.annotations({ description: "The status an error answer of the same refusal carries (mostly 422)." }),
-    code: Schema.String.annotations({
-      description: "The refusal's code, as `statusDetail.code` of an error answer: `out_of_allowance`, `model_not_enabled`, " +
-        "`unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, " +
-        "`invalid_usage`, or `internal_error` (docs/api.md \"Error codes\")."
-    }),
-    message: Schema.String
-  })
+  error: Schema.Struct(signalErrorFields)
 })
 
 /** Each event type's body. */

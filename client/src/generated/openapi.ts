@@ -2145,9 +2145,12 @@ export interface webhooks {
                             /** @description ISO 8601: when the usage happened, as the signal's `timestamp` said; null: at `received_at`. */
                             occurred_at: string | null;
                             error: {
-                                /** @description The status an error answer of the same refusal carries (mostly 422). */
+                                /**
+                                 * int
+                                 * @description The status an error answer of the same refusal carries (mostly 422).
+                                 */
                                 status: number;
-                                /** @description The refusal's code, as `statusDetail.code` of an error answer: `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, or `internal_error` (docs/api.md "Error codes"). */
+                                /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
                                 code: string;
                                 message: string;
                             };
@@ -2900,7 +2903,7 @@ export interface components {
              * @description The status an error answer of the same refusal carries (mostly 422).
              */
             status: number;
-            /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `invalid_usage`, `internal_error`; `customer_not_found` on a PENDING signal. */
+            /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
             code: string;
             message: string;
         };
