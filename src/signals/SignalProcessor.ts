@@ -182,6 +182,31 @@ export const customersOf = (
   )
 }
 
+/**
+ * Whether a head of `head` rows held the whole lane (fewer rows than it
+ * read, of fewer customers than a head lists) and fits in a batch of
+ * `limit`: a short queue, the queue of a worker keeping up with its arrivals.
+ */
+export const isWholeLane = (candidates: ReadonlyArray<typeof Candidate.Type>, head: number, limit: number) => {
+  if (candidates.length === 0 || candidates.length >= CLAIM_CANDIDATES || candidates[0]!.customerKey === null) return false
+  const rows = candidates.reduce((sum, candidate) => sum + (candidate.queued ?? 0), 0)
+  return rows < head && rows <= limit
+}
+
+/** Whether the head found the lane empty (its one row names no customer). */
+export const isEmptyLane = (candidates: ReadonlyArray<typeof Candidate.Type>) =>
+  candidates.every((candidate) => candidate.customerKey === null)
+
+/**
+ * Whether the next round should be one batch: the head held the whole lane,
+ * or found it empty. An empty lane counts as short: else, in a round of
+ * several batches, one that came after its siblings had claimed everything
+ * kept the next round at several batches, which only found each other's
+ * customers held (and read the lane again, wider) while a short queue waited.
+ */
+export const isShortLane = (candidates: ReadonlyArray<typeof Candidate.Type>, head: number, limit: number) =>
+  isWholeLane(candidates, head, limit) || isEmptyLane(candidates)
+
 const PurchaseEnd = Schema.Struct({
   organizationId: Schema.String,
   id: Schema.String,
@@ -527,24 +552,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       })
 
     /**
-     * Whether the last claim found the whole lane in one batch (`isWholeLane`):
-     * then the next round is one batch, which takes it all at once, rather
+     * Whether the last claim found the whole lane in one batch, or found it
+     * empty (`isShortLane`): then the next round is one batch, which takes it all at once, rather
      * than `SignalConcurrency` batches whose others would only find its
      * customers held (a short queue is priced by one small batch at once; a
      * long one still by several big ones side by side).
      */
     let queueIsShort = false
-
-    /**
-     * Whether a head of `head` rows held the whole lane (fewer rows than it
-     * read, of fewer customers than a head lists) and fits in a batch: a
-     * short queue, the queue of a worker keeping up with its arrivals.
-     */
-    const isWholeLane = (candidates: ReadonlyArray<typeof Candidate.Type>, head: number, limit: number) => {
-      if (candidates.length === 0 || candidates.length >= CLAIM_CANDIDATES || candidates[0]!.customerKey === null) return false
-      const rows = candidates.reduce((sum, candidate) => sum + (candidate.queued ?? 0), 0)
-      return rows < head && rows <= limit
-    }
 
     /**
      * `claimLane` for a short queue, in one statement whatever the number of
@@ -634,12 +648,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     ): Effect.Effect<Claimed> =>
       Effect.gen(function*() {
         const whole = isWholeLane(candidates, headOf(limit), limit)
-        // A lane this batch found empty is short too: else, in a round of several batches, one that came
-        // after its siblings had claimed everything kept the next round at several batches, which only
-        // found each other's customers held (and read the lane again, wider) while a short queue waited.
-        if (only === undefined) queueIsShort = whole || candidates.every((candidate) => candidate.customerKey === null)
+        if (only === undefined) queueIsShort = isShortLane(candidates, headOf(limit), limit)
         const claimed = yield* (whole ? claimWhole(lane, limit, candidates, only) : claimLane(lane, limit, candidates, only))
-        if (claimed.length > 0 || candidates.every((candidate) => candidate.customerKey === null)) {
+        if (claimed.length > 0 || isEmptyLane(candidates)) {
           return { signals: claimed, customers: customersOf(candidates, claimed) }
         }
         const wider = yield* candidatesOf(lane, limit * 4, keys, only)

@@ -1,0 +1,47 @@
+/**
+ * When the next round of the drain is one batch (SignalProcessor.ts
+ * `isShortLane`): the claim's head held the whole lane, or found it empty. A
+ * round of several batches is for a long queue; after a batch found the lane
+ * empty (its siblings had claimed everything), several batches would only
+ * find each other's customers held while a short queue waited. Pure: the
+ * head's candidates as the claim reads them.
+ */
+import { describe, expect, it } from "vitest"
+import { type Candidate, isEmptyLane, isShortLane, isWholeLane } from "../src/signals/SignalProcessor.ts"
+
+const candidate = (customerKey: string | null, queued: number | null): typeof Candidate.Type => ({
+  organizationId: customerKey === null ? null : "org_a",
+  customerKey,
+  heldExternalId: null,
+  otherLane: false,
+  queued,
+  customerId: customerKey,
+  customerExternalId: null,
+  customerArchivedAt: null
+})
+
+/** What the head's statement answers for an empty lane: one row, naming no customer. */
+const emptyLane = [candidate(null, null)]
+const head = 250
+const limit = 1000
+
+describe("whether the next round is one batch", () => {
+  it("is when the head found the lane empty", () => {
+    expect(isEmptyLane(emptyLane)).toBe(true)
+    expect(isWholeLane(emptyLane, head, limit)).toBe(false)
+    expect(isShortLane(emptyLane, head, limit)).toBe(true)
+  })
+
+  it("is when the head held the whole lane: fewer rows than it read, and a batch's worth", () => {
+    const whole = [candidate("cus_1", 40), candidate("cus_2", 60)]
+    expect(isEmptyLane(whole)).toBe(false)
+    expect(isShortLane(whole, head, limit)).toBe(true)
+  })
+
+  it("is not when the head was full: the lane goes on past it", () => {
+    const full = [candidate("cus_1", 200), candidate("cus_2", 50)]
+    expect(isShortLane(full, head, limit)).toBe(false)
+    // Nor when the head's rows are more than a batch takes.
+    expect(isShortLane([candidate("cus_1", 300)], 500, 200)).toBe(false)
+  })
+})
