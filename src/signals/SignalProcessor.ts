@@ -553,10 +553,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
 
     /**
      * Whether the last claim found the whole lane in one batch, or found it
-     * empty (`isShortLane`): then the next round is one batch, which takes it all at once, rather
-     * than `SignalConcurrency` batches whose others would only find its
-     * customers held (a short queue is priced by one small batch at once; a
-     * long one still by several big ones side by side).
+     * empty (`isShortLane`): then the next round is one batch, which takes it
+     * all at once, rather than `SignalConcurrency` batches whose others would
+     * only find its customers held (a short queue is priced by one small
+     * batch at once; a long one still by several big ones side by side).
      */
     let queueIsShort = false
 
