@@ -236,6 +236,17 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
       simulated: simulateQueued(quick.context, quick.customer, [])
     })
 
+    /** The state of a customer with queued signals: the batch loader over its queue, with the check's own usage. */
+    const queuedStateOf = (request: CheckRequest, quick: QuickState, now: Date) => {
+      const agentKey = request.agentKey === undefined ? {} : { agentKey: request.agentKey }
+      // A hold priced from a usage of its own needs that model's rates read too.
+      const probes = [
+        { ...agentKey, ...(request.usage === undefined ? {} : { usage: request.usage }) },
+        ...(request.reserve?.usage === undefined ? [] : [{ ...agentKey, usage: request.reserve.usage }])
+      ]
+      return stateOf(quick.customer, probes, probeRoute[request.meter], now)
+    }
+
     /**
      * The state a check is judged on: one statement when the customer has no
      * queued signal (QuickRead.ts), else the batch loader over its queue.
@@ -245,15 +256,15 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         const named = yield* namedCustomer(request)
         const quick = yield* coalescedRead[named._tag].read(quickRequestOf(organizationId, request, named, now))
         if (quick === undefined) return yield* notFoundOf(named)
-        if (!quick.hasQueued) return quickStateOf(quick)
-        const agentKey = request.agentKey === undefined ? {} : { agentKey: request.agentKey }
-        // A hold priced from a usage of its own needs that model's rates read too.
-        const probes = [
-          { ...agentKey, ...(request.usage === undefined ? {} : { usage: request.usage }) },
-          ...(request.reserve?.usage === undefined ? [] : [{ ...agentKey, usage: request.reserve.usage }])
-        ]
-        return yield* stateOf(quick.customer, probes, probeRoute[request.meter], now)
+        return quick.hasQueued ? yield* queuedStateOf(request, quick, now) : quickStateOf(quick)
       })
+
+    /** A check without a hold, judged on `state`: its answer. */
+    const verdictOf = (state: ReturnType<typeof quickStateOf>, request: CheckRequest) =>
+      Either.map(
+        judge(state.simulated, state.context, state.holds, request),
+        (judgement) => resultOf(state.simulated.customer, request, judgement, null, null)
+      )
 
     const answer = (organizationId: string, request: CheckRequest, reserving: boolean) =>
       Effect.gen(function*() {
@@ -323,8 +334,9 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
      * door, as `Intake.accept` is the intake lane's): a check without
      * `reserve` whose customer has no queued signal is its quick read, by
      * callback (Coalesce.ts `unsafeRead`), judged in memory with the same
-     * functions as `check`. Any other check (a hold, a queue to price) runs as
-     * `check` in a fiber of the service's. `answer` is called once; the
+     * functions as `check`. A customer with queued signals has its queue
+     * priced from that read, and a reserving check runs as `check`, each in a
+     * fiber of the service's. `answer` is called once; the
      * returned function withdraws the check (its client went away).
      */
     const checkNow = (
@@ -342,8 +354,8 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         if (!withdrawn) answer(exit)
       }
       let fiber: Fiber.RuntimeFiber<CheckResult, CheckError> | undefined
-      const inFiber = () => {
-        fiber = runCheck(check(organizationId, request))
+      const inFiber = (effect: Effect.Effect<CheckResult, CheckError>) => {
+        fiber = runCheck(effect)
         fiber.addObserver(tell)
       }
       const withdrawFiber = () => {
@@ -351,7 +363,7 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         fiber?.unsafeInterruptAsFork(FiberId.none)
       }
       if (request.reserve !== undefined) {
-        inFiber()
+        inFiber(check(organizationId, request))
         return withdrawFiber
       }
       const now = new Date(clock.unsafeCurrentTimeMillis())
@@ -361,15 +373,21 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
           if (Exit.isFailure(exit)) return tell(Exit.failCause(exit.cause))
           const quick = exit.value
           if (quick === undefined) return tell(Exit.fail(notFoundOf(named.right)))
-          if (quick.hasQueued) return inFiber()
-          let judged: Either.Either<Judgement, CheckError>
+          if (quick.hasQueued) {
+            // Its queue priced from the read already made, not read again by `check`.
+            return inFiber(
+              Effect.flatMap(queuedStateOf(request, quick, now), (state) => verdictOf(state, request)).pipe(
+                Effect.withSpan("Entitlements.check")
+              )
+            )
+          }
+          let verdict: Either.Either<CheckResult, CheckError>
           try {
-            const { context, holds, simulated } = quickStateOf(quick)
-            judged = judge(simulated, context, holds, request)
+            verdict = verdictOf(quickStateOf(quick), request)
           } catch (defect) {
             return tell(Exit.die(defect))
           }
-          tell(Either.isLeft(judged) ? Exit.fail(judged.left) : Exit.succeed(resultOf(quick.customer, request, judged.right, null, null)))
+          tell(Either.isLeft(verdict) ? Exit.fail(verdict.left) : Exit.succeed(verdict.right))
         }
       )
       return () => {
