@@ -1,0 +1,34 @@
+// Mutation testing of the money rules (docs/testing.md "Mutation testing").
+// Stryker 9.6 is the last line that runs on Node 20.
+/** @type {import("@stryker-mutator/api/core").PartialStrykerOptions} */
+export default {
+  packageManager: "npm",
+  testRunner: "vitest",
+  vitest: { configFile: "vitest.pure.config.ts", related: false },
+  checkers: ["typescript"],
+  tsconfigFile: "tsconfig.stryker.json",
+  typescriptChecker: { prioritizePerformanceOverAccuracy: true },
+  coverageAnalysis: "perTest",
+  // The pure rule modules: they decide amounts and answers with no database.
+  mutate: [
+    "src/pricing/**/*.ts",
+    "src/money.ts",
+    "src/billing/PlanChange.ts",
+    "src/billing/Renewal.ts",
+    "src/billing/InvoiceTotals.ts",
+    "src/entitlements/SpendState.ts",
+    "src/http/TokenBucket.ts",
+    "src/ledger/Thresholds.ts",
+    "src/signals/LateWindow.ts"
+  ],
+  // Two cores, shared: one test runner and one checker each.
+  concurrency: 2,
+  timeoutMS: 20_000,
+  ignorePatterns: ["dist", ".billing", "reports", "test-output", "coverage", "client/dist", "bench", "docs", "examples"],
+  reporters: ["html", "clear-text", "json", "progress"],
+  htmlReporter: { fileName: "reports/mutation/mutation.html" },
+  jsonReporter: { fileName: "reports/mutation/mutation.json" },
+  tempDirName: ".stryker-tmp",
+  cleanTempDir: true,
+  thresholds: { high: 95, low: 90, break: null }
+}
