@@ -25,7 +25,8 @@ import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
 import type { Page } from "../Page.ts"
 import { CustomerId, makeId, type OrganizationId } from "../ids.ts"
-import { type Decimal, HUNDRED, roundTo, sum, toSql, ZERO } from "../money.ts"
+import { type Decimal, HUNDRED, roundTo, toSql, ZERO } from "../money.ts"
+import { type InvoiceTotals, type LineInput, type NumberedInvoice, numberOrder } from "./InvoiceTotals.ts"
 import { IdempotencyKey, Money, strict, Timestamp } from "../schema.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../links/InvoiceLinks.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
@@ -169,50 +170,7 @@ export const PaymentRecorded = Schema.Struct({
 })
 export type PaymentRecorded = typeof PaymentRecorded.Type
 
-export interface LineInput {
-  readonly description: string
-  readonly componentId: string | null
-  readonly quantity: Decimal | null
-  readonly unitPrice: Decimal | null
-  readonly amount: Decimal
-  /** The period the line bills when it is not the invoice's (a late line), with that cycle's index. */
-  readonly periodStart?: Date
-  readonly periodEnd?: Date
-  readonly cycleIndex?: number | null
-}
-
-/** A tax as an invoice applies it. */
-export interface TaxRate {
-  readonly id: string
-  readonly name: string
-  readonly ratePercent: Decimal
-}
-
-/** An invoice's totals: the subtotal and each tax rounded to cents, the total their sum. */
-export interface InvoiceTotals {
-  readonly subtotal: Decimal
-  readonly taxes: ReadonlyArray<{ readonly tax: TaxRate; readonly amount: Decimal }>
-  readonly taxTotal: Decimal
-  readonly total: Decimal
-  /** A total of zero (or less): the invoice is issued PAID. */
-  readonly free: boolean
-}
-
-/**
- * The totals of an invoice of `lines` under the `taxes` active at issue time
- * (oldest first): the subtotal rounded to cents (half away from zero), one
- * cent-rounded tax line per tax on that subtotal, and their sum.
- */
-export const invoiceTotals = (lines: ReadonlyArray<LineInput>, taxes: ReadonlyArray<TaxRate>): InvoiceTotals => {
-  const subtotal = roundTo(sum(lines.map((line) => line.amount)), 2)
-  const taxAmounts = taxes.map((tax) => ({
-    tax,
-    amount: roundTo(BigDecimal.unsafeDivide(BigDecimal.multiply(subtotal, tax.ratePercent), HUNDRED), 2)
-  }))
-  const taxTotal = sum(taxAmounts.map((t) => t.amount))
-  const total = BigDecimal.normalize(BigDecimal.sum(subtotal, taxTotal))
-  return { subtotal, taxes: taxAmounts, taxTotal, total, free: !BigDecimal.isPositive(total) }
-}
+export { invoiceTotals, type InvoiceTotals, type LineInput, type TaxRate } from "./InvoiceTotals.ts"
 
 /** An invoice computed in memory, ready to be written (`Invoices.writeIssued`). */
 export interface IssuedInvoice {
@@ -288,24 +246,13 @@ const NUMBERS = "invoice_numbers"
  * numbers gap-free (a rolled-back transaction gives its numbers back). So it
  * is taken by the last writes of a transaction, for a whole batch at once.
  */
-const numbering = (sql: SqlClient.SqlClient, finals: ReadonlyArray<{ readonly organizationId: string; readonly id: string }>) => {
-  const byOrganization = new Map<string, Array<string>>()
-  for (const invoice of finals) {
-    const ids = byOrganization.get(invoice.organizationId)
-    if (ids === undefined) byOrganization.set(invoice.organizationId, [invoice.id])
-    else ids.push(invoice.id)
-  }
-  const organizations = [...byOrganization.keys()].sort()
-  const offsets = new Map<string, number>()
-  for (const organizationId of organizations) {
-    const ids = byOrganization.get(organizationId)!.sort()
-    ids.forEach((id, index) => offsets.set(`${organizationId}/${id}`, index - (ids.length - 1)))
-  }
+const numbering = (sql: SqlClient.SqlClient, finals: ReadonlyArray<NumberedInvoice>) => {
+  const { organizations, taken, offsetOf } = numberOrder(finals)
   const counter = organizations.length === 0 ? undefined : new NamedWrite(
     NUMBERS,
     sql`INSERT INTO invoice_counters AS c (organization_id, last_number)
         SELECT organization_id, taken
-        FROM unnest(${organizations}::text[], ${organizations.map((o) => byOrganization.get(o)!.length)}::bigint[])
+        FROM unnest(${organizations}::text[], ${taken}::bigint[])
           AS v(organization_id, taken)
         ORDER BY organization_id
         ON CONFLICT (organization_id) DO UPDATE SET last_number = c.last_number + EXCLUDED.last_number
@@ -315,8 +262,7 @@ const numbering = (sql: SqlClient.SqlClient, finals: ReadonlyArray<{ readonly or
   return {
     counter,
     /** The invoice's offset from its organisation's new last number; null when it is not finalised here. */
-    offsetOf: (invoice: { readonly organizationId: string; readonly id: string }) =>
-      offsets.get(`${invoice.organizationId}/${invoice.id}`) ?? null
+    offsetOf
   }
 }
 

@@ -30,7 +30,7 @@ import { makeId } from "../ids.ts"
 import type { BalanceValues } from "../ledger/Ledger.ts"
 import { type Decimal, ZERO } from "../money.ts"
 import type { PlanSnapshot, SnapshotComponent } from "../pricing/PlanSnapshot.ts"
-import type { LineInput } from "./Invoices.ts"
+import type { LineInput } from "./InvoiceTotals.ts"
 import { arrearLines, autoPay, issue, type NewId, type Renewal, type RenewalState, type WalletStep } from "./Renewal.ts"
 
 const { sum: add, subtract, max } = BigDecimal
