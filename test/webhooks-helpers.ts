@@ -6,7 +6,7 @@ import type { AddressInfo } from "node:net"
 import { decimal } from "../src/money.ts"
 import { type WalletChange, WebhookOutbox } from "../src/webhooks/Outbox.ts"
 import { WebhookSender } from "../src/webhooks/Sender.ts"
-import { eventually } from "./support/Eventually.ts"
+import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
 import type { TestApp } from "./support/TestApp.ts"
 
 export interface Received {
@@ -127,7 +127,7 @@ export const runSender = (app: TestApp, now = new Date()) =>
  * due by moving it, not by sleeping), else at the current time. Fails after
  * `timeoutMs` rather than spinning for ever on a delivery that never ends.
  */
-export const drainSender = (app: TestApp, now?: Date, { timeoutMs = 30_000 }: { readonly timeoutMs?: number } = {}) =>
+export const drainSender = (app: TestApp, now?: Date, { timeoutMs = HANG_GUARD_MS }: { readonly timeoutMs?: number } = {}) =>
   eventually(async () => {
     const handled = await runSender(app, now ?? new Date())
     if (handled > 0) throw new Error(`the webhook job is not idle yet: its last batch handled ${handled}`)

@@ -7,6 +7,7 @@
  */
 import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { HANG_GUARD_MS } from "./Eventually.ts"
 import type { TestApp } from "./TestApp.ts"
 
 const cliPath = fileURLToPath(new URL("../../bin/billing.mjs", import.meta.url))
@@ -34,7 +35,7 @@ export const runCli = (
 export const spawnBilling = (
   args: ReadonlyArray<string>,
   env: NodeJS.ProcessEnv,
-  { timeoutMs = 60_000 }: { readonly timeoutMs?: number } = {}
+  { timeoutMs = HANG_GUARD_MS }: { readonly timeoutMs?: number } = {}
 ): Promise<CliExit> =>
   new Promise((resolve) => {
     const child = execFile(process.execPath, [cliPath, ...args], { env, timeout: timeoutMs }, (_error, stdout, stderr) => {
