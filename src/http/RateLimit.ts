@@ -30,6 +30,7 @@ import { RateLimited } from "../errors.ts"
 import type { Caller } from "../organizations/ApiKeys.ts"
 import type { RateLimit, RouteFamily } from "../organizations/RateLimits.ts"
 import { apiPrefix } from "./ApiPrefix.ts"
+import { type Bucket, fillSeconds, freshBucket, isFull, takeTokens } from "./TokenBucket.ts"
 
 /** What a request's tokens came to. */
 export interface RateVerdict {
@@ -42,13 +43,6 @@ export interface RateVerdict {
   readonly resetSeconds: number
   /** On a refusal: whole seconds until the request's tokens are there; 0 when allowed. */
   readonly retryAfter: number
-}
-
-interface Bucket {
-  tokens: number
-  at: number
-  /** When it will be full again, at its rate when last used: from then on it is as good as new. */
-  fullAt: number
 }
 
 type Buckets = { [F in RouteFamily]?: Bucket }
@@ -76,37 +70,16 @@ export class TokenBuckets {
       buckets = {}
       this.keys.set(apiKeyId, buckets)
     }
-    let bucket = buckets[family]
-    if (bucket === undefined) {
-      bucket = { tokens: limit.burst, at: now, fullAt: now }
-      buckets[family] = bucket
-    } else {
-      // A clock set back (NTP, a test's instant) refills nothing, and counts on from where it now is.
-      bucket.tokens = Math.min(limit.burst, bucket.tokens + (Math.max(0, now - bucket.at) * limit.perSecond) / 1000)
-      bucket.at = now
-      bucket.fullAt = Math.min(bucket.fullAt, now + ((limit.burst - bucket.tokens) * 1000) / limit.perSecond)
-    }
-    const needed = Math.min(cost, limit.burst)
-    if (bucket.tokens >= needed) {
-      bucket.tokens -= cost
-      bucket.fullAt = now + ((limit.burst - bucket.tokens) * 1000) / limit.perSecond
-      return {
-        allowed: true,
-        family,
-        limit,
-        remaining: Math.max(0, Math.floor(bucket.tokens)),
-        resetSeconds: Math.ceil((limit.burst - bucket.tokens) / limit.perSecond),
-        retryAfter: 0
-      }
-    }
-    const retryAfter = Math.max(1, Math.ceil((needed - bucket.tokens) / limit.perSecond))
-    return { allowed: false, family, limit, remaining: 0, resetSeconds: retryAfter, retryAfter }
+    const taken = takeTokens(buckets[family] ?? freshBucket(limit, now), limit, now, cost)
+    buckets[family] = taken.bucket
+    const { allowed, remaining, resetSeconds, retryAfter } = taken
+    return { allowed, family, limit, remaining, resetSeconds, retryAfter }
   }
 
   /** Forgets the buckets that have refilled (as good as new), then the oldest keys if still too many. */
   private sweep(now: number) {
     for (const [key, buckets] of this.keys) {
-      if (Object.values(buckets).every((bucket) => bucket === undefined || now >= bucket.fullAt)) this.keys.delete(key)
+      if (Object.values(buckets).every((bucket) => bucket === undefined || isFull(bucket, now))) this.keys.delete(key)
     }
     for (const key of this.keys.keys()) {
       if (this.keys.size < MAX_KEYS) break
@@ -142,7 +115,7 @@ const signalPaths = new Set(
 
 /** The policy's fields of draft-ietf-httpapi-ratelimit-headers: its name, size and the seconds to fill it. */
 const policyField = (family: RouteFamily, limit: RateLimit) =>
-  `"${family}";q=${limit.burst};w=${Math.max(1, Math.ceil(limit.burst / limit.perSecond))}`
+  `"${family}";q=${limit.burst};w=${fillSeconds(limit)}`
 
 /** The headers of an answer to a request whose tokens came to `verdict`. */
 export const rateLimitHeaders = (verdict: RateVerdict): Record<string, string> => {
