@@ -20,13 +20,8 @@ import { makeId } from "../ids.ts"
 import { Money, Timestamp } from "../schema.ts"
 import { type Decimal, toSql } from "../money.ts"
 import type { BalanceMove } from "../pricing/meters/Context.ts"
-import {
-  type BalanceKind,
-  type ThresholdCrossing,
-  USED_THRESHOLDS,
-  type WalletChangeSource,
-  WebhookOutbox
-} from "../webhooks/Outbox.ts"
+import { type WalletChangeSource, WebhookOutbox } from "../webhooks/Outbox.ts"
+import { thresholdsReached, USED_THRESHOLDS } from "./Thresholds.ts"
 import { type LedgerType, ledgerSource } from "./LedgerType.ts"
 import { currentTime } from "../time.ts"
 
@@ -96,28 +91,11 @@ export interface BalanceValues {
 
 const { sum: add } = BigDecimal
 
-/**
- * The highest threshold (percent of `granted` used) a prepaid balance is at, 0
- * below the lowest one or when nothing is granted. `usedLevelSql` is the same
- * rule in SQL, for the filter of the balance move's own statement.
- */
-export const usedLevel = (granted: Decimal, used: Decimal): number => {
-  if (!BigDecimal.isPositive(granted)) return 0
-  const usedTimes100 = BigDecimal.multiply(used, HUNDRED)
-  for (const [threshold, factor] of THRESHOLD_FACTORS) {
-    if (BigDecimal.greaterThanOrEqualTo(usedTimes100, BigDecimal.multiply(granted, factor))) return threshold
-  }
-  return 0
-}
-
-const HUNDRED = BigDecimal.fromBigInt(100n)
-/** The thresholds, highest first, with their factors as decimals (made once: the walk calls `usedLevel` a move). */
-const THRESHOLD_FACTORS = [...USED_THRESHOLDS].reverse().map((threshold) => [threshold, BigDecimal.fromBigInt(BigInt(threshold))] as const)
-
 /** A column of the moved row's purchase (`m`), looked up by key. */
 const ofPurchase = (column: string) =>
   `(SELECT p.${column} FROM purchases p WHERE p.organization_id = m.organization_id AND p.id = m.purchase_id)`
 
+/** The threshold a balance is at (`usedLevel`, src/ledger/Thresholds.ts), in SQL: the moved rows' filter. */
 const usedLevelSql = (granted: string, used: string) =>
   `CASE WHEN ${granted} <= 0 THEN 0 ${
     [...USED_THRESHOLDS].reverse().map((threshold) => `WHEN (${used}) * 100 >= (${granted}) * ${threshold} THEN ${threshold}`)
@@ -341,66 +319,9 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         return posted!
       })
 
-    /**
-     * The thresholds each raised balance reached, told to the outbox. The
-     * balance is walked from its value before the statement through its moves
-     * in the order given, so each threshold names the move (and usage-log row)
-     * that reached it and the values just after; one move that reaches several
-     * thresholds reaches each of them.
-     */
+    /** The thresholds the moves reached on the raised balances (`thresholdsReached`), told to the outbox. */
     const alertThresholds = (raised: ReadonlyArray<RaisedBalance>, moves: ReadonlyArray<BalanceMove>) =>
-      Effect.gen(function*() {
-        const at = yield* currentTime
-        const rowKey = (row: { organizationId: string; purchaseId: string; componentId: string }) =>
-          `${row.organizationId}/${row.purchaseId}/${row.componentId}`
-        type Walk = { readonly row: RaisedBalance; granted: Decimal; used: Decimal; remaining: Decimal; reached: number }
-        const walks = new Map<string, Walk>()
-        for (const row of raised) {
-          const granted = BigDecimal.subtract(row.granted, row.grantedMoved)
-          const used = BigDecimal.subtract(row.used, row.usedMoved)
-          walks.set(rowKey(row), {
-            row,
-            granted,
-            used,
-            remaining: BigDecimal.subtract(row.remaining, row.remainingMoved),
-            reached: usedLevel(granted, used)
-          })
-        }
-        const crossings: Array<ThresholdCrossing> = []
-        for (const move of moves) {
-          if (move.closedCycle !== undefined) continue
-          const walk = walks.get(rowKey(move))
-          if (walk === undefined) continue
-          walk.granted = add(walk.granted, move.granted)
-          walk.used = add(walk.used, move.used)
-          walk.remaining = add(walk.remaining, move.remaining)
-          const level = usedLevel(walk.granted, walk.used)
-          for (const threshold of USED_THRESHOLDS) {
-            if (threshold <= walk.reached || threshold > level) continue
-            const { row } = walk
-            crossings.push({
-              organizationId: row.organizationId,
-              customerId: row.customerId,
-              externalId: row.externalId,
-              purchaseId: row.purchaseId,
-              componentId: row.componentId,
-              balanceType: row.type === "PRICING_METRIC" ? "COMPOSITE" : row.type as BalanceKind,
-              balanceId: row.targetId,
-              cycleIndex: row.cycleIndex,
-              periodStart: row.periodStart,
-              periodEnd: row.periodEnd,
-              threshold,
-              granted: BigDecimal.normalize(walk.granted),
-              used: BigDecimal.normalize(walk.used),
-              remaining: BigDecimal.normalize(walk.remaining),
-              usageLogId: move.usageLogId ?? null,
-              at
-            })
-          }
-          walk.reached = Math.max(walk.reached, level)
-        }
-        yield* outbox.thresholdsCrossed(crossings)
-      })
+      Effect.flatMap(currentTime, (at) => outbox.thresholdsCrossed(thresholdsReached(raised, moves, at)))
 
     /**
      * Moves balance rows by the deltas given, aggregated per row: one

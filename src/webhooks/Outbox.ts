@@ -17,6 +17,7 @@ import type { Decimal } from "../money.ts"
 import { Money } from "../schema.ts"
 import type { EventType, TriggerableEventType } from "./Webhook.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
+import type { UsedThreshold } from "../ledger/Thresholds.ts"
 
 export type WalletChangeSource = "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT"
 
@@ -83,10 +84,6 @@ const crossedDown = (change: WalletChange, level: Decimal) =>
 /** The mirror: from at or below `level` to above it. */
 const crossedUp = (change: WalletChange, level: Decimal) =>
   BigDecimal.lessThanOrEqualTo(change.previousBalance, level) && BigDecimal.greaterThan(change.currentBalance, level)
-
-/** The share of a prepaid balance's grant that alerts fire at, in percent, ascending. */
-export const USED_THRESHOLDS = [50, 80, 100] as const
-export type UsedThreshold = typeof USED_THRESHOLDS[number]
 
 /** How the API names a balance's kind: the plan's `PRICING_METRIC` component is a composite. */
 export type BalanceKind = "CREDIT" | "OUTCOME" | "UNIT" | "COMPOSITE"
