@@ -23,8 +23,9 @@ import {
 } from "../errors.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
-import { inboxRowOf, type Moment, momentOf } from "./InboxRow.ts"
-import { insertSignals, tooOldRefusal } from "./InboxWriter.ts"
+import { inboxRowOf } from "./InboxRow.ts"
+import { insertSignals } from "./InboxWriter.ts"
+import { beyondLateWindow, type Moment, momentOf, tooOldRefusal } from "./LateWindow.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
 import {
   type CompositeCompleted,
@@ -91,7 +92,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
             sql<{ readonly lateUsageDays: number }>`SELECT late_usage_days FROM organizations WHERE id = ${organizationId}`
           )
           const days = Number(rows[0]?.lateUsageDays ?? 0)
-          if (occurred < now - days * 86_400_000) return yield* tooOldRefusal(days)
+          if (beyondLateWindow(occurred, now, days)) return yield* tooOldRefusal(days)
         }
         return moment.right
       })

@@ -7,14 +7,19 @@
  * The rules a row obeys here, once: the customer is named by `customerId` or
  * `externalId` (`namedCustomer`: customerId wins, neither is a 400); no text
  * PostgreSQL cannot store (`unstorableText`: it would fail the statement the
- * row shares with others); a `timestamp` at most 5 minutes ahead of the clock.
+ * row shares with others); a `timestamp` at most 5 minutes ahead of the clock
+ * (`momentOf`, LateWindow.ts).
  */
 import { Either } from "effect"
 import { namedCustomer } from "../customers/Customer.ts"
 import { type CustomerRefMissing, InvalidSignal } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { unstorableText } from "../schema.ts"
-import { instantOf, lateAfterMs, maxTimestampLeadMs, type SignalInput, type SignalRoute, tagOf } from "./Signal.ts"
+import type { Moment } from "./LateWindow.ts"
+import { type SignalInput, type SignalRoute, tagOf } from "./Signal.ts"
+
+/** A signal's moment: the rule is LateWindow.ts's. */
+export { type Moment, momentAt, momentOf } from "./LateWindow.ts"
 
 /** A signal in the inbox's columns, ready to be written. */
 export interface InboxRow {
@@ -41,60 +46,6 @@ export interface InboxRow {
   /** A completion's answer, which a repeat of its idempotency key gets back. */
   readonly response?: unknown
 }
-
-/** When a signal's usage happened, as the inbox stores it (`signals.occurred_at`, `signals.late`). */
-export interface Moment {
-  /** The `timestamp` sent, as an instant (ISO 8601, UTC); null when none was sent (the moment of intake). */
-  readonly occurredAt: string | null
-  /** More than an hour before intake: the backfill lane. */
-  readonly late: boolean
-  /** The service's clock at intake (only with a timestamp: the window counts back from it). */
-  readonly intakeAt: string | undefined
-  /** `occurredAt` in epoch milliseconds. */
-  readonly occurredMs: number | undefined
-}
-
-/** A signal without a timestamp: its moment is its intake (no allocation per request on the intake lane). */
-const atIntake: Either.Either<Moment, InvalidSignal> = Either.right({
-  occurredAt: null,
-  late: false,
-  intakeAt: undefined,
-  occurredMs: undefined
-})
-
-/**
- * The moment of a decoded request, at intake `now`: a `timestamp` more than
- * 5 minutes ahead of the service's clock is a 400 naming the field. (The
- * late-usage window is the organisation's: the inbox insert checks it.)
- */
-export const momentOf = (input: SignalInput, now: number): Either.Either<Moment, InvalidSignal> => {
-  if (input.timestamp === undefined) return atIntake
-  const intakeAt = new Date(now).toISOString()
-  const occurred = instantOf(input.timestamp)
-  // The schema has vouched for the text; an instant Date cannot hold is refused as the schema would.
-  if (occurred === undefined || Number.isNaN(new Date(occurred).getTime())) {
-    return Either.left(new InvalidSignal({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
-  }
-  if (occurred > now + maxTimestampLeadMs) {
-    return Either.left(new InvalidSignal({
-      message: `Invalid request: timestamp: must not be more than 5 minutes ahead of the service's clock (${intakeAt})`
-    }))
-  }
-  return Either.right({
-    occurredAt: new Date(occurred).toISOString(),
-    late: occurred < now - lateAfterMs,
-    intakeAt,
-    occurredMs: occurred
-  })
-}
-
-/** The moment of a signal made by the service itself at `occurred` (the worker completing an occurrence). */
-export const momentAt = (occurred: Date, now: number): Moment => ({
-  occurredAt: occurred.toISOString(),
-  late: occurred.getTime() < now - lateAfterMs,
-  intakeAt: undefined,
-  occurredMs: occurred.getTime()
-})
 
 const unstorableWords = {
   NUL: "text must not contain NUL characters",

@@ -36,6 +36,7 @@ import { decodeRows } from "../db/Sql.ts"
 import { CustomerArchived, CustomerNotFound, TimestampTooOld } from "../errors.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
 import type { InboxRow } from "./InboxRow.ts"
+import { tooOldRefusal } from "./LateWindow.ts"
 import { maxBatchSize } from "./Signal.ts"
 import { queuedPayload, signalsQueuedChannel } from "./QueueWake.ts"
 
@@ -52,13 +53,6 @@ export interface Written {
  * late-usage window (422).
  */
 export type Refusal = CustomerNotFound | CustomerArchived | TimestampTooOld
-
-/** The 422 of a timestamp older than the workspace's late-usage window. */
-export const tooOldRefusal = (lateUsageDays: number) =>
-  new TimestampTooOld({
-    message: `timestamp is older than this workspace's late-usage window of ${lateUsageDays} ` +
-      `${lateUsageDays === 1 ? "day" : "days"}`
-  })
 
 export interface InboxWriterStats {
   /** Statements sent (inserts and key look-ups). */
