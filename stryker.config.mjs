@@ -24,7 +24,7 @@ export default {
   // Two cores, shared: one test runner and one checker each.
   concurrency: 2,
   timeoutMS: 20_000,
-  ignorePatterns: ["dist", ".billing", "reports", "test-output", "coverage", "client/dist", "bench", "docs", "examples"],
+  ignorePatterns: ["dist", ".billing", "reports", ".stryker-tmp*", "test-output", "coverage", "client/dist", "bench", "docs", "examples"],
   reporters: ["html", "clear-text", "json", "progress"],
   htmlReporter: { fileName: "reports/mutation/mutation.html" },
   jsonReporter: { fileName: "reports/mutation/mutation.json" },

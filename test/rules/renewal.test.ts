@@ -58,6 +58,7 @@ const arrearWallet = component("w2", { type: "WALLET", targetId: null, billingMo
 const starter = plan("a", [credit, unit, outcome, wallet, emptyWallet, arrearWallet], { cost: "75", priceAdjustment: "-5" })
 
 describe("renewal: the first cycle", () => {
+  // Steps are computed in each test, not when the file loads: Stryker then knows which tests cover a mutant.
   const bought = purchase(starter, {
     status: "SCHEDULED",
     billingDate: at("2026-01-31T10:00:00Z"),
@@ -65,9 +66,10 @@ describe("renewal: the first cycle", () => {
     periodEnd: null,
     autoPayment: true
   })
-  const step = renewal(state(bought), ids())
+  const stepOf = () => renewal(state(bought), ids())
 
   it("starts cycle 0 at the billing date", () => {
+    const step = stepOf()
     expect(step.cycle).toEqual({ index: 0, start: at("2026-01-31T10:00:00Z"), end: at("2026-02-28T10:00:00Z"), at: at("2026-01-31T10:00:00Z") })
     expect(step.endedCycle).toBeNull()
     expect(step.lateBilled).toEqual([])
@@ -75,6 +77,7 @@ describe("renewal: the first cycle", () => {
   })
 
   it("creates a row per metered component: ADVANCE granted its quantity, ARREAR nothing", () => {
+    const step = stepOf()
     expect(step.setBalances).toEqual([])
     expect(step.createBalances.map(row)).toEqual([
       ["c1", "500", "0", "500", "500", "0", "0"],
@@ -92,6 +95,7 @@ describe("renewal: the first cycle", () => {
   })
 
   it("issues the PLAN invoice: a line per ADVANCE component and the price adjustment", () => {
+    const step = stepOf()
     expect(step.invoices).toHaveLength(1)
     expect(step.invoices[0]).toMatchObject({
       id: "inv_1",
@@ -112,6 +116,7 @@ describe("renewal: the first cycle", () => {
   })
 
   it("grants the plan's wallet amount (PURCHASE_GRANT), then the recurring grant, then pays the invoice", () => {
+    const step = stepOf()
     expect(stepText(step.walletSteps)).toEqual([
       ["Grant", "PURCHASE_GRANT", "50", "2026-01-31T10:00:00.000Z"],
       ["RecurringGrant", "2026-01-31T10:00:00.000Z"],
@@ -149,9 +154,10 @@ const endOfMarch = [
 
 describe("renewal: a cycle ends and the next one starts", () => {
   const before = state(purchase(renewing, { ...march, autoPayment: true }), endOfMarch, { taxes: [{ id: "t", name: "VAT", ratePercent: d("10") }] })
-  const step = renewal(before, ids())
+  const stepOf = () => renewal(before, ids())
 
   it("invoices the ended cycle's ARREAR charges (USAGE), then the new cycle's plan (PLAN)", () => {
+    const step = stepOf()
     expect(step.invoices.map((invoice) => [invoice.id, invoice.kind, invoice.periodStart.toISOString(), invoice.periodEnd.toISOString(), invoice.cycleIndex, invoice.at.toISOString()]))
       .toEqual([
         ["inv_1", "USAGE", "2026-03-01T00:00:00.000Z", "2026-04-01T00:00:00.000Z", 2, "2026-04-01T00:00:00.000Z"],
@@ -166,6 +172,7 @@ describe("renewal: a cycle ends and the next one starts", () => {
   })
 
   it("grants each prepaid row its quantity, plus its remainder under rollover, less a composite's debt", () => {
+    const step = stepOf()
     expect(step.createBalances).toEqual([])
     expect(step.setBalances.map(row)).toEqual([
       ["c1", "500", "0", "500", "500", "0", "0"],
@@ -180,6 +187,7 @@ describe("renewal: a cycle ends and the next one starts", () => {
   })
 
   it("records the ended cycle: FINAL at once, what expired, the arrears invoiced", () => {
+    const step = stepOf()
     const ended = step.endedCycle!
     expect(ended).toMatchObject({
       organizationId: "org_1",
@@ -204,6 +212,7 @@ describe("renewal: a cycle ends and the next one starts", () => {
   })
 
   it("enters the next cycle with a CYCLE_GRANT, paying the USAGE invoice first and the PLAN invoice last", () => {
+    const step = stepOf()
     expect(step.cycle).toEqual({ index: 3, start: at("2026-04-01T00:00:00Z"), end: at("2026-05-01T00:00:00Z"), at: at("2026-04-01T00:00:00Z") })
     expect(stepText(step.walletSteps)).toEqual([
       ["AutoPay", "inv_1"],
@@ -310,9 +319,10 @@ describe("renewal: a change scheduled for the cycle end", () => {
     balance(pool, { granted: "50", used: "55", remaining: "-5" }),
     balance(outcome, { used: "4", cycleQuantity: "4", arrearAmount: "8" })
   ]
-  const step = renewal(state(purchase(from, { ...march, scheduledSnapshot: to, autoPayment: true }), rows), ids())
+  const stepOf = () => renewal(state(purchase(from, { ...march, scheduledSnapshot: to, autoPayment: true }), rows), ids())
 
   it("carries a remainder by the old component's rollover, a composite's debt whatever it says", () => {
+    const step = stepOf()
     expect(step.replaceBalances).toBe(true)
     expect(step.setBalances).toEqual([])
     expect(step.createBalances.map(row)).toEqual([
@@ -328,6 +338,7 @@ describe("renewal: a change scheduled for the cycle end", () => {
   })
 
   it("invoices the ended cycle under the old plan and the new cycle under the new one", () => {
+    const step = stepOf()
     expect(lineText(step, 0)).toEqual([["Target o1 (usage)", "o1", "4", "2", "8"]])
     expect(step.invoices[1]!.kind).toBe("PLAN")
     expect(lineText(step, 1).map((line) => line[0])).toEqual(["Target n1 (prepaid)", "Target n2 (prepaid)", "Target n3 (prepaid)", "Target n4 (prepaid)"])
@@ -400,10 +411,11 @@ describe("cancellation", () => {
 })
 
 describe("settling the wallet", () => {
-  const base = renewal(state(purchase(renewing, { ...march, autoPayment: true }), endOfMarch), ids())
+  const baseOf = () => renewal(state(purchase(renewing, { ...march, autoPayment: true }), endOfMarch), ids())
   const money = (value: BigDecimal.BigDecimal) => text(value)
 
   it("needs the wallet for a grant or a payment, for the recurring grant only when the customer has one", () => {
+    const base = baseOf()
     expect(needsWallet(base, false)).toBe(true)
     const onlyRecurring = { ...base, walletSteps: [{ _tag: "RecurringGrant", at: march.periodEnd } as const] }
     expect(needsWallet(onlyRecurring, false)).toBe(false)
@@ -412,6 +424,7 @@ describe("settling the wallet", () => {
   })
 
   it("applies the steps in order: a payment only when the balance covers the whole total at that point", () => {
+    const base = baseOf()
     // USAGE total 10 (no tax); PLAN total 75. 5 + 50 + 20 = 75 covers the PLAN invoice exactly.
     const settled = settleWallet(base, { balance: d("5"), recurringGrantUsd: d("20") }, ids())
     expect(settled.postings.map((p) => [p.type, money(p.delta), p.invoiceId ?? null, p.purchaseId, p.customerId, p.organizationId])).toEqual([
@@ -426,6 +439,7 @@ describe("settling the wallet", () => {
   })
 
   it("pays the USAGE invoice first when the balance covers it, and skips a zero or missing recurring grant", () => {
+    const base = baseOf()
     const settled = settleWallet(base, { balance: d("10"), recurringGrantUsd: d("0") }, ids())
     expect(settled.postings.map((p) => [p.type, money(p.delta)])).toEqual([
       ["INVOICE_PAYMENT", "-10"],
@@ -436,6 +450,7 @@ describe("settling the wallet", () => {
   })
 
   it("posts a plan change's moves with their notes", () => {
+    const base = baseOf()
     const step: Renewal = {
       ...base,
       walletSteps: [{ _tag: "Post", type: "PLAN_CHANGE", amount: d("-4.5"), at: march.periodEnd, invoiceId: "inv_9", notes: "why" }]
@@ -455,6 +470,7 @@ describe("settling the wallet", () => {
   })
 
   it("refuses to settle without the wallet a step needs, and settles nothing without one it does not", () => {
+    const base = baseOf()
     expect(() => settleWallet(base, undefined, ids())).toThrow("wallet of cus_1 was not locked for its renewal")
     const none = settleWallet({ ...base, walletSteps: [{ _tag: "RecurringGrant", at: march.periodEnd }] }, undefined, ids())
     expect(none.postings).toEqual([])
