@@ -32,7 +32,8 @@ const signal = (organizationId: string, customerId: string | null, externalId: s
   compositeValue: null,
   member: null,
   body: {},
-  moment: new Date(0)
+  moment: new Date(0),
+  momentSource: "RECEIVED"
 })
 
 describe("the customers a batch's context locks", () => {

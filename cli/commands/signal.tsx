@@ -34,8 +34,11 @@ const SignalView = (props: { readonly signal: SignalRecord; readonly title: stri
       ["error", props.signal.errorStatus ? `${props.signal.errorStatus} ${props.signal.errorCode ?? ""} ${props.signal.errorMessage}` : "-"],
       ["usageLogId", props.signal.usageLogId ?? "-"],
       ["attempts", String(props.signal.attempts)],
-      ["occurred", props.signal.occurredAt === null ? "- (at intake)" : `${props.signal.occurredAt.toISOString()}${props.signal.late ? " (late: backfill lane)" : ""}`],
+      ["occurred", props.signal.occurredAt === null
+        ? props.signal.requeuedAt === null ? "- (at intake)" : "- (when queued again)"
+        : `${props.signal.occurredAt.toISOString()}${props.signal.late ? " (late: backfill lane)" : ""}`],
       ["received", props.signal.receivedAt.toISOString()],
+      ["queued again", props.signal.requeuedAt?.toISOString() ?? "-"],
       ["processed", props.signal.processedAt?.toISOString() ?? "-"],
       ["body", JSON.stringify(props.signal.body)]
     ]}

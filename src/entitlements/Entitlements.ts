@@ -30,7 +30,7 @@ import { type CustomerRef, type NamedCustomer, namedCustomer } from "../customer
 import { Ledger } from "../ledger/Ledger.ts"
 import { toSql, ZERO } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
-import { ClaimedSignal, type Customer, decodeSignal, type DecodedSignal, loadBatchContext } from "../signals/BatchContext.ts"
+import { ClaimedSignal, type Customer, decodeSignal, type DecodedSignal, loadBatchContext, momentColumns } from "../signals/BatchContext.ts"
 import { currentTime } from "../time.ts"
 import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import {
@@ -150,7 +150,7 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
       findAll(
         ClaimedSignal,
         sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                   composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+                   composite_value, member, body, ${sql.literal(momentColumns)}
             FROM signals
             WHERE status = 'QUEUED' AND organization_id = ${organizationId}
               AND coalesce(customer_id, 'ext:' || external_id) = ${key}
@@ -212,7 +212,8 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
             compositeValue: null,
             member: null,
             body: probe,
-            moment: now
+            moment: now,
+            momentSource: "RECEIVED"
           },
           body: probe
         }))

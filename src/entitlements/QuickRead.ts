@@ -217,7 +217,8 @@ const stateOf = (row: typeof QuickRow.Type, agentKey: string | undefined): Quick
       purchase,
       wallet: row.wallet === null ? null : { balance: row.wallet }
     }),
-    cycleOf: () => ({ _tag: "Billed", purchase }),
+    // The check prices now, in the current cycle; it words no refusal by its cycle.
+    cycleOf: () => ({ _tag: "Billed", purchase, period: null, activeCycle: null }),
     isMember: () => false,
     catalogue: () => catalogue,
     run: () => undefined,

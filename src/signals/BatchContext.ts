@@ -41,10 +41,22 @@ export const ClaimedSignal = Schema.Struct({
   compositeValue: Schema.NullOr(Schema.String),
   member: Schema.NullOr(Schema.String),
   body: Schema.Unknown,
-  /** When the usage happened: coalesce(occurred_at, received_at). Billed in the cycle containing it. */
-  moment: Timestamp
+  /** When the usage happened: coalesce(occurred_at, requeued_at, received_at). Billed in the cycle containing it. */
+  moment: Timestamp,
+  /** Which of the three the moment is: refusals name it (a signal without a timestamp can be retried into a cycle). */
+  momentSource: Schema.Literal("TIMESTAMP", "REQUEUED", "RECEIVED")
 })
 export type SignalRecord = typeof ClaimedSignal.Type
+
+/**
+ * The columns of a queued signal's moment, for every statement that reads
+ * signals as `ClaimedSignal`: its own `timestamp` (usage happened then, however
+ * often it is retried), else the moment it was last queued again (its
+ * customer took its externalId, an operator replayed it: usage sent without a
+ * timestamp is usage "now" each time it is submitted), else its intake.
+ */
+export const momentColumns = "coalesce(occurred_at, requeued_at, received_at) AS moment, " +
+  "CASE WHEN occurred_at IS NOT NULL THEN 'TIMESTAMP' WHEN requeued_at IS NOT NULL THEN 'REQUEUED' ELSE 'RECEIVED' END AS moment_source"
 
 /** A claimed signal with its body decoded by its route's schema. */
 export interface DecodedSignal {
@@ -124,16 +136,30 @@ const CycleBalance = Schema.Struct({
   cycleQuantity: BalanceRow.fields.cycleQuantity
 })
 
+/** A purchase cycle's period, `[start, end)`. */
+export interface CyclePeriod {
+  readonly start: Date
+  readonly end: Date
+}
+
 /**
  * The cycle a signal is billed in, by its moment:
  * - Billed: the purchase context of the cycle containing the moment (the
- *   ACTIVE purchase's current cycle, or an ended cycle), or null when no
- *   purchase cycle contains it (the meters refuse: no active plan);
+ *   ACTIVE purchase's current cycle, or an ended cycle) and that cycle's
+ *   `period`, or null for both when no purchase cycle contains it (the meters
+ *   refuse: no active plan). `activeCycle` is the ACTIVE purchase's current
+ *   cycle, when the customer has one: a refusal of a moment outside every
+ *   cycle names it (the customer may well have a plan, bought after it);
  * - Waiting: the moment is at or after the ACTIVE purchase's period_end, whose
  *   renewal has not run yet: the signal stays QUEUED until it has.
  */
 export type SignalCycle =
-  | { readonly _tag: "Billed"; readonly purchase: PurchaseContext | null }
+  | {
+    readonly _tag: "Billed"
+    readonly purchase: PurchaseContext | null
+    readonly period: CyclePeriod | null
+    readonly activeCycle: CyclePeriod | null
+  }
   | { readonly _tag: "Waiting"; readonly purchaseId: string; readonly periodEnd: Date }
 
 const Balance = Schema.Struct({
@@ -313,6 +339,13 @@ export const loadBatchContext = (
       })
     }
 
+    const activeCycleOf = (customer: Customer): CyclePeriod | null => {
+      const active = activeOf.get(scoped(customer.organizationId, customer.id))
+      return active === undefined || active.periodStart === null || active.periodEnd === null
+        ? null
+        : { start: active.periodStart, end: active.periodEnd }
+    }
+
     const customerOfSignal = (r: SignalRecord) =>
       r.customerId !== null
         ? customerMap.get(scoped(r.organizationId, r.customerId))
@@ -333,9 +366,12 @@ export const loadBatchContext = (
       const moment = record.moment.getTime()
       if (active !== undefined && active.periodStart !== null && active.periodEnd !== null) {
         if (active.periodStart.getTime() <= moment && moment < active.periodEnd.getTime()) {
+          const period = { start: active.periodStart, end: active.periodEnd }
           cycleOfSignal.set(scoped(record.organizationId, record.id), {
             _tag: "Billed",
-            purchase: purchaseOf.get(scoped(customer.organizationId, customer.id))!
+            purchase: purchaseOf.get(scoped(customer.organizationId, customer.id))!,
+            period,
+            activeCycle: period
           })
           continue
         }
@@ -421,7 +457,9 @@ export const loadBatchContext = (
           _tag: "Billed",
           purchase: found === undefined
             ? null
-            : endedContexts.get(endedKey(found.organizationId, found.purchaseId, found.cycleIndex))!
+            : endedContexts.get(endedKey(found.organizationId, found.purchaseId, found.cycleIndex))!,
+          period: found === undefined ? null : { start: found.periodStart, end: found.periodEnd },
+          activeCycle: activeCycleOf(customer)
         })
       }
     }
@@ -580,7 +618,12 @@ export const loadBatchContext = (
       cycleOf: (signal, customer) =>
         cycleOfSignal.get(scoped(signal.organizationId, signal.id)) ??
           // A customer resolved after loading (never today): its ACTIVE purchase, as before.
-          { _tag: "Billed", purchase: purchaseOf.get(scoped(customer.organizationId, customer.id)) ?? null },
+          {
+            _tag: "Billed",
+            purchase: purchaseOf.get(scoped(customer.organizationId, customer.id)) ?? null,
+            period: activeCycleOf(customer),
+            activeCycle: activeCycleOf(customer)
+          },
       isMember: (organizationId, customerId, email) => memberSet.has(`${organizationId}/${customerId}/${email.toLowerCase()}`),
       catalogue: (organizationId) => {
         const known = catalogues.get(organizationId)

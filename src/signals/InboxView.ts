@@ -10,6 +10,7 @@ import { SignalAlreadyProcessed, SignalNotFound } from "../errors.ts"
 import { CustomerId, type OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
 import { SignalRecord, type SignalStatus } from "./Signal.ts"
+import { currentTime } from "../time.ts"
 
 export interface SignalListQuery {
   readonly page: Page
@@ -45,16 +46,20 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
 
     /**
      * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
-     * was billed, and replaying it would bill it twice.
+     * was billed, and replaying it would bill it twice. The replay's moment is
+     * kept (`requeued_at`): a signal without a timestamp of its own is billed
+     * at it, as if sent now; one still QUEUED keeps the moment it has.
      */
     const replay = Effect.fn("InboxView.replay")(function*(organizationId: OrganizationId, id: string) {
         const signal = yield* get(organizationId, id)
         if (signal.status === "PROCESSED") {
           return yield* new SignalAlreadyProcessed({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
         }
+        const at = yield* currentTime
         const rows = yield* findAll(
           SignalRecord,
-          sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_code = NULL, error_message = NULL
+          sql`UPDATE signals SET status = 'QUEUED', error_status = NULL, error_code = NULL, error_message = NULL,
+                requeued_at = CASE WHEN status = 'QUEUED' THEN requeued_at ELSE ${at}::timestamptz END
               WHERE organization_id = ${organizationId} AND id = ${id} AND status IN ('PENDING', 'FAILED', 'QUEUED')
               RETURNING *`
         )

@@ -397,6 +397,8 @@ export class SignalRecord extends Schema.Class<SignalRecord>("SignalRecord")({
   /** The moment is more than an hour before intake: the signal queues in the backfill lane. */
   late: Schema.Boolean,
   receivedAt: Timestamp,
+  /** When it was last queued again (its customer took its externalId, a replay); the moment of one without `occurredAt`. */
+  requeuedAt: Schema.NullOr(Timestamp),
   processedAt: Schema.NullOr(Timestamp)
 }) {}
 
@@ -430,7 +432,12 @@ export const SignalView = Schema.Struct({
   error: Schema.NullOr(SignalError).annotations({ description: "Why it was refused (FAILED) or is held (PENDING); null otherwise." }),
   receivedAt: Timestamp.annotations({ description: "When it was accepted (its 202)." }),
   occurredAt: Schema.NullOr(Timestamp).annotations({
-    description: "When its usage happened, as its `timestamp` said; null: at `receivedAt`."
+    description: "When its usage happened, as its `timestamp` said; null: at `requeuedAt` when it was queued again, " +
+      "else at `receivedAt`."
+  }),
+  requeuedAt: Schema.NullOr(Timestamp).annotations({
+    description: "When it was last queued again (a customer took its `externalId`, or it was replayed); null: never. " +
+      "A signal sent without a `timestamp` is billed in the cycle of this moment."
   }),
   processedAt: Schema.NullOr(Timestamp).annotations({ description: "When the worker last ended it (priced, held or refused)." })
 }).annotations({ identifier: "Signal" })
@@ -453,5 +460,6 @@ export const toSignalView = (record: SignalRecord): SignalView => ({
     : { status: record.errorStatus, code: record.errorCode ?? "internal_error", message: record.errorMessage ?? "" },
   receivedAt: record.receivedAt,
   occurredAt: record.occurredAt,
+  requeuedAt: record.requeuedAt,
   processedAt: record.processedAt
 })

@@ -47,9 +47,11 @@ import {
   decodeSignal,
   type DecodedSignal,
   loadBatchContext,
+  momentColumns,
   scoped,
   type SignalRecord
 } from "./BatchContext.ts"
+import { refusalMessage } from "./RefusalMoment.ts"
 import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/meters/Context.ts"
 import type { Priced } from "../pricing/meters/Meters.ts"
 import { meterSignal, type RunCosts, tagOf } from "./MeterSignal.ts"
@@ -215,11 +217,11 @@ const PurchaseEnd = Schema.Struct({
 })
 
 /** A refused signal ends FAILED with the status and code the API answers the same refusal with. */
-const refused = (refusal: Refusal, customerId: string | null = null): Ended => ({
+const refused = (refusal: Refusal, customerId: string | null = null, message: string = refusal.message): Ended => ({
   _tag: "Failed",
   status: errorStatus[refusal._tag],
   code: codeOf(refusal._tag),
-  message: refusal.message,
+  message,
   customerId
 })
 
@@ -500,7 +502,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       findAll(
         ClaimedSignal,
         sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                   composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+                   composite_value, member, body, ${sql.literal(momentColumns)}
             FROM signals
             WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
               AND organization_id = ${organizationId}
@@ -592,7 +594,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
               -- Its signals sent by externalId before they were resolved, with it, in send order.
               UNION ALL SELECT org, 'ext:' || held_external_id FROM held WHERE held_external_id IS NOT NULL)
             SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                   composite_value, member, body, coalesce(occurred_at, received_at) AS moment
+                   composite_value, member, body, ${sql.literal(momentColumns)}
             FROM signals
             WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
               AND (organization_id, coalesce(customer_id, 'ext:' || external_id)) IN (SELECT org, key FROM claimable)
@@ -712,7 +714,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       const signalState: CustomerContext = purchase === state.purchase ? state : { ...state, purchase }
       const metered = meterSignal(signal, signalState, context, runCosts)
       if (Either.isLeft(metered)) {
-        return refused(metered.left, customer.id)
+        return refused(metered.left, customer.id, refusalMessage(metered.left, {
+          moment: record.moment,
+          source: record.momentSource,
+          period: cycle.period,
+          activeCycle: cycle.activeCycle
+        }))
       }
       const priced = metered.right
       const usageLogId = makeId("usg")
@@ -1031,9 +1038,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** The queue left behind: signals waiting, and how long the oldest has waited. */
     const queueState = orDie(sql<{ depth: string; oldest: Date | string | null }>`
       SELECT (SELECT count(*) FROM (SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT ${QUEUE_DEPTH_CAP}) q) AS depth,
-             -- the head of each lane (the queue's index is by lane, then id)
-             least((SELECT received_at FROM signals WHERE status = 'QUEUED' AND NOT late ORDER BY id LIMIT 1),
-                   (SELECT received_at FROM signals WHERE status = 'QUEUED' AND late ORDER BY id LIMIT 1)) AS oldest`).pipe(
+             -- the head of each lane (the queue's index is by lane, then id); a requeued signal has waited since its requeue
+             least((SELECT coalesce(requeued_at, received_at) FROM signals WHERE status = 'QUEUED' AND NOT late ORDER BY id LIMIT 1),
+                   (SELECT coalesce(requeued_at, received_at) FROM signals WHERE status = 'QUEUED' AND late ORDER BY id LIMIT 1)) AS oldest`).pipe(
       Effect.map(([row]) => ({
         depth: Number(row?.depth ?? 0),
         lagMs: row?.oldest == null ? 0 : Math.max(0, Date.now() - new Date(row.oldest).getTime())

@@ -2892,8 +2892,10 @@ export interface components {
             error: components["schemas"]["SignalError"] | null;
             /** Format: date-time */
             receivedAt: string;
-            /** @description When its usage happened, as its `timestamp` said; null: at `receivedAt`. */
+            /** @description When its usage happened, as its `timestamp` said; null: at `requeuedAt` when it was queued again, else at `receivedAt`. */
             occurredAt: components["schemas"]["Timestamp"] | null;
+            /** @description When it was last queued again (a customer took its `externalId`, or it was replayed); null: never. A signal sent without a `timestamp` is billed in the cycle of this moment. */
+            requeuedAt: components["schemas"]["Timestamp"] | null;
             /** @description When the worker last ended it (priced, held or refused). */
             processedAt: components["schemas"]["Timestamp"] | null;
         };
