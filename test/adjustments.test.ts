@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 import {
   buy,
   type Client,
@@ -83,7 +84,7 @@ describe("adjusting prepaid balances", () => {
     const customer = await customerOnPlan()
     const stepKey = outcome.steps?.[0]?.agentKey ?? `${outcome.agentKey}-step`
     expect(ok(await api.post(`/customers/${customer.id}/outcomes/adjust`, { agentKey: stepKey, delta: 2 })).remaining).toBe(7)
-    expectError(await api.post(`/customers/${customer.id}/outcomes/adjust`, { agentKey: outcome.agentKey, delta: 2 }), 422)
+    expectError(await api.post(`/customers/${customer.id}/outcomes/adjust`, { agentKey: outcome.agentKey, delta: 2 }), 422, "not_on_plan")
     expect((await balancesOf(customer.id)).outcomes[0]).toMatchObject({ granted: 7, remaining: 7 })
   })
 
@@ -123,19 +124,19 @@ describe("adjusting prepaid balances", () => {
   })
 
   it.each([
-    ["an ARREAR component", () => ({ agentKey: arrearCredit.agentKey, delta: 5 })],
-    ["an unknown agentKey", () => ({ agentKey: "no-such-key", delta: 5 })],
-    ["a unit key on the credits route", () => ({ agentKey: unit.agentKey, delta: 5 })]
-  ])("refuses %s with 422 and writes nothing", async (_, body) => {
+    ["an ARREAR component", () => ({ agentKey: arrearCredit.agentKey, delta: 5 }), "not_prepaid"],
+    ["an unknown agentKey", () => ({ agentKey: "no-such-key", delta: 5 }), "not_on_plan"],
+    ["a unit key on the credits route", () => ({ agentKey: unit.agentKey, delta: 5 }), "not_on_plan"]
+  ])("refuses %s with 422 and writes nothing", async (_, body, code) => {
     const customer = await customerOnPlan()
     const before = await balancesOf(customer.id)
-    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, body()), 422)
+    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, body()), 422, code as ErrorCode)
     expect(await balancesOf(customer.id)).toEqual(before)
   })
 
   it("refuses a customer without an active plan with 422", async () => {
     const customer = await makeCustomer(api)
-    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 5 }), 422)
+    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 5 }), 422, "no_active_plan")
   })
 
   it.each([
@@ -156,16 +157,16 @@ describe("adjusting prepaid balances", () => {
     ["wallet", {}]
   ])("answers a bad %s body %j with 400", async (endpoint, body) => {
     const customer = await customerOnPlan()
-    expectError(await api.post(`/customers/${customer.id}/${endpoint}/adjust`, body), 400)
+    expectError(await api.post(`/customers/${customer.id}/${endpoint}/adjust`, body), 400, "validation_failed")
   })
 
   it("answers 404 for unknown customers and other organisations' customers, 400 for a malformed externalId", async () => {
     const customer = await customerOnPlan({ externalId: "adj-ext" })
-    expectError(await api.post("/customers/cus_nope/credits/adjust", { agentKey: credit.agentKey, delta: 1 }), 404)
-    expectError(await otherApi.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 1 }), 404)
-    expectError(await otherApi.post("/customers/ext/adj-ext/wallet/adjust", { delta: 1 }), 404)
-    expectError(await api.post("/customers/ext/bad_ext/wallet/adjust", { delta: 1 }), 400)
-    expectError(await app.request("POST", `/customers/${customer.id}/wallet/adjust`, { body: { delta: 1 } }), 401)
+    expectError(await api.post("/customers/cus_nope/credits/adjust", { agentKey: credit.agentKey, delta: 1 }), 404, "customer_not_found")
+    expectError(await otherApi.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 1 }), 404, "customer_not_found")
+    expectError(await otherApi.post("/customers/ext/adj-ext/wallet/adjust", { delta: 1 }), 404, "customer_not_found")
+    expectError(await api.post("/customers/ext/bad_ext/wallet/adjust", { delta: 1 }), 400, "validation_failed")
+    expectError(await app.request("POST", `/customers/${customer.id}/wallet/adjust`, { body: { delta: 1 } }), 401, "api_key_refused")
     expect(ok(await api.post("/customers/ext/adj-ext/credits/adjust", { agentKey: credit.agentKey, delta: 1 })).remaining).toBe(101)
   })
 })
@@ -197,9 +198,9 @@ describe("idempotency keys", () => {
     const customer = await customerOnPlan()
     const otherCustomer = await customerOnPlan()
     ok(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 10, idempotencyKey: "k-diff" }))
-    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 11, idempotencyKey: "k-diff" }), 422)
-    expectError(await api.post(`/customers/${otherCustomer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 10, idempotencyKey: "k-diff" }), 422)
-    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: arrearCredit.agentKey, delta: 10, idempotencyKey: "k-diff" }), 422)
+    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 11, idempotencyKey: "k-diff" }), 422, "idempotency_key_reused")
+    expectError(await api.post(`/customers/${otherCustomer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 10, idempotencyKey: "k-diff" }), 422, "idempotency_key_reused")
+    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: arrearCredit.agentKey, delta: 10, idempotencyKey: "k-diff" }), 422, "idempotency_key_reused")
     expect((await balancesOf(customer.id)).credits[0].remaining).toBe(110)
     expect((await balancesOf(otherCustomer.id)).credits[0].remaining).toBe(100)
   })
@@ -215,8 +216,8 @@ describe("idempotency keys", () => {
 
   it("never uses up the key of a failed adjustment", async () => {
     const customer = await customerOnPlan()
-    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: "nope", delta: 3, idempotencyKey: "retry-me" }), 422)
-    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 0, idempotencyKey: "retry-me" }), 400)
+    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: "nope", delta: 3, idempotencyKey: "retry-me" }), 422, "not_on_plan")
+    expectError(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 0, idempotencyKey: "retry-me" }), 400, "validation_failed")
     const result = ok(await api.post(`/customers/${customer.id}/credits/adjust`, { agentKey: credit.agentKey, delta: 3, idempotencyKey: "retry-me" }))
     expect(result).toMatchObject({ adjusted: true, replayed: false, remaining: 103 })
   })

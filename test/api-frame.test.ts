@@ -27,12 +27,12 @@ describe("authentication", () => {
     ["a token without the Bearer prefix", { authorization: "sk_abcdefghijklmnopq" }],
     ["an unknown key", { authorization: "Bearer sk_unknownunknownunknown" }]
   ])("answers 401 in the envelope for %s", async (_, headers) => {
-    expectError(await app.request("GET", "/customers", { key: null, headers }), 401)
+    expectError(await app.request("GET", "/customers", { key: null, headers }), 401, "api_key_refused")
   })
 
   it("answers 401 for the prefix of a real key with one character off", async () => {
     const wrong = acme.apiKey.slice(0, -1) + (acme.apiKey.endsWith("a") ? "b" : "a")
-    expectError(await app.request("GET", "/customers", { key: wrong }), 401)
+    expectError(await app.request("GET", "/customers", { key: wrong }), 401, "api_key_refused")
   })
 
   it("answers 401 for a revoked key (revoked from the CLI) and for an expired one", async () => {
@@ -45,12 +45,12 @@ describe("authentication", () => {
     const revoked = await app.spawnCli(["key", "revoke", created.json.key.id, "--org", tenant.organizationId, "--json"])
     expect(revoked.code).toBe(0)
     expect(revoked.json.key.revokedAt).not.toBeNull()
-    expectError(await app.request("GET", "/customers", { key }), 401)
+    expectError(await app.request("GET", "/customers", { key }), 401, "api_key_refused")
 
     const expired = await app.run(
       Effect.flatMap(ApiKeys, (keys) => keys.create(tenant.organizationId, { expiresAt: new Date(Date.now() - 1000) }))
     )
-    expectError(await app.request("GET", "/customers", { key: expired.secret }), 401)
+    expectError(await app.request("GET", "/customers", { key: expired.secret }), 401, "api_key_refused")
   })
 
   it("stores keys only as hashes", async () => {
@@ -66,26 +66,26 @@ describe("authentication", () => {
 
 describe("the envelope on every path", () => {
   it("answers an unknown route with 404, with or without a key", async () => {
-    expectError(await app.request("GET", "/no-such-thing", { key: acme.apiKey }), 404)
-    expectError(await app.request("GET", "/no-such-thing", { key: null }), 404)
+    expectError(await app.request("GET", "/no-such-thing", { key: acme.apiKey }), 404, "route_not_found")
+    expectError(await app.request("GET", "/no-such-thing", { key: null }), 404, "route_not_found")
   })
 
   it("answers a known path with the wrong method with 405", async () => {
-    expectError(await app.request("PUT", "/customers", { key: acme.apiKey, body: {} }), 405)
-    expectError(await app.request("POST", "/customers/cus_x", { key: acme.apiKey, body: {} }), 405)
+    expectError(await app.request("PUT", "/customers", { key: acme.apiKey, body: {} }), 405, "method_not_allowed")
+    expectError(await app.request("POST", "/customers/cus_x", { key: acme.apiKey, body: {} }), 405, "method_not_allowed")
   })
 
   it("answers invalid JSON, a non-object body and a schema failure with 400 naming the field", async () => {
-    expectError(await app.request("POST", "/customers", { key: acme.apiKey, rawBody: "{not json" }), 400)
-    expectError(await app.request("POST", "/customers", { key: acme.apiKey, rawBody: "[1,2]" }), 400)
+    expectError(await app.request("POST", "/customers", { key: acme.apiKey, rawBody: "{not json" }), 400, "invalid_json")
+    expectError(await app.request("POST", "/customers", { key: acme.apiKey, rawBody: "[1,2]" }), 400, "validation_failed")
     const missing = await app.request("POST", "/customers", { key: acme.apiKey, body: { name: "x" } })
-    expectError(missing, 400)
+    expectError(missing, 400, "validation_failed")
     expect(missing.body.statusDetail.message).toContain("email")
   })
 
   it("answers a bad query parameter with 400", async () => {
     const response = await app.request("GET", "/customers?limit=-3", { key: acme.apiKey })
-    expectError(response, 400)
+    expectError(response, 400, "validation_failed")
     expect(response.body.statusDetail.message).toContain("limit")
   })
 
@@ -94,12 +94,12 @@ describe("the envelope on every path", () => {
       key: acme.apiKey,
       rawBody: JSON.stringify({ name: "Jo\u0000x", email: "jo@example.com" })
     })
-    expectError(nul, 400)
-    expectError(await app.request("GET", "/customers?q=%00", { key: acme.apiKey }), 400)
-    expectError(await app.request("GET", "/customers/abc%00", { key: acme.apiKey }), 400)
-    expectError(await app.request("GET", "/customers/%ZZ", { key: acme.apiKey }), 400)
+    expectError(nul, 400, "validation_failed")
+    expectError(await app.request("GET", "/customers?q=%00", { key: acme.apiKey }), 400, "validation_failed")
+    expectError(await app.request("GET", "/customers/abc%00", { key: acme.apiKey }), 400, "validation_failed")
+    expectError(await app.request("GET", "/customers/%ZZ", { key: acme.apiKey }), 400, "validation_failed")
     const array = await app.request("POST", "/customers", { key: acme.apiKey, rawBody: "[]" })
-    expectError(array, 400)
+    expectError(array, 400, "validation_failed")
     expect(array.body.statusDetail.message).toBe("Invalid request: the body must be a JSON object")
     const list = await app.request("GET", "/customers?q=Jo", { key: acme.apiKey })
     expect(list.body.result.customers).toEqual([])

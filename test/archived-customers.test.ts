@@ -54,7 +54,7 @@ describe("an archived customer", () => {
   ]
 
   it.each(writes)("refuses %s with 409", async (_, send) => {
-    expectError(await send(api), 409)
+    expectError(await send(api), 409, "customer_archived")
   })
 
   it("kept everything as it was", async () => {

@@ -125,11 +125,11 @@ describe("balances and current plan", () => {
   it("answers 404 for unknown and other organisations' customers, 400 for a malformed externalId", async () => {
     const customer = await makeCustomer(api, { externalId: "mine-only" })
     for (const path of ["balances", "plan"]) {
-      expectError(await otherApi.get(`/customers/${customer.id}/${path}`), 404)
-      expectError(await otherApi.get(`/customers/ext/mine-only/${path}`), 404)
-      expectError(await api.get(`/customers/cus_nope/${path}`), 404)
-      expectError(await api.get(`/customers/ext/bad_id/${path}`), 400)
-      expectError(await app.request("GET", `/customers/${customer.id}/${path}`), 401)
+      expectError(await otherApi.get(`/customers/${customer.id}/${path}`), 404, "customer_not_found")
+      expectError(await otherApi.get(`/customers/ext/mine-only/${path}`), 404, "customer_not_found")
+      expectError(await api.get(`/customers/cus_nope/${path}`), 404, "customer_not_found")
+      expectError(await api.get(`/customers/ext/bad_id/${path}`), 400, "validation_failed")
+      expectError(await app.request("GET", `/customers/${customer.id}/${path}`), 401, "api_key_refused")
     }
   })
 })
@@ -154,17 +154,17 @@ describe("wallet alert, ledger and recurring grant", () => {
     "refuses alert body %j with 400",
     async (body) => {
       const customer = await makeCustomer(api)
-      expectError(await api.put(`/customers/${customer.id}/wallet/alert`, body), 400)
+      expectError(await api.put(`/customers/${customer.id}/wallet/alert`, body), 400, "validation_failed")
     }
   )
 
   it("refuses the alert for archived (409), unknown and foreign (404) customers", async () => {
     const customer = await makeCustomer(api)
-    expectError(await otherApi.put(`/customers/${customer.id}/wallet/alert`, { threshold: 1 }), 404)
-    expectError(await api.put("/customers/cus_nope/wallet/alert", { threshold: 1 }), 404)
+    expectError(await otherApi.put(`/customers/${customer.id}/wallet/alert`, { threshold: 1 }), 404, "customer_not_found")
+    expectError(await api.put("/customers/cus_nope/wallet/alert", { threshold: 1 }), 404, "customer_not_found")
     ok(await api.del(`/customers/${customer.id}`))
-    expectError(await api.put(`/customers/${customer.id}/wallet/alert`, { threshold: 1 }), 409)
-    expectError(await otherApi.get(`/customers/${customer.id}/wallet/ledger`), 404)
+    expectError(await api.put(`/customers/${customer.id}/wallet/alert`, { threshold: 1 }), 409, "customer_archived")
+    expectError(await otherApi.get(`/customers/${customer.id}/wallet/ledger`), 404, "customer_not_found")
   })
 
   it("pages through the ledger oldest first", async () => {
@@ -179,10 +179,10 @@ describe("wallet alert, ledger and recurring grant", () => {
 
   it("validates the recurring grant and answers its twin by externalId", async () => {
     const customer = await makeCustomer(api, { externalId: "granted" })
-    expectError(await api.put(`/customers/${customer.id}/recurring-grant`, { kind: "credit", quantity: 1 }), 400)
-    expectError(await api.put(`/customers/${customer.id}/recurring-grant`, { kind: "wallet", quantity: -1 }), 400)
-    expectError(await api.put(`/customers/${customer.id}/recurring-grant`, { kind: "wallet" }), 400)
-    expectError(await otherApi.put(`/customers/${customer.id}/recurring-grant`, { kind: "wallet", quantity: 1 }), 404)
+    expectError(await api.put(`/customers/${customer.id}/recurring-grant`, { kind: "credit", quantity: 1 }), 400, "validation_failed")
+    expectError(await api.put(`/customers/${customer.id}/recurring-grant`, { kind: "wallet", quantity: -1 }), 400, "validation_failed")
+    expectError(await api.put(`/customers/${customer.id}/recurring-grant`, { kind: "wallet" }), 400, "validation_failed")
+    expectError(await otherApi.put(`/customers/${customer.id}/recurring-grant`, { kind: "wallet", quantity: 1 }), 404, "customer_not_found")
     expect(ok(await api.put("/customers/ext/granted/recurring-grant", { kind: "wallet", quantity: 3 }))).toEqual({
       customerId: customer.id,
       recurringGrant: { kind: "wallet", quantity: 3 }
@@ -208,7 +208,7 @@ describe("wallet changes and webhook events", () => {
     ok(await client.put(`/customers/${customer.id}/wallet/alert`, { threshold: 3 }))
     await buy(client, customer.id, plan.id)
     ok(await client.post(`/customers/${customer.id}/wallet/adjust`, { delta: -4 }))
-    expectError(await client.post(`/customers/${customer.id}/credits/adjust`, { agentKey: "none", delta: 1 }), 422)
+    expectError(await client.post(`/customers/${customer.id}/credits/adjust`, { agentKey: "none", delta: 1 }), 422, "not_on_plan")
 
     const events = await app.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
       sql<{ body: string }>`SELECT body FROM webhook_events
@@ -231,14 +231,14 @@ describe("wallet changes and webhook events", () => {
     const reserve = (delta: number, idempotencyKey?: string) =>
       client.post(`/customers/${customer.id}/wallet/adjust`, { delta, wallet: "RESERVED", ...(idempotencyKey ? { idempotencyKey } : {}) })
 
-    expectError(await reserve(10), 422)
+    expectError(await reserve(10), 422, "reserved_wallet_disabled")
     await app.run(Effect.flatMap(Organizations, (orgs) => orgs.updateSettings(tenant.organizationId, { reservedWalletEnabled: true })))
     expect(ok(await reserve(10, "reserve-1")).remaining).toBe(10)
     const replay = ok(await reserve(10, "reserve-1"))
     expect(replay).toMatchObject({ replayed: true, remaining: 10 })
     expect(ok(await reserve(-25)).remaining).toBe(0)
     expect(ok(await reserve(2.5)).remaining).toBe(2.5)
-    expectError(await client.post(`/customers/${customer.id}/wallet/adjust`, { delta: 1, wallet: "SAVINGS" }), 400)
+    expectError(await client.post(`/customers/${customer.id}/wallet/adjust`, { delta: 1, wallet: "SAVINGS" }), 400, "validation_failed")
 
     expect(ok(await client.get(`/customers/${customer.id}/balances`)).wallet).toEqual({ balance: 0, reservedBalance: 2.5 })
     expect(ok(await client.get(`/customers/${customer.id}/wallet/ledger`)).entries ?? []).toEqual([])

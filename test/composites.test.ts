@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { clientOf, expectError } from "./support/Http.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -98,29 +99,29 @@ describe("POST /composites", () => {
   })
 
   it.each([
-    [{ name: undefined }, "name"],
-    [{ name: "" }, "name"],
-    [{ name: "n".repeat(81) }, "name"],
-    [{ refId: undefined }, "refId"],
-    [{ refId: "" }, "refId"],
-    [{ refId: "Has Caps" }, "refId"],
-    [{ refId: "r".repeat(81) }, "refId"],
-    [{ description: "d".repeat(401) }, "description"],
-    [{ price: undefined }, "price"],
-    [{ price: -0.01 }, "price"],
-    [{ price: 10_000_000.01 }, "price"],
-    [{ price: "5" }, "price"],
-    [{ entitlements: undefined }, "entitlements"],
-    [{ entitlements: {} }, "entitlements"],
-    [{ entitlements: { creditIds: [], unitIds: [] } }, "entitlements"],
-    [{ entitlements: { unitIds: "unit_x" } }, "unitIds"],
-    [{ entitlements: { unitIds: ["unit_missing"] } }, "unit_missing"],
-    [{ entitlements: { creditIds: ["cred_missing"] } }, "cred_missing"],
-    [{ entitlements: { outcomeIds: ["out_missing"] } }, "out_missing"]
-  ])("rejects %j with 400 naming %s and writes nothing", async (overrides, field) => {
+    [{ name: undefined }, "name", "validation_failed"],
+    [{ name: "" }, "name", "validation_failed"],
+    [{ name: "n".repeat(81) }, "name", "validation_failed"],
+    [{ refId: undefined }, "refId", "validation_failed"],
+    [{ refId: "" }, "refId", "validation_failed"],
+    [{ refId: "Has Caps" }, "refId", "validation_failed"],
+    [{ refId: "r".repeat(81) }, "refId", "validation_failed"],
+    [{ description: "d".repeat(401) }, "description", "validation_failed"],
+    [{ price: undefined }, "price", "validation_failed"],
+    [{ price: -0.01 }, "price", "validation_failed"],
+    [{ price: 10_000_000.01 }, "price", "validation_failed"],
+    [{ price: "5" }, "price", "validation_failed"],
+    [{ entitlements: undefined }, "entitlements", "validation_failed"],
+    [{ entitlements: {} }, "entitlements", "empty_composite"],
+    [{ entitlements: { creditIds: [], unitIds: [] } }, "entitlements", "empty_composite"],
+    [{ entitlements: { unitIds: "unit_x" } }, "unitIds", "validation_failed"],
+    [{ entitlements: { unitIds: ["unit_missing"] } }, "unit_missing", "unknown_catalogue_item"],
+    [{ entitlements: { creditIds: ["cred_missing"] } }, "cred_missing", "unknown_catalogue_item"],
+    [{ entitlements: { outcomeIds: ["out_missing"] } }, "out_missing", "unknown_catalogue_item"]
+  ])("rejects %j with 400 naming %s (%s) and writes nothing", async (overrides, field, code) => {
     const before = await as(acme).get("/composites?limit=200")
     const response = await as(acme).post("/composites", body(overrides))
-    expectError(response, 400)
+    expectError(response, 400, code as ErrorCode)
     expect(response.body.statusDetail.message).toContain(field)
     const after = await as(acme).get("/composites?limit=200")
     expect(after.body.result.composites.length).toBe(before.body.result.composites.length)
@@ -128,32 +129,32 @@ describe("POST /composites", () => {
 
   it("rejects ids of another organisation with 400, exactly like unknown ids", async () => {
     const response = await as(acme).post("/composites", body({ entitlements: { unitIds: [otherUnit.id] } }))
-    expectError(response, 400)
+    expectError(response, 400, "unknown_catalogue_item")
     expect(response.body.statusDetail.message).toContain(otherUnit.id)
     const otherCredit = await createCredit(other)
-    expectError(await as(acme).post("/composites", body({ entitlements: { creditIds: [otherCredit.id] } })), 400)
+    expectError(await as(acme).post("/composites", body({ entitlements: { creditIds: [otherCredit.id] } })), 400, "unknown_catalogue_item")
   })
 
   it("refuses an archived member with 409", async () => {
     const archived = await createUnit(acme)
     await as(acme).post(`/units/${archived.id}/archive`)
-    expectError(await as(acme).post("/composites", body({ entitlements: { unitIds: [archived.id] } })), 409)
+    expectError(await as(acme).post("/composites", body({ entitlements: { unitIds: [archived.id] } })), 409, "catalogue_item_archived")
   })
 
   it("refuses a refId held by another active composite with 409; frees it on archive; other orgs are separate", async () => {
     const first = await createComposite(acme, { refId: "shared-ref" })
-    expectError(await as(acme).post("/composites", body({ refId: "shared-ref" })), 409)
+    expectError(await as(acme).post("/composites", body({ refId: "shared-ref" })), 409, "ref_id_taken")
     expect((await as(other).post("/composites", body({ refId: "shared-ref", entitlements: { unitIds: [otherUnit.id] } }))).status)
       .toBe(201)
     await as(acme).post(`/composites/${first.id}/archive`)
     await createComposite(acme, { refId: "shared-ref" })
-    expectError(await as(acme).post(`/composites/${first.id}/unarchive`), 409)
+    expectError(await as(acme).post(`/composites/${first.id}/unarchive`), 409, "ref_id_taken")
   })
 
   it("answers invalid JSON and a missing key in the envelope", async () => {
-    expectError(await app.request("POST", "/composites", { key: acme.apiKey, rawBody: "{" }), 400)
-    expectError(await app.request("POST", "/composites", { body: body() }), 401)
-    expectError(await app.request("GET", "/composites"), 401)
+    expectError(await app.request("POST", "/composites", { key: acme.apiKey, rawBody: "{" }), 400, "invalid_json")
+    expectError(await app.request("POST", "/composites", { body: body() }), 401, "api_key_refused")
+    expectError(await app.request("GET", "/composites"), 401, "api_key_refused")
   })
 })
 
@@ -167,8 +168,8 @@ describe("authentication on every /composites route", () => {
     ["POST", "/composites/x/unarchive"]
   ])("%s %s without a valid key is 401 in the envelope", async (method, path) => {
     const body = method === "GET" ? {} : { body: {} }
-    expectError(await app.request(method, path, body), 401)
-    expectError(await app.request(method, path, { key: "sk_revoked_or_unknown", ...body }), 401)
+    expectError(await app.request(method, path, body), 401, "api_key_refused")
+    expectError(await app.request(method, path, { key: "sk_revoked_or_unknown", ...body }), 401, "api_key_refused")
   })
 })
 
@@ -192,7 +193,7 @@ describe("GET /composites", () => {
     expect(await list(`?limit=1&cursor=${ids[0]}`)).toEqual([ids[1]])
     const listed = (await app.request("GET", "/composites", { key: tenant.apiKey })).body.result.composites[1]
     expect(listed.entitlements.units).toEqual([{ id: tenantUnit.id, name: "Pages", agentKey: tenantUnit.agentKey }])
-    expectError(await app.request("GET", "/composites?active=1", { key: tenant.apiKey }), 400)
+    expectError(await app.request("GET", "/composites?active=1", { key: tenant.apiKey }), 400, "validation_failed")
     expect((await as(acme).get("/composites?limit=200")).body.result.composites.map((c: any) => c.id)).not.toContain(ids[1])
   })
 })
@@ -202,10 +203,10 @@ describe("GET, PATCH /composites/{id}, archive and unarchive", () => {
     const composite = await createComposite(acme)
     expect((await as(acme).get(`/composites/${composite.id}`)).body.result).toEqual({ composite })
     for (const [tenant, id] of [[other, composite.id], [acme, "comp_missing"]] as const) {
-      expectError(await as(tenant).get(`/composites/${id}`), 404)
-      expectError(await as(tenant).patch(`/composites/${id}`, { name: "x" }), 404)
-      expectError(await as(tenant).post(`/composites/${id}/archive`), 404)
-      expectError(await as(tenant).post(`/composites/${id}/unarchive`), 404)
+      expectError(await as(tenant).get(`/composites/${id}`), 404, "composite_not_found")
+      expectError(await as(tenant).patch(`/composites/${id}`, { name: "x" }), 404, "composite_not_found")
+      expectError(await as(tenant).post(`/composites/${id}/archive`), 404, "composite_not_found")
+      expectError(await as(tenant).post(`/composites/${id}/unarchive`), 404, "composite_not_found")
     }
     expect((await as(acme).get(`/composites/${composite.id}`)).body.result.composite).toEqual(composite)
   })
@@ -238,12 +239,12 @@ describe("GET, PATCH /composites/{id}, archive and unarchive", () => {
   it("PATCH rejects bad input with 400 and a taken refId with 409, changing nothing", async () => {
     const composite = await createComposite(acme)
     const taken = await createComposite(acme)
-    expectError(await as(acme).patch(`/composites/${composite.id}`, { price: 10_000_001 }), 400)
-    expectError(await as(acme).patch(`/composites/${composite.id}`, { name: "" }), 400)
-    expectError(await as(acme).patch(`/composites/${composite.id}`, { entitlements: {} }), 400)
-    expectError(await as(acme).patch(`/composites/${composite.id}`, { entitlements: { unitIds: [otherUnit.id] } }), 400)
-    expectError(await as(acme).patch(`/composites/${composite.id}`, { refId: taken.refId }), 409)
-    expectError(await as(acme).patch(`/composites/${composite.id}`, { refId: taken.refId, entitlements: { unitIds: [unit.id] } }), 409)
+    expectError(await as(acme).patch(`/composites/${composite.id}`, { price: 10_000_001 }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/composites/${composite.id}`, { name: "" }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/composites/${composite.id}`, { entitlements: {} }), 400, "empty_composite")
+    expectError(await as(acme).patch(`/composites/${composite.id}`, { entitlements: { unitIds: [otherUnit.id] } }), 400, "unknown_catalogue_item")
+    expectError(await as(acme).patch(`/composites/${composite.id}`, { refId: taken.refId }), 409, "ref_id_taken")
+    expectError(await as(acme).patch(`/composites/${composite.id}`, { refId: taken.refId, entitlements: { unitIds: [unit.id] } }), 409, "ref_id_taken")
     expect((await as(acme).get(`/composites/${composite.id}`)).body.result.composite).toEqual(composite)
   })
 

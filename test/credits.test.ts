@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { clientOf, expectError } from "./support/Http.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -108,46 +109,46 @@ describe("POST /credits", { timeout: 180_000 }, () => {
   })
 
   it.each([
-    ["name missing", { name: undefined }, "name"],
-    ["name empty", { name: "" }, "name"],
-    ["name over 80", { name: "n".repeat(81) }, "name"],
-    ["agentKey missing", { agentKey: undefined }, "agentKey"],
-    ["agentKey with capitals", { agentKey: "Research" }, "agentKey"],
-    ["agentKey with a space", { agentKey: "re search" }, "agentKey"],
-    ["agentKey over 80", { agentKey: "k".repeat(81) }, "agentKey"],
-    ["description over 400", { description: "d".repeat(401) }, "description"],
-    ["marginPercent missing", { marginPercent: undefined }, "marginPercent"],
-    ["marginPercent below -100", { marginPercent: -100.5 }, "marginPercent"],
-    ["marginPercent as text", { marginPercent: "20" }, "marginPercent"],
-    ["modelBundle missing", { modelBundle: undefined }, "modelBundle"],
-    ["modelBundle empty", { modelBundle: [] }, "modelBundle"],
-    ["weights not adding up to 100", { modelBundle: [{ ...gpt4oItem, cache: 5 }] }, "100"],
-    ["a fractional weight", { modelBundle: [{ ...gpt4oItem, input: 59.5, cache: 10.5 }] }, "whole number"],
-    ["a negative weight", { modelBundle: [{ ...gpt4oItem, input: 110, output: -20 }] }, "whole number"],
+    ["name missing", { name: undefined }, "name", "validation_failed"],
+    ["name empty", { name: "" }, "name", "validation_failed"],
+    ["name over 80", { name: "n".repeat(81) }, "name", "validation_failed"],
+    ["agentKey missing", { agentKey: undefined }, "agentKey", "validation_failed"],
+    ["agentKey with capitals", { agentKey: "Research" }, "agentKey", "validation_failed"],
+    ["agentKey with a space", { agentKey: "re search" }, "agentKey", "validation_failed"],
+    ["agentKey over 80", { agentKey: "k".repeat(81) }, "agentKey", "validation_failed"],
+    ["description over 400", { description: "d".repeat(401) }, "description", "validation_failed"],
+    ["marginPercent missing", { marginPercent: undefined }, "marginPercent", "validation_failed"],
+    ["marginPercent below -100", { marginPercent: -100.5 }, "marginPercent", "validation_failed"],
+    ["marginPercent as text", { marginPercent: "20" }, "marginPercent", "validation_failed"],
+    ["modelBundle missing", { modelBundle: undefined }, "modelBundle", "validation_failed"],
+    ["modelBundle empty", { modelBundle: [] }, "modelBundle", "validation_failed"],
+    ["weights not adding up to 100", { modelBundle: [{ ...gpt4oItem, cache: 5 }] }, "100", "invalid_model_bundle"],
+    ["a fractional weight", { modelBundle: [{ ...gpt4oItem, input: 59.5, cache: 10.5 }] }, "whole number", "invalid_model_bundle"],
+    ["a negative weight", { modelBundle: [{ ...gpt4oItem, input: 110, output: -20 }] }, "whole number", "invalid_model_bundle"],
     ["cacheWrite on a model without a cache-write rate", {
       modelBundle: [{ ...gpt4oItem, cache: 0, cacheWrite: 10 }]
-    }, "cache-write"],
-    ["averageTokensPerLLMCall of 0", { modelBundle: [{ ...gpt4oItem, averageTokensPerLLMCall: 0 }] }, "averageTokensPerLLMCall"],
-    ["modelName sent", { modelBundle: [{ ...gpt4oItem, modelName: "GPT-4o" }] }, "modelName"],
-    ["a price sent", { basePrice: 1 }, "basePrice"],
-    ["pricePerCredit sent", { pricePerCredit: 1 }, "pricePerCredit"]
-  ])("rejects %s with 400 naming the problem and writes nothing", async (_, overrides, named) => {
+    }, "cache-write", "invalid_model_bundle"],
+    ["averageTokensPerLLMCall of 0", { modelBundle: [{ ...gpt4oItem, averageTokensPerLLMCall: 0 }] }, "averageTokensPerLLMCall", "invalid_model_bundle"],
+    ["modelName sent", { modelBundle: [{ ...gpt4oItem, modelName: "GPT-4o" }] }, "modelName", "validation_failed"],
+    ["a price sent", { basePrice: 1 }, "basePrice", "validation_failed"],
+    ["pricePerCredit sent", { pricePerCredit: 1 }, "pricePerCredit", "validation_failed"]
+  ])("rejects %s with 400 naming the problem and writes nothing", async (_, overrides, named, code) => {
     const before = await countCredits(acme)
     const body = Object.fromEntries(Object.entries(creditBody(overrides)).filter(([, v]) => v !== undefined))
     const response = await as(acme).post("/credits", body)
-    expectError(response, 400)
+    expectError(response, 400, code as ErrorCode)
     expect(response.body.statusDetail.message).toContain(named)
     expect(await countCredits(acme)).toBe(before)
   })
 
   it("names the bundle item whose weights are wrong", async () => {
     const response = await as(acme).post("/credits", creditBody({ modelBundle: [gpt4oItem, { ...sonnetItem, cache: 0 }] }))
-    expectError(response, 400)
+    expectError(response, 400, "invalid_model_bundle")
     expect(response.body.statusDetail.message).toContain("modelBundle.1")
   })
 
   it("answers invalid JSON with 400, and a missing or unknown key with 401 on every route", async () => {
-    expectError(await app.request("POST", "/credits", { key: acme.apiKey, rawBody: "{\"name\":" }), 400)
+    expectError(await app.request("POST", "/credits", { key: acme.apiKey, rawBody: "{\"name\":" }), 400, "invalid_json")
     const credit = await createCredit(acme)
     const routes: Array<[string, string, unknown]> = [
       ["GET", "/credits", undefined],
@@ -158,8 +159,8 @@ describe("POST /credits", { timeout: 180_000 }, () => {
       ["POST", `/credits/${credit.id}/unarchive`, undefined]
     ]
     for (const [method, path, body] of routes) {
-      expectError(await app.request(method, path, { key: null, body }), 401)
-      expectError(await app.request(method, path, { key: "sk_unknown", body }), 401)
+      expectError(await app.request(method, path, { key: null, body }), 401, "api_key_refused")
+      expectError(await app.request(method, path, { key: "sk_unknown", body }), 401, "api_key_refused")
     }
     expect((await as(acme).get(`/credits/${credit.id}`)).body.result.credit).toEqual(credit)
   })
@@ -167,7 +168,7 @@ describe("POST /credits", { timeout: 180_000 }, () => {
   it("refuses an unknown model with 422 and writes nothing", async () => {
     const before = await countCredits(acme)
     const response = await as(acme).post("/credits", creditBody({ modelBundle: [{ ...gpt4oItem, modelId: "gpt-99" }] }))
-    expectError(response, 422)
+    expectError(response, 422, "model_not_enabled")
     expect(response.body.statusDetail.message).toBe("model gpt-99 is not enabled in this workspace")
     expect(await countCredits(acme)).toBe(before)
   })
@@ -179,7 +180,7 @@ describe("POST /credits", { timeout: 180_000 }, () => {
     expect(disabled.json.model).toMatchObject({ id: "gpt-4o-mini", enabled: false })
     const body = creditBody({ modelBundle: [{ ...gpt4oItem, modelId: "gpt-4o-mini" }] })
     const refused = await as(tenant).post("/credits", body)
-    expectError(refused, 422)
+    expectError(refused, 422, "model_not_enabled")
     expect(refused.body.statusDetail.message).toContain("gpt-4o-mini")
     expect(await countCredits(tenant)).toBe(0)
     expect((await as(other).post("/credits", body)).status).toBe(201)
@@ -193,7 +194,7 @@ describe("POST /credits", { timeout: 180_000 }, () => {
   it("refuses an agentKey held by another active credit with 409; another organisation may use it", async () => {
     await createCredit(acme, { agentKey: "dup.key" })
     const before = await countCredits(acme)
-    expectError(await as(acme).post("/credits", creditBody({ agentKey: "dup.key" })), 409)
+    expectError(await as(acme).post("/credits", creditBody({ agentKey: "dup.key" })), 409, "agent_key_taken")
     expect(await countCredits(acme)).toBe(before)
     expect((await as(other).post("/credits", creditBody({ agentKey: "dup.key" }))).status).toBe(201)
   })
@@ -248,16 +249,16 @@ describe("PATCH /credits/{id}", { timeout: 180_000 }, () => {
   it("answers 400, 404, 409 and 422 without changing anything", async () => {
     const credit = await createCredit(acme)
     const taken = await createCredit(acme)
-    expectError(await as(acme).patch(`/credits/${credit.id}`, { name: "" }), 400)
-    expectError(await as(acme).patch(`/credits/${credit.id}`, { marginPercent: -101 }), 400)
-    expectError(await as(acme).patch(`/credits/${credit.id}`, { modelBundle: [] }), 400)
-    expectError(await as(acme).patch(`/credits/${credit.id}`, { tokensPerCredit: 5 }), 400)
-    expectError(await as(acme).patch(`/credits/${credit.id}`, { agentKey: taken.agentKey }), 409)
+    expectError(await as(acme).patch(`/credits/${credit.id}`, { name: "" }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/credits/${credit.id}`, { marginPercent: -101 }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/credits/${credit.id}`, { modelBundle: [] }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/credits/${credit.id}`, { tokensPerCredit: 5 }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/credits/${credit.id}`, { agentKey: taken.agentKey }), 409, "agent_key_taken")
     expectError(
       await as(acme).patch(`/credits/${credit.id}`, { name: "Nope", modelBundle: [{ ...gpt4oItem, modelId: "nope" }] }),
-      422
+      422, "model_not_enabled"
     )
-    expectError(await as(acme).patch("/credits/cred_missing", { name: "x" }), 404)
+    expectError(await as(acme).patch("/credits/cred_missing", { name: "x" }), 404, "credit_not_found")
     expect((await as(acme).get(`/credits/${credit.id}`)).body.result.credit).toEqual(credit)
   })
 })
@@ -279,15 +280,15 @@ describe("archive and unarchive", () => {
 
     await as(acme).post(`/credits/${credit.id}/archive`)
     const successor = await createCredit(acme, { agentKey: "reused.key" })
-    expectError(await as(acme).post(`/credits/${credit.id}/unarchive`), 409)
+    expectError(await as(acme).post(`/credits/${credit.id}/unarchive`), 409, "agent_key_taken")
     expect((await as(acme).get(`/credits/${credit.id}`)).body.result.credit.isActive).toBe(false)
     expect((await as(acme).get(`/credits/${successor.id}`)).body.result.credit.isActive).toBe(true)
   })
 
   it("answers 404 for a missing credit", async () => {
-    expectError(await as(acme).post("/credits/cred_missing/archive"), 404)
-    expectError(await as(acme).post("/credits/cred_missing/unarchive"), 404)
-    expectError(await as(acme).get("/credits/cred_missing"), 404)
+    expectError(await as(acme).post("/credits/cred_missing/archive"), 404, "credit_not_found")
+    expectError(await as(acme).post("/credits/cred_missing/unarchive"), 404, "credit_not_found")
+    expectError(await as(acme).get("/credits/cred_missing"), 404, "credit_not_found")
   })
 })
 
@@ -315,18 +316,18 @@ describe("GET /credits", () => {
     expect(last.body.result.credits.map((c: any) => c.name)).toEqual(["Credit 4"])
     expect((await as(tenant).get("/credits?limit=5000")).status).toBe(200)
 
-    expectError(await as(tenant).get("/credits?active=yes"), 400)
-    expectError(await as(tenant).get("/credits?limit=0"), 400)
+    expectError(await as(tenant).get("/credits?active=yes"), 400, "validation_failed")
+    expectError(await as(tenant).get("/credits?limit=0"), 400, "validation_failed")
   })
 })
 
 describe("isolation between organisations", () => {
   it("answers 404 on every route for another organisation's credit and never lists it", async () => {
     const credit = await createCredit(acme)
-    expectError(await as(other).get(`/credits/${credit.id}`), 404)
-    expectError(await as(other).patch(`/credits/${credit.id}`, { name: "Mine now" }), 404)
-    expectError(await as(other).post(`/credits/${credit.id}/archive`), 404)
-    expectError(await as(other).post(`/credits/${credit.id}/unarchive`), 404)
+    expectError(await as(other).get(`/credits/${credit.id}`), 404, "credit_not_found")
+    expectError(await as(other).patch(`/credits/${credit.id}`, { name: "Mine now" }), 404, "credit_not_found")
+    expectError(await as(other).post(`/credits/${credit.id}/archive`), 404, "credit_not_found")
+    expectError(await as(other).post(`/credits/${credit.id}/unarchive`), 404, "credit_not_found")
     const listed = await as(other).get("/credits?limit=200")
     expect(listed.body.result.credits.map((c: any) => c.id)).not.toContain(credit.id)
     expect((await as(acme).get(`/credits/${credit.id}`)).body.result.credit).toEqual(credit)

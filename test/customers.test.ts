@@ -60,7 +60,7 @@ describe("POST /customers", () => {
   ])("rejects %j with 400 naming %s and writes nothing", async (body, field) => {
     const before = await as(acme).get("/customers?limit=200")
     const response = await as(acme).post("/customers", body)
-    expectError(response, 400)
+    expectError(response, 400, "validation_failed")
     expect(response.body.statusDetail.message).toContain(field)
     const after = await as(acme).get("/customers?limit=200")
     expect(after.body.result.customers.length).toBe(before.body.result.customers.length)
@@ -69,7 +69,7 @@ describe("POST /customers", () => {
   it("refuses an externalId held by another active customer with 409", async () => {
     await as(acme).post("/customers", { name: "First", email: "first@example.com", externalId: "dup-1" })
     const response = await as(acme).post("/customers", { name: "Second", email: "second@example.com", externalId: "dup-1" })
-    expectError(response, 409)
+    expectError(response, 409, "external_id_taken")
   })
 
   it("treats externalId as case-sensitive", async () => {
@@ -86,7 +86,7 @@ describe("POST /customers", () => {
 
   it("answers invalid JSON with 400 in the envelope", async () => {
     const response = await app.request("POST", "/customers", { key: acme.apiKey, rawBody: "{\"name\":" })
-    expectError(response, 400)
+    expectError(response, 400, "invalid_json")
   })
 })
 
@@ -96,13 +96,13 @@ describe("GET, PATCH, DELETE /customers/{id} and the /ext twins", () => {
       .body.result.customer
     expect((await as(acme).get(`/customers/${created.id}`)).body.result.customer.id).toBe(created.id)
     expect((await as(acme).get("/customers/ext/get-me")).body.result.customer.id).toBe(created.id)
-    expectError(await as(other).get(`/customers/${created.id}`), 404)
-    expectError(await as(other).get("/customers/ext/get-me"), 404)
-    expectError(await as(other).patch(`/customers/${created.id}`, { name: "x" }), 404)
-    expectError(await as(other).del(`/customers/${created.id}`), 404)
-    expectError(await as(acme).get("/customers/cus_missing"), 404)
-    expectError(await as(acme).get("/customers/ext/not_valid!"), 400)
-    expectError(await as(acme).get("/customers/ext/nobody"), 404)
+    expectError(await as(other).get(`/customers/${created.id}`), 404, "customer_not_found")
+    expectError(await as(other).get("/customers/ext/get-me"), 404, "customer_not_found")
+    expectError(await as(other).patch(`/customers/${created.id}`, { name: "x" }), 404, "customer_not_found")
+    expectError(await as(other).del(`/customers/${created.id}`), 404, "customer_not_found")
+    expectError(await as(acme).get("/customers/cus_missing"), 404, "customer_not_found")
+    expectError(await as(acme).get("/customers/ext/not_valid!"), 400, "validation_failed")
+    expectError(await as(acme).get("/customers/ext/nobody"), 404, "customer_not_found")
   })
 
   it("PATCH changes only the sent fields and null clears an optional field", async () => {
@@ -120,8 +120,8 @@ describe("GET, PATCH, DELETE /customers/{id} and the /ext twins", () => {
       city: "Porto",
       email: "p@example.com"
     })
-    expectError(await as(acme).patch(`/customers/${created.id}`, { email: "nope" }), 400)
-    expectError(await as(acme).patch(`/customers/${created.id}`, { name: null }), 400)
+    expectError(await as(acme).patch(`/customers/${created.id}`, { email: "nope" }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/customers/${created.id}`, { name: null }), 400, "validation_failed")
   })
 
   it("PATCH by external id changes the externalId, after which the new one addresses it", async () => {
@@ -129,7 +129,7 @@ describe("GET, PATCH, DELETE /customers/{id} and the /ext twins", () => {
     const response = await as(acme).patch("/customers/ext/old-ext", { externalId: "new-ext" })
     expect(response.status).toBe(200)
     expect(response.body.result.customer.externalId).toBe("new-ext")
-    expectError(await as(acme).get("/customers/ext/old-ext"), 404)
+    expectError(await as(acme).get("/customers/ext/old-ext"), 404, "customer_not_found")
     expect((await as(acme).get("/customers/ext/new-ext")).status).toBe(200)
     const cleared = await as(acme).patch("/customers/ext/new-ext", { externalId: null })
     expect(cleared.body.result.customer.externalId).toBeNull()
@@ -138,7 +138,7 @@ describe("GET, PATCH, DELETE /customers/{id} and the /ext twins", () => {
   it("PATCH to an externalId already held is 409", async () => {
     await as(acme).post("/customers", { name: "Holder", email: "h@example.com", externalId: "held" })
     const other2 = (await as(acme).post("/customers", { name: "Wants", email: "w@example.com" })).body.result.customer
-    expectError(await as(acme).patch(`/customers/${other2.id}`, { externalId: "held" }), 409)
+    expectError(await as(acme).patch(`/customers/${other2.id}`, { externalId: "held" }), 409, "external_id_taken")
   })
 
   it("DELETE archives: PATCH is then 409, the externalId is free again, GET by id still answers", async () => {
@@ -148,8 +148,8 @@ describe("GET, PATCH, DELETE /customers/{id} and the /ext twins", () => {
     expect(archived.status).toBe(200)
     expect(archived.body.result.archived).toBe(true)
     expect(archived.body.result.customer.archivedAt).not.toBeNull()
-    expectError(await as(acme).get("/customers/ext/reuse-me"), 404)
-    expectError(await as(acme).patch(`/customers/${created.id}`, { name: "Back" }), 409)
+    expectError(await as(acme).get("/customers/ext/reuse-me"), 404, "customer_not_found")
+    expectError(await as(acme).patch(`/customers/${created.id}`, { name: "Back" }), 409, "customer_archived")
     expect((await as(acme).get(`/customers/${created.id}`)).body.result.customer.archivedAt).not.toBeNull()
     const reused = await as(acme).post("/customers", { name: "New Holder", email: "nh@example.com", externalId: "reuse-me" })
     expect(reused.status).toBe(201)
@@ -181,7 +181,7 @@ describe("GET /customers", () => {
     expect(byEmail.body.result.customers.map((c: any) => c.name)).toEqual(["Person 3"])
     const byName = await app.request("GET", "/customers?q=PERSON%204", { key: tenant.apiKey })
     expect(byName.body.result.customers.map((c: any) => c.name)).toEqual(["Person 4"])
-    expectError(await app.request("GET", "/customers?limit=0", { key: tenant.apiKey }), 400)
-    expectError(await app.request("GET", "/customers?limit=abc", { key: tenant.apiKey }), 400)
+    expectError(await app.request("GET", "/customers?limit=0", { key: tenant.apiKey }), 400, "validation_failed")
+    expectError(await app.request("GET", "/customers?limit=abc", { key: tenant.apiKey }), 400, "validation_failed")
   })
 })

@@ -98,7 +98,7 @@ describe("a cancelled purchase", () => {
     ok(await api.patch(`/purchases/${purchase.id}`, { autoPayment: true }))
     const cancelled = ok(await api.post(`/purchases/${purchase.id}/cancel`)).purchase
     expect(cancelled).toMatchObject({ status: "CANCELLED", autoPayment: true })
-    expectError(await api.patch(`/purchases/${purchase.id}`, { autoPayment: false }), 409)
+    expectError(await api.patch(`/purchases/${purchase.id}`, { autoPayment: false }), 409, "purchase_cancelled")
     expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase).toEqual(cancelled)
   })
 })

@@ -5,7 +5,9 @@
  *   worker then prices those signals again in halves (test/fault-batches.test.ts
  *   counts the transactions), so only that one ends FAILED (500) and every
  *   other is billed exactly once.
- * The database's refusal is a test-only trigger on the usage log.
+ * The database's refusal is a test-only trigger on the usage log. Either way
+ * the failed signal is told to an endpoint subscribed to `signal.refused`
+ * (an event and its delivery, written with the refusal), the others are not.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
@@ -38,6 +40,16 @@ const states = (ids: ReadonlyArray<string>) =>
     [acme.organizationId, ids]
   )
 
+/** The raw ids of the `signal.refused` events written for the workspace, each with its one delivery. */
+const refusedTold = async () =>
+  (await query<{ rawId: string; deliveries: string }>(
+    app,
+    `SELECT e.body::jsonb -> 'data' ->> 'raw_id' AS raw_id,
+            (SELECT count(*) FROM webhook_deliveries d WHERE d.organization_id = e.organization_id AND d.event_id = e.id) AS deliveries
+     FROM webhook_events e WHERE e.organization_id = $1 AND e.event_type = 'signal.refused' ORDER BY 1`,
+    [acme.organizationId]
+  )).map((row) => [row.rawId, Number(row.deliveries)])
+
 const creditsUsed = async () =>
   (await query<{ used: string }>(app, "SELECT used FROM purchase_balances WHERE organization_id = $1 AND type = 'CREDIT'", [
     acme.organizationId
@@ -47,6 +59,9 @@ beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("Isolation")
   customerId = await customerWithChatCredits(app, acme)
+  // Never delivered here (no sender runs): what is told is read from the outbox.
+  const endpoint = await client(app, acme).post("/webhook-endpoints", { url: "https://example.com/refused", events: ["signal.refused"] })
+  expect(endpoint.status, JSON.stringify(endpoint.body)).toBe(201)
 }, 120_000)
 afterAll(() => app.close())
 
@@ -66,6 +81,7 @@ describe("one bad signal in a batch", () => {
     ])
     // Two signals of 1.2 credits each (0.0075 / 0.00625).
     expect(Number(await creditsUsed()) - Number(before)).toBeCloseTo(2.4, 12)
+    expect(await refusedTold()).toEqual([[ids[1], 1]])
   })
 
   it("fails alone when the database refuses its writes, the others priced in halves", async () => {
@@ -87,6 +103,10 @@ describe("one bad signal in a batch", () => {
         ["PROCESSED", null, "1"]
       ])
       expect(Number(await creditsUsed()) - Number(before)).toBeCloseTo(3.6, 12)
+      // Failed alone, in a transaction of its own after its batch's and its half's were rolled back: told all the same.
+      const told = await refusedTold()
+      expect(told).toContainEqual([ids[2], 1])
+      expect(told.map(([rawId]) => rawId).filter((rawId) => ids.includes(rawId as string))).toEqual([ids[2]])
     } finally {
       await query(app, "DROP TRIGGER refuse_one_usage_row ON usage_log")
       await query(app, "DROP FUNCTION refuse_one_usage_row()")

@@ -9,7 +9,9 @@
 import { Effect, TestClock, TestContext } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Entitlements } from "../src/entitlements/Entitlements.ts"
+import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
 import { client, drain as drainIn, expectError, gpt4oBundle, query, sendMany } from "./signals-fixtures.ts"
+import { makeSettableClock } from "./support/SettableClock.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -166,6 +168,40 @@ describe("POST /entitlements/check", () => {
     expect(await jo.check({ meter: "UNIT", agentKey: "pages" })).toMatchObject({ allowed: true, estimatedCost: 1 })
   })
 
+  it("counts queued usage billed in arrears in pending, beside the prepaid part", async () => {
+    const lines = await api().created("/units", { name: "Lines", agentKey: "lines", pricingType: "FLAT", flatPrice: 0.25 }, "unit")
+    // Pages: 2 prepaid, the overflow in arrears. Lines: in arrears only.
+    const plan = await api().created("/plans", {
+      name: "Arrears",
+      billingCycle: "MONTHLY",
+      entitlements: [
+        { type: "UNIT", billingMode: "ADVANCE", unitId: ids.pages, quantity: 2 },
+        { type: "UNIT", billingMode: "ARREAR", unitId: ids.pages },
+        { type: "UNIT", billingMode: "ARREAR", unitId: lines }
+      ]
+    }, "plan")
+    const jo = await newCustomer(false)
+    expect((await post("/purchases", { customerId: jo.customerId, planId: plan })).status).toBe(201)
+    await jo.signal("/signal/unit", { agentKey: "pages", quantity: 5 })
+    await jo.signal("/signal/unit", { agentKey: "lines", quantity: 3 })
+    // Queued, not priced: 5 pages take the 2 prepaid and 3 in arrears; the 3 lines are all arrears.
+    expect(await jo.check({ meter: "UNIT", agentKey: "pages", quantity: 1 })).toMatchObject({
+      allowed: true,
+      remaining: 2,
+      pending: 5,
+      estimatedCost: 1,
+      reason: null
+    })
+    expect(await jo.check({ meter: "UNIT", agentKey: "lines", quantity: 1 })).toMatchObject({
+      allowed: true,
+      remaining: null,
+      pending: 3,
+      estimatedCost: 1
+    })
+    await drain()
+    expect(await jo.check({ meter: "UNIT", agentKey: "pages", quantity: 1 })).toMatchObject({ remaining: 0, pending: 0 })
+  })
+
   it("WALLET: USD at provider cost, queued wallet signals pending, never refused for funds", async () => {
     const jo = await newCustomer()
     await jo.signal("/signal/wallet", { usage: call })
@@ -248,16 +284,16 @@ describe("POST /entitlements/check", () => {
       allowed: false,
       reason: "CUSTOMER_ARCHIVED"
     })
-    expectError(await post("/entitlements/check", { customerId: "cus_nobody", meter: "WALLET", usage: call }), 404)
-    expectError(await post("/entitlements/check", { externalId: "nobody", meter: "WALLET", usage: call }), 404)
-    expectError(await post("/entitlements/check", { customerId: jo.customerId, meter: "UNIT", agentKey: "nope" }), 422, "nope")
+    expectError(await post("/entitlements/check", { customerId: "cus_nobody", meter: "WALLET", usage: call }), 404, "customer_not_found")
+    expectError(await post("/entitlements/check", { externalId: "nobody", meter: "WALLET", usage: call }), 404, "customer_not_found")
+    expectError(await post("/entitlements/check", { customerId: jo.customerId, meter: "UNIT", agentKey: "nope" }), 422, "unknown_target", "nope")
   })
 
   it("answers 400 naming the field for what the meter does not take, writing nothing", async () => {
     const jo = await newCustomer()
     const before = await rowsOf(acme.organizationId)
     const bad = async (body: Record<string, unknown>, text: string) =>
-      expectError(await post("/entitlements/check", { customerId: jo.customerId, ...body }), 400, text)
+      expectError(await post("/entitlements/check", { customerId: jo.customerId, ...body }), 400, "validation_failed", text)
     await bad({ meter: "CREDIT", usage: call }, "agentKey")
     await bad({ meter: "CREDIT", agentKey: "chat" }, "usage")
     await bad({ meter: "CREDIT", agentKey: "chat", usage: call, quantity: 1 }, "quantity")
@@ -270,7 +306,7 @@ describe("POST /entitlements/check", () => {
     await bad({ meter: "UNIT", agentKey: "pages", reserve: { ttlSeconds: 3601 } }, "ttlSeconds")
     await bad({ meter: "UNIT", agentKey: "pages", reserve: { ttlSeconds: 60, amount: 1 } }, "amount")
     await bad({ meter: "WALLET", usage: call, reserve: { ttlSeconds: 60, amount: 1, usage: call } }, "reserve")
-    expectError(await post("/entitlements/check", { meter: "WALLET", usage: call }), 400, "customerId or externalId")
+    expectError(await post("/entitlements/check", { meter: "WALLET", usage: call }), 400, "customer_ref_missing", "customerId or externalId")
     expect(await rowsOf(acme.organizationId)).toEqual(before)
   })
 
@@ -303,7 +339,7 @@ describe("GET /customers/{id}/entitlements", () => {
       { type: "UNIT", id: ids.pages, name: "Pages", agentKey: "pages", granted: 10, used: 0, remaining: 10, pending: 2, held: 0 },
       { type: "WALLET", id: null, name: "Wallet", agentKey: null, granted: null, used: null, remaining: 10, pending: 0, held: 0 }
     ])
-    expectError(await get("/customers/cus_nobody/entitlements"), 404)
+    expectError(await get("/customers/cus_nobody/entitlements"), 404, "customer_not_found")
   })
 })
 
@@ -441,7 +477,7 @@ describe("holds (reserve)", () => {
     await drain()
     expect(await reservation(reservationId)).toMatchObject({ status: "HELD" })
     expect(await al.check({ meter: "UNIT", agentKey: "pages" })).toMatchObject({ remaining: 9, held: 0 })
-    expectError(await post("/signal/unit", { customerId: al.customerId, agentKey: "pages", reservationId: "nope" }), 400, "reservationId")
+    expectError(await post("/signal/unit", { customerId: al.customerId, agentKey: "pages", reservationId: "nope" }), 400, "validation_failed", "reservationId")
   })
 
   it("POST /reservations/{id}/release releases early, once; an unknown id is 404", async () => {
@@ -456,8 +492,8 @@ describe("holds (reserve)", () => {
       released: false,
       reservation: { status: "RELEASED" }
     })
-    expectError(await post("/reservations/rsv_nothing/release"), 404)
-    expectError(await get("/reservations/rsv_nothing"), 404)
+    expectError(await post("/reservations/rsv_nothing/release"), 404, "reservation_not_found")
+    expectError(await get("/reservations/rsv_nothing"), 404, "reservation_not_found")
   })
 
   it("an expired hold releases itself (time moved with TestClock)", async () => {
@@ -488,6 +524,33 @@ describe("holds (reserve)", () => {
     expect(after.hold.status).toBe("EXPIRED")
     // Releasing an expired hold changes nothing.
     expect(after.release).toMatchObject({ _tag: "Some", value: { released: false, reservation: { status: "EXPIRED" } } })
+  })
+
+  it("a signal priced once its hold has expired settles nothing; one priced a millisecond before settles it", async () => {
+    /** The worker prices what is queued with its clock set to `millis` (the hold's expiry is read against it). */
+    const drainAt = (millis: number) => {
+      const clock = makeSettableClock()
+      clock.set(millis)
+      return app.run(Effect.flatMap(SignalProcessor, (processor) =>
+        Effect.iterate(-1, { while: (handled) => handled !== 0, body: () => processor.runOnce })).pipe(Effect.withClock(clock)))
+    }
+    const signalStatus = async (id: string) =>
+      (await query<{ status: string }>(app, "SELECT status FROM signals WHERE organization_id = $1 AND id = $2", [acme.organizationId, id]))[0]!.status
+    const jo = await newCustomer()
+    const late = await jo.check({ meter: "UNIT", agentKey: "pages", reserve: { quantity: 3, ttlSeconds: 600 } })
+    const lateSignal = await jo.signal("/signal/unit", { agentKey: "pages", quantity: 2, reservationId: late.reservationId })
+    await drainAt(Date.parse(late.expiresAt))
+    // Priced as any signal (2 of the 10 pages); the hold is left as it was, to expire.
+    expect(await signalStatus(lateSignal)).toBe("PROCESSED")
+    expect(await reservation(late.reservationId)).toMatchObject({ status: "HELD", signalId: null, usageLogId: null })
+    expect(await jo.check({ meter: "UNIT", agentKey: "pages" })).toMatchObject({ remaining: 8, held: 3 })
+
+    const al = await newCustomer()
+    const inTime = await al.check({ meter: "UNIT", agentKey: "pages", reserve: { quantity: 3, ttlSeconds: 600 } })
+    const inTimeSignal = await al.signal("/signal/unit", { agentKey: "pages", quantity: 2, reservationId: inTime.reservationId })
+    await drainAt(Date.parse(inTime.expiresAt) - 1)
+    expect(await reservation(inTime.reservationId)).toMatchObject({ status: "SETTLED", signalId: inTimeSignal })
+    expect(await al.check({ meter: "UNIT", agentKey: "pages" })).toMatchObject({ remaining: 8, held: 0 })
   })
 })
 

@@ -82,6 +82,37 @@ describe("invoice numbers", () => {
     expect(table.stdout).toContain("INV-000003")
   })
 
+  it("number the invoices a renewal batch issues in the order it created them", async () => {
+    const { api, app: own, tenant } = await ownTestApp("Batch order")
+    const unit = await makeUnit(api, { flatPrice: 2 })
+    const plan = await makePlan(own, tenant, [
+      { type: "UNIT", billingMode: "ARREAR", unitId: unit.id },
+      { type: "WALLET", billingMode: "ADVANCE", amount: 5 }
+    ])
+    const customers = []
+    for (let i = 0; i < 3; i++) customers.push(await makeCustomer(api))
+    const purchases = []
+    for (const customer of customers) purchases.push(await buy(api, customer.id, plan.id))
+    for (const customer of customers) ok(await api.post("/signal/unit", { customerId: customer.id, agentKey: unit.agentKey, quantity: 1 }), 202)
+    await drain(own)
+    // The purchases' first PLAN invoices took 1..3. One run of the cycle job renews all three in one
+    // transaction: each renewal issues its ended cycle's USAGE invoice, then the next cycle's PLAN invoice.
+    const end = Math.max(...purchases.map((p: any) => cycleStart(new Date(p.billingDate), 1).getTime()))
+    await runCycles(own, new Date(end + 1000))
+    const renewed = (await numbersOf(own, tenant.organizationId)).filter((row) => Number(row.sequenceNumber) > 3)
+    expect(renewed).toHaveLength(6)
+    // Numbered in creation order (ids are time-ordered): 4..9 when read by id.
+    const byId = [...renewed].sort((a, b) => (a.id < b.id ? -1 : 1))
+    expect(byId.map((row) => Number(row.sequenceNumber))).toEqual([4, 5, 6, 7, 8, 9])
+    const kinds = async (customerId: string) =>
+      ok(await api.get(`/invoices?customerId=${customerId}`)).invoices
+        .filter((invoice: any) => invoice.number !== null && Number(invoice.number.slice(4)) > 3)
+        .sort((a: any, b: any) => (a.number < b.number ? -1 : 1))
+        .map((invoice: any) => invoice.kind)
+    for (const customer of customers) expect(await kinds(customer.id)).toEqual(["USAGE", "PLAN"])
+    await expectGapFree(own, tenant.organizationId)
+  })
+
   it("number a free invoice (issued PAID) like any other", async () => {
     const tenant = await app.tenant("Free numbers")
     const api = clientOf(app, tenant)
@@ -150,7 +181,7 @@ describe("invoice numbers", () => {
     expect(afterEnd.filter((invoice: any) => invoice.kind === "PLAN").map((invoice: any) => invoice.number)).toEqual(["INV-000001", "INV-000002"])
 
     // A bad prefix is refused by both doors and changes nothing.
-    expectError(await api.patch("/organization/settings", { invoiceNumberPrefix: "INV 2026" }), 400)
+    expectError(await api.patch("/organization/settings", { invoiceNumberPrefix: "INV 2026" }), 400, "invalid_organization_settings")
     const refused = await own.cli(["org", "settings", "--invoice-number-prefix", "x".repeat(21), "--org", tenant.organizationId])
     expect(refused.code).toBe(2)
     expect(refused.stderr).toMatch(/invoice number prefix must be 0 to 20 characters/)

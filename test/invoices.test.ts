@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { buy, type Client, clientOf, expectError, makeCustomer, makePlan, makeUnit, ok, runCycles } from "./billing-support.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 
 let app: TestApp
 /** An organisation that only looks: it never creates anything, so every test may read it empty. */
@@ -52,26 +53,26 @@ describe("taxes", () => {
   }, 120_000)
 
   it.each([
-    [{ name: "T", ratePercent: 101 }],
-    [{ name: "T", ratePercent: -1 }],
-    [{ ratePercent: 5 }],
-    [{ name: "", ratePercent: 5 }],
-    [{ name: "T", ratePercent: "5" }],
-    [{ name: "T", ratePercent: 5, country: "PT" }]
-  ])("refuses %j with 400", async (body) => {
+    [{ name: "T", ratePercent: 101 }, "invalid_tax_rate"],
+    [{ name: "T", ratePercent: -1 }, "invalid_tax_rate"],
+    [{ ratePercent: 5 }, "validation_failed"],
+    [{ name: "", ratePercent: 5 }, "validation_failed"],
+    [{ name: "T", ratePercent: "5" }, "validation_failed"],
+    [{ name: "T", ratePercent: 5, country: "PT" }, "validation_failed"]
+  ])("refuses %j with 400 %s", async (body, code) => {
     const { api } = await newTenant()
-    expectError(await api.post("/taxes", body), 400)
+    expectError(await api.post("/taxes", body), 400, code as ErrorCode)
     expect(ok(await api.get("/taxes")).taxes).toEqual([])
   })
 
   it("answers 404 for unknown and other organisations' taxes, 400 for a bad update", async () => {
     const { api } = await newTenant()
     const tax = ok(await api.post("/taxes", { name: "Mine", ratePercent: 1 }), 201).tax
-    expectError(await otherApi.get(`/taxes/${tax.id}`), 404)
-    expectError(await otherApi.patch(`/taxes/${tax.id}`, { active: false }), 404)
-    expectError(await api.get("/taxes/tax_nope"), 404)
-    expectError(await api.patch(`/taxes/${tax.id}`, { ratePercent: 150 }), 400)
-    expectError(await api.get("/taxes?active=maybe"), 400)
+    expectError(await otherApi.get(`/taxes/${tax.id}`), 404, "tax_not_found")
+    expectError(await otherApi.patch(`/taxes/${tax.id}`, { active: false }), 404, "tax_not_found")
+    expectError(await api.get("/taxes/tax_nope"), 404, "tax_not_found")
+    expectError(await api.patch(`/taxes/${tax.id}`, { ratePercent: 150 }), 400, "invalid_tax_rate")
+    expectError(await api.get("/taxes?active=maybe"), 400, "validation_failed")
     expect(ok(await otherApi.get("/taxes")).taxes).toEqual([])
     ok(await api.patch(`/taxes/${tax.id}`, { active: false }))
   })
@@ -116,13 +117,13 @@ describe("invoices and payments", () => {
     const link = ok(await api.post(`/invoices/${invoice.id}/pay-link`))
     expect(link).toEqual({ invoiceId: invoice.id, url: expect.stringContaining(`/pay/${invoice.id}?`), expiresAt: expect.any(String) })
     expect(new Date(link.expiresAt).getTime()).toBeGreaterThan(Date.now())
-    expectError(await otherApi.post(`/invoices/${invoice.id}/pay-link`), 404)
+    expectError(await otherApi.post(`/invoices/${invoice.id}/pay-link`), 404, "invoice_not_found")
 
     const paid = await app.cli(["invoice", "pay", invoice.id, "--reference", "bank-42", "--json", "--org", acme.organizationId])
     expect(paid.code, paid.stderr).toBe(0)
     expect(paid.json.invoice).toMatchObject({ id: invoice.id, status: "PAID", total: invoice.total })
 
-    expectError(await api.post(`/invoices/${invoice.id}/pay-link`), 409)
+    expectError(await api.post(`/invoices/${invoice.id}/pay-link`), 409, "invoice_not_open")
     const payments = ok(await api.get(`/payments?customerId=${customer.id}`)).payments
     expect(payments).toEqual([{
       id: expect.stringMatching(/^pay_/),
@@ -134,7 +135,7 @@ describe("invoices and payments", () => {
       createdAt: expect.any(String)
     }])
     expect(ok(await api.get(`/payments/${payments[0].id}`)).payment).toEqual(payments[0])
-    expectError(await otherApi.get(`/payments/${payments[0].id}`), 404)
+    expectError(await otherApi.get(`/payments/${payments[0].id}`), 404, "payment_not_found")
     expect(ok(await otherApi.get("/payments")).payments).toEqual([])
 
     const again = await app.cli(["invoice", "void", invoice.id, "--json", "--org", acme.organizationId])
@@ -170,10 +171,10 @@ describe("invoices and payments", () => {
     expect(first).toHaveLength(1)
     const rest = ok(await api.get(`/invoices?cursor=${first[0].id}`)).invoices
     expect([...first, ...rest].map((i: any) => i.id)).toEqual(all.map((i: any) => i.id))
-    expectError(await otherApi.get(`/invoices/${first[0].id}`), 404)
+    expectError(await otherApi.get(`/invoices/${first[0].id}`), 404, "invoice_not_found")
     expect(ok(await otherApi.get("/invoices")).invoices).toEqual([])
-    expectError(await api.get("/invoices/inv_nope"), 404)
-    expectError(await api.get("/invoices?limit=0"), 400)
-    expectError(await app.request("GET", "/invoices"), 401)
+    expectError(await api.get("/invoices/inv_nope"), 404, "invoice_not_found")
+    expectError(await api.get("/invoices?limit=0"), 400, "validation_failed")
+    expectError(await app.request("GET", "/invoices"), 401, "api_key_refused")
   })
 })

@@ -211,7 +211,7 @@ describe("expiry, driven by TestClock", () => {
 
   it("refuses an expired key and accepts one not yet expired (the running server)", async () => {
     const expired = await newKey({ expiresAt: new Date(Date.now() - 60_000) })
-    expectError(await app.request("GET", "/customers", { key: expired.secret }), 401)
+    expectError(await app.request("GET", "/customers", { key: expired.secret }), 401, "api_key_refused")
     const valid = await newKey({ expiresAt: new Date(Date.now() + 3_600_000) })
     expect(await statusWith(valid.secret)).toBe(200)
   })
@@ -233,7 +233,7 @@ describe("revocation reaches a running server within a second", () => {
     expect(revoked.json.key.revokedAt).not.toBeNull()
     await refused(created.secret)
     // And it stays refused (nothing re-caches the key as it was).
-    for (let i = 0; i < 3; i++) expectError(await app.request("GET", "/customers", { key: created.secret }), 401)
+    for (let i = 0; i < 3; i++) expectError(await app.request("GET", "/customers", { key: created.secret }), 401, "api_key_refused")
   })
 
   it.runIf(usesRealPostgres)("hears a revocation committed on another connection through NOTIFY (PostgreSQL)", async () => {
@@ -265,7 +265,7 @@ describe("revocation reaches a running server within a second", () => {
 describe("creation and unknown keys", () => {
   it("accepts a key created right after the same key was refused as unknown", async () => {
     const secret = `sk_${randomToken(24)}`
-    expectError(await app.request("GET", "/customers", { key: secret }), 401)
+    expectError(await app.request("GET", "/customers", { key: secret }), 401, "api_key_refused")
     // Created by another process (not through ApiKeys.create, which picks its own secret).
     await app.run(Effect.flatMap(SqlClient.SqlClient, (sql) =>
       sql`INSERT INTO api_keys (organization_id, id, name, key_hash, key_prefix)

@@ -188,7 +188,7 @@ describe("the grace period: DRAFT usage invoices", () => {
     expect((await cycleBalancesOf(w.tenant, purchase.id, 0))[1]).toMatchObject({ arrearAmount: "8", invoicedArrear: "0" })
 
     // Never payable: no pay link, no payment recorded, not voided; the wallet paid the PLAN invoice only.
-    expectError(await w.api.post(`/invoices/${draft.id}/pay-link`), 409)
+    expectError(await w.api.post(`/invoices/${draft.id}/pay-link`), 409, "invoice_not_open")
     const pay = await app.cli(["invoice", "pay", draft.id, "--org", w.tenant.organizationId, "--json"])
     expect(pay.code).not.toBe(0)
     expect(pay.stderr + pay.stdout).toMatch(/DRAFT/)

@@ -52,7 +52,7 @@ describe("members of a customer", () => {
 
     const removed = ok(await api.del(`/customers/${customer.id}/members/${bob.id}`))
     expect(removed).toMatchObject({ removed: true, member: { id: bob.id } })
-    expectError(await api.del(`/customers/${customer.id}/members/${bob.id}`), 404)
+    expectError(await api.del(`/customers/${customer.id}/members/${bob.id}`), 404, "member_not_found")
     expect(ok(await api.get(`/customers/${customer.id}/members`)).members).toHaveLength(1)
   })
 
@@ -60,10 +60,10 @@ describe("members of a customer", () => {
     const customer = await makeCustomer(api)
     const second = await makeCustomer(api)
     const ann = ok(await api.post(`/customers/${customer.id}/members`, { email: "dup@example.com" }), 201).member
-    expectError(await api.post(`/customers/${customer.id}/members`, { email: "DUP@example.com" }), 409)
+    expectError(await api.post(`/customers/${customer.id}/members`, { email: "DUP@example.com" }), 409, "member_email_taken")
     ok(await api.post(`/customers/${second.id}/members`, { email: "dup@example.com" }), 201)
     const bob = ok(await api.post(`/customers/${customer.id}/members`, { email: "bob2@example.com" }), 201).member
-    expectError(await api.patch(`/customers/${customer.id}/members/${bob.id}`, { email: "Dup@Example.com" }), 409)
+    expectError(await api.patch(`/customers/${customer.id}/members/${bob.id}`, { email: "Dup@Example.com" }), 409, "member_email_taken")
     expect(ok(await api.get(`/customers/${customer.id}/members`)).members.map((m: any) => m.id)).toEqual([ann.id, bob.id])
   })
 
@@ -74,20 +74,20 @@ describe("members of a customer", () => {
     [{ email: "a@example.com", extra: 1 }]
   ])("refuses %j with 400", async (body) => {
     const customer = await makeCustomer(api)
-    expectError(await api.post(`/customers/${customer.id}/members`, body), 400)
+    expectError(await api.post(`/customers/${customer.id}/members`, body), 400, "validation_failed")
     expect(ok(await api.get(`/customers/${customer.id}/members`)).members).toEqual([])
   })
 
   it("answers 404 for unknown customers, unknown members and other organisations", async () => {
     const customer = await makeCustomer(api)
     const member = ok(await api.post(`/customers/${customer.id}/members`, { email: "iso@example.com" }), 201).member
-    expectError(await api.get("/customers/cus_nope/members"), 404)
-    expectError(await api.post("/customers/cus_nope/members", { email: "x@example.com" }), 404)
-    expectError(await otherApi.get(`/customers/${customer.id}/members`), 404)
-    expectError(await otherApi.post(`/customers/${customer.id}/members`, { email: "x@example.com" }), 404)
-    expectError(await otherApi.patch(`/customers/${customer.id}/members/${member.id}`, { name: "x" }), 404)
-    expectError(await otherApi.del(`/customers/${customer.id}/members/${member.id}`), 404)
-    expectError(await api.patch(`/customers/${customer.id}/members/mem_nope`, { name: "x" }), 404)
+    expectError(await api.get("/customers/cus_nope/members"), 404, "customer_not_found")
+    expectError(await api.post("/customers/cus_nope/members", { email: "x@example.com" }), 404, "customer_not_found")
+    expectError(await otherApi.get(`/customers/${customer.id}/members`), 404, "customer_not_found")
+    expectError(await otherApi.post(`/customers/${customer.id}/members`, { email: "x@example.com" }), 404, "customer_not_found")
+    expectError(await otherApi.patch(`/customers/${customer.id}/members/${member.id}`, { name: "x" }), 404, "customer_not_found")
+    expectError(await otherApi.del(`/customers/${customer.id}/members/${member.id}`), 404, "customer_not_found")
+    expectError(await api.patch(`/customers/${customer.id}/members/mem_nope`, { name: "x" }), 404, "member_not_found")
   })
 
   it("works from the CLI", async () => {

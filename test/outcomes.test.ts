@@ -7,6 +7,7 @@ import { Outcomes } from "../src/outcomes/Outcomes.ts"
 import { clientOf, expectError } from "./support/Http.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -119,34 +120,34 @@ describe("POST /outcomes", { timeout: 180_000 }, () => {
   })
 
   it.each([
-    ["name missing", { name: undefined }, "name"],
-    ["name over 80", { name: "n".repeat(81) }, "name"],
-    ["agentKey with capitals", { agentKey: "Report" }, "agentKey"],
-    ["agentKey over 80", { agentKey: "k".repeat(81) }, "agentKey"],
-    ["description over 400", { description: "d".repeat(401) }, "description"],
-    ["marginPercent below -100", { marginPercent: -101 }, "marginPercent"],
-    ["steps missing", { steps: undefined }, "steps"],
-    ["no steps", { steps: [] }, "steps"],
+    ["name missing", { name: undefined }, "name", "validation_failed"],
+    ["name over 80", { name: "n".repeat(81) }, "name", "validation_failed"],
+    ["agentKey with capitals", { agentKey: "Report" }, "agentKey", "validation_failed"],
+    ["agentKey over 80", { agentKey: "k".repeat(81) }, "agentKey", "validation_failed"],
+    ["description over 400", { description: "d".repeat(401) }, "description", "validation_failed"],
+    ["marginPercent below -100", { marginPercent: -101 }, "marginPercent", "validation_failed"],
+    ["steps missing", { steps: undefined }, "steps", "validation_failed"],
+    ["no steps", { steps: [] }, "steps", "validation_failed"],
     ["51 steps", {
       steps: Array.from({ length: 51 }, (_, i) => ({ name: `S${i}`, agentKey: `many.${i}`, modelBundle: gpt4oBundle }))
-    }, "steps"],
-    ["a step without a name", { steps: [{ agentKey: "nameless", modelBundle: gpt4oBundle }] }, "name"],
-    ["a step name over 80", { steps: [{ name: "s".repeat(81), agentKey: "long.name", modelBundle: gpt4oBundle }] }, "name"],
-    ["a step agentKey with a slash", { steps: [{ name: "S", agentKey: "a/b", modelBundle: gpt4oBundle }] }, "agentKey"],
-    ["a step with an empty bundle", { steps: [{ name: "S", agentKey: "empty.bundle", modelBundle: [] }] }, "modelBundle"],
+    }, "steps", "validation_failed"],
+    ["a step without a name", { steps: [{ agentKey: "nameless", modelBundle: gpt4oBundle }] }, "name", "validation_failed"],
+    ["a step name over 80", { steps: [{ name: "s".repeat(81), agentKey: "long.name", modelBundle: gpt4oBundle }] }, "name", "validation_failed"],
+    ["a step agentKey with a slash", { steps: [{ name: "S", agentKey: "a/b", modelBundle: gpt4oBundle }] }, "agentKey", "validation_failed"],
+    ["a step with an empty bundle", { steps: [{ name: "S", agentKey: "empty.bundle", modelBundle: [] }] }, "modelBundle", "validation_failed"],
     ["a step with bad weights", {
       steps: [
         { name: "S", agentKey: "ok.weights", modelBundle: gpt4oBundle },
         { name: "T", agentKey: "bad.weights", modelBundle: [{ ...gpt4oBundle[0], output: 31 }] }
       ]
-    }, "steps.1.modelBundle.0"],
-    ["a price sent", { pricePerOutcome: 3 }, "pricePerOutcome"],
-    ["a step price sent", { steps: [{ name: "S", agentKey: "priced", modelBundle: gpt4oBundle, basePrice: 1 }] }, "basePrice"]
-  ])("rejects %s with 400 naming the problem and writes nothing", async (_, overrides, named) => {
+    }, "steps.1.modelBundle.0", "invalid_model_bundle"],
+    ["a price sent", { pricePerOutcome: 3 }, "pricePerOutcome", "validation_failed"],
+    ["a step price sent", { steps: [{ name: "S", agentKey: "priced", modelBundle: gpt4oBundle, basePrice: 1 }] }, "basePrice", "validation_failed"]
+  ])("rejects %s with 400 naming the problem and writes nothing", async (_, overrides, named, code) => {
     const before = await countOutcomes(acme)
     const body = Object.fromEntries(Object.entries(outcomeBody(overrides)).filter(([, v]) => v !== undefined))
     const response = await as(acme).post("/outcomes", body)
-    expectError(response, 400)
+    expectError(response, 400, code as ErrorCode)
     expect(response.body.statusDetail.message).toContain(named)
     expect(await countOutcomes(acme)).toBe(before)
   })
@@ -157,7 +158,7 @@ describe("POST /outcomes", { timeout: 180_000 }, () => {
       "/outcomes",
       outcomeBody({ steps: [{ name: "S", agentKey: "unknown.model", modelBundle: [{ ...gpt4oBundle[0], modelId: "gpt-99" }] }] })
     )
-    expectError(response, 422)
+    expectError(response, 422, "model_not_enabled")
     expect(response.body.statusDetail.message).toBe("model gpt-99 is not enabled in this workspace")
     expect(await countOutcomes(acme)).toBe(before)
   })
@@ -165,14 +166,14 @@ describe("POST /outcomes", { timeout: 180_000 }, () => {
   it("refuses a model disabled in the workspace with 422", async () => {
     const tenant = await app.tenant("Disabler")
     expect((await app.cli(["model", "disable", "claude-sonnet-4", "--org", tenant.organizationId, "--json"])).code).toBe(0)
-    expectError(await as(tenant).post("/outcomes", outcomeBody()), 422)
+    expectError(await as(tenant).post("/outcomes", outcomeBody()), 422, "model_not_enabled")
     expect(await countOutcomes(tenant)).toBe(0)
   })
 
   it("answers 409 for a taken outcome agentKey, a repeated step key, or a step key of another active outcome", async () => {
     const first = await createOutcome(acme)
     const before = await countOutcomes(acme)
-    expectError(await as(acme).post("/outcomes", outcomeBody({ agentKey: first.agentKey })), 409)
+    expectError(await as(acme).post("/outcomes", outcomeBody({ agentKey: first.agentKey })), 409, "agent_key_taken")
     expectError(
       await as(acme).post(
         "/outcomes",
@@ -183,13 +184,13 @@ describe("POST /outcomes", { timeout: 180_000 }, () => {
           ]
         })
       ),
-      409
+      409, "step_agent_key_repeated"
     )
     const clash = await as(acme).post(
       "/outcomes",
       outcomeBody({ steps: [{ name: "Plan", agentKey: first.steps[0].agentKey, modelBundle: gpt4oBundle }] })
     )
-    expectError(clash, 409)
+    expectError(clash, 409, "step_agent_key_taken")
     expect(clash.body.statusDetail.message).toContain(first.steps[0].agentKey)
     expect(await countOutcomes(acme)).toBe(before)
     // Another organisation has its own keys.
@@ -209,8 +210,8 @@ describe("POST /outcomes", { timeout: 180_000 }, () => {
       ["POST", `/outcomes/${outcome.id}/unarchive`, undefined]
     ]
     for (const [method, path, body] of routes) {
-      expectError(await app.request(method, path, { key: null, body }), 401)
-      expectError(await app.request(method, path, { key: "sk_unknown", body }), 401)
+      expectError(await app.request(method, path, { key: null, body }), 401, "api_key_refused")
+      expectError(await app.request(method, path, { key: "sk_unknown", body }), 401, "api_key_refused")
     }
     expect((await as(acme).get(`/outcomes/${outcome.id}`)).body.result.outcome).toEqual(outcome)
   })
@@ -251,7 +252,7 @@ describe("GET /outcomes", () => {
     expect(first.body.result.outcomes.map((o: any) => o.name)).toEqual(["Outcome 0", "Outcome 1", "Outcome 2"])
     const rest = await as(tenant).get(`/outcomes?limit=3&cursor=${first.body.result.outcomes[2].id}`)
     expect(rest.body.result.outcomes.map((o: any) => o.name)).toEqual(["Outcome 3"])
-    expectError(await as(tenant).get("/outcomes?active=1"), 400)
+    expectError(await as(tenant).get("/outcomes?active=1"), 400, "validation_failed")
   })
 })
 
@@ -332,26 +333,26 @@ describe("PATCH /outcomes/{id}", () => {
     const outcome = await createOutcome(acme)
     const another = await createOutcome(acme)
     const patch = (body: unknown) => as(acme).patch(`/outcomes/${outcome.id}`, body)
-    expectError(await patch({ steps: [] }), 400)
-    expectError(await patch({ name: "" }), 400)
-    expectError(await patch({ marginPercent: -100.01 }), 400)
+    expectError(await patch({ steps: [] }), 400, "validation_failed")
+    expectError(await patch({ name: "" }), 400, "validation_failed")
+    expectError(await patch({ marginPercent: -100.01 }), 400, "validation_failed")
     const incomplete = await patch({ steps: [{ name: "New without key" }] })
-    expectError(incomplete, 400)
+    expectError(incomplete, 400, "invalid_outcome_steps")
     expect(incomplete.body.statusDetail.message).toContain("steps.0")
-    expectError(await patch({ steps: [{ id: another.steps[0].id }] }), 400)
-    expectError(await patch({ steps: [{ id: "step_missing" }] }), 400)
-    expectError(await patch({ steps: [{ id: outcome.steps[0].id }, { id: outcome.steps[0].id }] }), 400)
-    expectError(await patch({ agentKey: another.agentKey }), 409)
-    expectError(await patch({ steps: [{ id: outcome.steps[0].id, agentKey: another.steps[1].agentKey }] }), 409)
+    expectError(await patch({ steps: [{ id: another.steps[0].id }] }), 400, "invalid_outcome_steps")
+    expectError(await patch({ steps: [{ id: "step_missing" }] }), 400, "invalid_outcome_steps")
+    expectError(await patch({ steps: [{ id: outcome.steps[0].id }, { id: outcome.steps[0].id }] }), 400, "invalid_outcome_steps")
+    expectError(await patch({ agentKey: another.agentKey }), 409, "agent_key_taken")
+    expectError(await patch({ steps: [{ id: outcome.steps[0].id, agentKey: another.steps[1].agentKey }] }), 409, "step_agent_key_taken")
     expectError(
       await patch({ steps: [{ id: outcome.steps[0].id }, { name: "Dup", agentKey: outcome.steps[0].agentKey, modelBundle: gpt4oBundle }] }),
-      409
+      409, "step_agent_key_repeated"
     )
     expectError(
       await patch({ name: "Nope", steps: [{ name: "X", agentKey: "x.new", modelBundle: [{ ...gpt4oBundle[0], modelId: "nope" }] }] }),
-      422
+      422, "model_not_enabled"
     )
-    expectError(await as(acme).patch("/outcomes/out_missing", { name: "x" }), 404)
+    expectError(await as(acme).patch("/outcomes/out_missing", { name: "x" }), 404, "outcome_not_found")
     expect((await as(acme).get(`/outcomes/${outcome.id}`)).body.result.outcome).toEqual(outcome)
   })
 })
@@ -382,7 +383,7 @@ describe("archive and unarchive", () => {
     const byOutcomeKey = await createOutcome(acme)
     await as(acme).post(`/outcomes/${byOutcomeKey.id}/archive`)
     await createOutcome(acme, { agentKey: byOutcomeKey.agentKey })
-    expectError(await as(acme).post(`/outcomes/${byOutcomeKey.id}/unarchive`), 409)
+    expectError(await as(acme).post(`/outcomes/${byOutcomeKey.id}/unarchive`), 409, "agent_key_taken")
     expect((await as(acme).get(`/outcomes/${byOutcomeKey.id}`)).body.result.outcome.isActive).toBe(false)
 
     const byStepKey = await createOutcome(acme)
@@ -390,7 +391,7 @@ describe("archive and unarchive", () => {
     const taker = await createOutcome(acme, {
       steps: [{ name: "Taker", agentKey: byStepKey.steps[1].agentKey, modelBundle: gpt4oBundle }]
     })
-    expectError(await as(acme).post(`/outcomes/${byStepKey.id}/unarchive`), 409)
+    expectError(await as(acme).post(`/outcomes/${byStepKey.id}/unarchive`), 409, "step_agent_key_taken")
     expect((await as(acme).get(`/outcomes/${byStepKey.id}`)).body.result.outcome.isActive).toBe(false)
     expect(await stepOwner(acme, byStepKey.steps[1].agentKey)).toEqual(
       Option.some({ outcomeId: taker.id, stepId: taker.steps[0].id })
@@ -398,24 +399,24 @@ describe("archive and unarchive", () => {
   })
 
   it("answers 404 for a missing outcome", async () => {
-    expectError(await as(acme).get("/outcomes/out_missing"), 404)
-    expectError(await as(acme).post("/outcomes/out_missing/archive"), 404)
-    expectError(await as(acme).post("/outcomes/out_missing/unarchive"), 404)
+    expectError(await as(acme).get("/outcomes/out_missing"), 404, "outcome_not_found")
+    expectError(await as(acme).post("/outcomes/out_missing/archive"), 404, "outcome_not_found")
+    expectError(await as(acme).post("/outcomes/out_missing/unarchive"), 404, "outcome_not_found")
   })
 })
 
 describe("isolation between organisations", () => {
   it("answers 404 on every route for another organisation's outcome and never lists or finds it", async () => {
     const outcome = await createOutcome(acme)
-    expectError(await as(other).get(`/outcomes/${outcome.id}`), 404)
-    expectError(await as(other).patch(`/outcomes/${outcome.id}`, { name: "Mine now" }), 404)
-    expectError(await as(other).post(`/outcomes/${outcome.id}/archive`), 404)
-    expectError(await as(other).post(`/outcomes/${outcome.id}/unarchive`), 404)
+    expectError(await as(other).get(`/outcomes/${outcome.id}`), 404, "outcome_not_found")
+    expectError(await as(other).patch(`/outcomes/${outcome.id}`, { name: "Mine now" }), 404, "outcome_not_found")
+    expectError(await as(other).post(`/outcomes/${outcome.id}/archive`), 404, "outcome_not_found")
+    expectError(await as(other).post(`/outcomes/${outcome.id}/unarchive`), 404, "outcome_not_found")
     expect((await as(other).get("/outcomes?limit=200")).body.result.outcomes.map((o: any) => o.id)).not.toContain(outcome.id)
     expect(await stepOwner(other, outcome.steps[0].agentKey)).toEqual(Option.none())
     // A PATCH cannot adopt another organisation's step by id either.
     const mine = await createOutcome(other)
-    expectError(await as(other).patch(`/outcomes/${mine.id}`, { steps: [{ id: outcome.steps[0].id }] }), 400)
+    expectError(await as(other).patch(`/outcomes/${mine.id}`, { steps: [{ id: outcome.steps[0].id }] }), 400, "invalid_outcome_steps")
     expect((await as(acme).get(`/outcomes/${outcome.id}`)).body.result.outcome).toEqual(outcome)
   })
 })

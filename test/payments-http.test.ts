@@ -63,7 +63,7 @@ describe("POST /invoices/{id}/payments", () => {
     expect(ok(await api.get(`/payments/${paid.payment.id}`)).payment).toEqual(paid.payment)
     expect(ok(await api.get(`/payments?customerId=${invoice.customerId}`)).payments).toEqual([paid.payment])
     // Without a key, paying again is a clash with the invoice's state.
-    expectError(await pay(api, invoice.id, {}), 409)
+    expectError(await pay(api, invoice.id, {}), 409, "invoice_not_open")
     expect(await paymentRows(tenant)).toHaveLength(1)
   })
 
@@ -75,8 +75,8 @@ describe("POST /invoices/{id}/payments", () => {
     expect(ok(again, 201)).toEqual({ ...first, replayed: true })
 
     // The same key for another request: 422, nothing written, the other invoice stays OPEN.
-    expectError(await pay(api, invoice.id, { reference: "r-2", idempotencyKey: "pay-1" }), 422)
-    expectError(await pay(api, other.id, { reference: "r-1", idempotencyKey: "pay-1" }), 422)
+    expectError(await pay(api, invoice.id, { reference: "r-2", idempotencyKey: "pay-1" }), 422, "idempotency_key_reused")
+    expectError(await pay(api, other.id, { reference: "r-1", idempotencyKey: "pay-1" }), 422, "idempotency_key_reused")
     expect(ok(await api.get(`/invoices/${other.id}`)).invoice.status).toBe("OPEN")
     expect((await paymentRows(tenant)).map((row) => row.invoiceId)).toEqual([invoice.id])
 
@@ -97,7 +97,7 @@ describe("POST /invoices/{id}/payments", () => {
     const { tenant, api, invoices: [invoice, other] } = await openInvoices(2)
     ok(await pay(api, invoice.id, {}), 201)
     // Refused (the invoice is PAID): the key stays free...
-    expectError(await pay(api, invoice.id, { idempotencyKey: "k" }), 409)
+    expectError(await pay(api, invoice.id, { idempotencyKey: "k" }), 409, "invoice_not_open")
     // ... for the request that succeeds.
     const paid = ok(await pay(api, other.id, { idempotencyKey: "k" }), 201)
     expect(paid).toMatchObject({ replayed: false, invoice: { id: other.id, status: "PAID" } })
@@ -127,11 +127,11 @@ describe("POST /invoices/{id}/payments", () => {
         { reference: 42 }
       ]
     ) {
-      expectError(await pay(api, invoice.id, body), 400)
+      expectError(await pay(api, invoice.id, body), 400, "validation_failed")
     }
-    expectError(await pay(api, "inv_nope", {}), 404)
+    expectError(await pay(api, "inv_nope", {}), 404, "invoice_not_found")
     const other = clientOf(app, await app.tenant("Other"))
-    expectError(await pay(other, invoice.id, {}), 404)
+    expectError(await pay(other, invoice.id, {}), 404, "invoice_not_found")
     expect(await paymentRows(tenant)).toEqual([])
     expect(ok(await api.get(`/invoices/${invoice.id}`)).invoice.status).toBe("OPEN")
   })

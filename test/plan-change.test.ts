@@ -385,11 +385,11 @@ describe("a change at the cycle end (CYCLE_END)", () => {
     const customer = await makeCustomer(api)
     at("2025-04-01T00:00:00.000Z")
     const purchase = await buy(api, customer.id, a.id)
-    expectError(await api.del(`/purchases/${purchase.id}/scheduled-change`), 404)
+    expectError(await api.del(`/purchases/${purchase.id}/scheduled-change`), 404, "no_scheduled_change")
     ok(await changeTo(api, purchase.id, b.id, "CYCLE_END"))
     const removed = ok(await api.del(`/purchases/${purchase.id}/scheduled-change`))
     expect(removed).toMatchObject({ removed: true, purchase: { planId: a.id, scheduledChange: null } })
-    expectError(await api.del(`/purchases/${purchase.id}/scheduled-change`), 404)
+    expectError(await api.del(`/purchases/${purchase.id}/scheduled-change`), 404, "no_scheduled_change")
     // The renewal bills the plan it is on.
     expect(ok(await api.get(`/invoices/upcoming?customerId=${customer.id}`)).invoices.map((i: any) => [i.kind, i.total])).toEqual([
       ["PLAN", 30]
@@ -485,6 +485,28 @@ describe("the upcoming invoice is what the cycle job issues", () => {
     const issued = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.slice(1)
     expect(issued.map(withoutId)).toEqual(expected)
   })
+
+  it("with auto-payment and a wallet that covers it: PAID at the cycle end, as the cycle job pays it", async () => {
+    const { api, tenant } = await workspace("UpcomingPaid")
+    ok(await api.post("/taxes", { name: "VAT", ratePercent: 10 }), 201)
+    const plan = await makePlan(app, tenant, [{ type: "WALLET", billingMode: "ADVANCE", amount: 50 }])
+    const customer = await makeCustomer(api)
+    at("2025-06-01T00:00:00.000Z")
+    const purchase = await buy(api, customer.id, plan.id)
+    ok(await api.patch(`/purchases/${purchase.id}`, { autoPayment: true }))
+    at("2025-06-10T00:00:00.000Z")
+    const upcoming = ok(await api.get(`/invoices/upcoming?customerId=${customer.id}`)).invoices
+    // The renewal grants 50 (the wallet holds 50 + 50 = 100) and pays the PLAN invoice, 50 + 10% VAT = 55, from it.
+    expect(upcoming.map((i: any) => [i.kind, i.status, i.total, i.paidAt])).toEqual([
+      ["PLAN", "PAID", 55, "2025-07-01T00:00:00.000Z"]
+    ])
+    at("2025-07-01T00:00:00.000Z")
+    await runCycles(app, new Date("2025-07-01T00:00:00.000Z"))
+    const issued = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.slice(1)
+    expect(issued.map(withoutId)).toEqual(upcoming)
+    expect(ok(await api.get(`/customers/${customer.id}/wallet/ledger`)).entries.at(-1))
+      .toMatchObject({ type: "INVOICE_PAYMENT", delta: -55, balanceAfter: 45, invoiceId: issued[0].id })
+  })
 })
 
 describe("refusals, repeats and other purchases", () => {
@@ -500,15 +522,15 @@ describe("refusals, repeats and other purchases", () => {
     const purchase = await buy(api, customer.id, a.id)
     at("2025-04-11T00:00:00.000Z")
 
-    expectError(await changeTo(api, purchase.id, "plan_nothing", "NOW"), 400)
-    expectError(await changeTo(api, purchase.id, archived.id, "NOW"), 400)
-    expectError(await changeTo(api, purchase.id, archived.id, "CYCLE_END"), 400)
-    expectError(await changeTo(api, purchase.id, b.id, "LATER" as "NOW"), 400)
-    expectError(await api.post(`/purchases/${purchase.id}/change`, { when: "NOW" }), 400)
-    expectError(await api.post(`/purchases/${purchase.id}/change`, { planId: b.id, when: "NOW", extra: 1 }), 400)
-    expectError(await changeTo(api, "pur_nothing", b.id, "NOW"), 404)
+    expectError(await changeTo(api, purchase.id, "plan_nothing", "NOW"), 400, "unknown_plan")
+    expectError(await changeTo(api, purchase.id, archived.id, "NOW"), 400, "plan_inactive")
+    expectError(await changeTo(api, purchase.id, archived.id, "CYCLE_END"), 400, "plan_inactive")
+    expectError(await changeTo(api, purchase.id, b.id, "LATER" as "NOW"), 400, "validation_failed")
+    expectError(await api.post(`/purchases/${purchase.id}/change`, { when: "NOW" }), 400, "validation_failed")
+    expectError(await api.post(`/purchases/${purchase.id}/change`, { planId: b.id, when: "NOW", extra: 1 }), 400, "validation_failed")
+    expectError(await changeTo(api, "pur_nothing", b.id, "NOW"), 404, "purchase_not_found")
     const other = await workspace("Refusals other")
-    expectError(await changeTo(other.api, purchase.id, b.id, "NOW"), 404)
+    expectError(await changeTo(other.api, purchase.id, b.id, "NOW"), 404, "purchase_not_found")
     expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices).toHaveLength(1)
     expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase).toMatchObject({ planId: a.id, scheduledChange: null })
 
@@ -517,21 +539,21 @@ describe("refusals, repeats and other purchases", () => {
     const again = await changeTo(api, purchase.id, b.id, "NOW", { idempotencyKey: "upgrade-1" })
     expect(again.body.statusDetail.message).toMatch(/^Already processed/)
     expect(ok(again)).toEqual({ ...first, replayed: true })
-    expectError(await changeTo(api, purchase.id, a.id, "NOW", { idempotencyKey: "upgrade-1" }), 422)
+    expectError(await changeTo(api, purchase.id, a.id, "NOW", { idempotencyKey: "upgrade-1" }), 422, "idempotency_key_reused")
     expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.map((i: any) => i.kind)).toEqual(["PLAN", "PRORATION"])
 
     // An archived customer's purchase is read-only.
     const gone = await makeCustomer(api)
     const gonePurchase = await buy(api, gone.id, a.id)
     ok(await api.del(`/customers/${gone.id}`))
-    expectError(await changeTo(api, gonePurchase.id, b.id, "NOW"), 409)
-    expectError(await changeTo(api, gonePurchase.id, b.id, "CYCLE_END"), 409)
+    expectError(await changeTo(api, gonePurchase.id, b.id, "NOW"), 409, "customer_archived")
+    expectError(await changeTo(api, gonePurchase.id, b.id, "CYCLE_END"), 409, "customer_archived")
 
     // A cancelled purchase cannot change.
     ok(await api.post(`/purchases/${purchase.id}/cancel`))
-    expectError(await changeTo(api, purchase.id, a.id, "NOW"), 409)
-    expectError(await changeTo(api, purchase.id, a.id, "CYCLE_END"), 409)
-    expectError(await api.del(`/purchases/${purchase.id}/scheduled-change`), 409)
+    expectError(await changeTo(api, purchase.id, a.id, "NOW"), 409, "purchase_cancelled")
+    expectError(await changeTo(api, purchase.id, a.id, "CYCLE_END"), 409, "purchase_cancelled")
+    expectError(await api.del(`/purchases/${purchase.id}/scheduled-change`), 409, "purchase_cancelled")
     // ... but a repeat of a change it made still answers that change.
     expect(ok(await changeTo(api, purchase.id, b.id, "NOW", { idempotencyKey: "upgrade-1" })).invoice).toEqual(first.invoice)
   })
@@ -564,10 +586,10 @@ describe("refusals, repeats and other purchases", () => {
     const u = await makeUnit(api, { flatPrice: 2 })
     const a = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 15 }])
     const b = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: u.id, quantity: 45 }])
-    expectError(await api.get("/invoices/upcoming"), 400)
-    expectError(await api.get("/invoices/upcoming?externalId=not%20valid"), 400)
-    expectError(await api.get("/invoices/upcoming?customerId=cus_nothing"), 404)
-    expectError(await api.get("/invoices/upcoming?externalId=nobody-here"), 404)
+    expectError(await api.get("/invoices/upcoming"), 400, "customer_ref_missing")
+    expectError(await api.get("/invoices/upcoming?externalId=not%20valid"), 400, "validation_failed")
+    expectError(await api.get("/invoices/upcoming?customerId=cus_nothing"), 404, "customer_not_found")
+    expectError(await api.get("/invoices/upcoming?externalId=nobody-here"), 404, "customer_not_found")
     const customer = await makeCustomer(api)
     expect(ok(await api.get(`/invoices/upcoming?customerId=${customer.id}`))).toEqual({ invoices: [] })
 

@@ -5,6 +5,7 @@ import { Organizations } from "../src/organizations/Organizations.ts"
 import { Plans } from "../src/plans/Plans.ts"
 import { clientOf, expectError } from "./support/Http.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -211,49 +212,49 @@ describe("POST /plans", () => {
   })
 
   it.each([
-    [{ name: undefined }, "name"],
-    [{ name: "" }, "name"],
-    [{ name: "n".repeat(81) }, "name"],
-    [{ description: "d".repeat(401) }, "description"],
-    [{ billingCycle: "YEARLY" }, "billingCycle"],
-    [{ priceAdjustment: "1" }, "priceAdjustment"],
-    [{ walletFundedArrear: "yes" }, "walletFundedArrear"],
-    [{ entitlements: undefined }, "entitlements"],
-    [{ entitlements: [] }, "entitlements"],
-    [{ entitlements: [{ type: "SEAT", billingMode: "ADVANCE" }] }, "type"],
-    [{ entitlements: [{ type: "WALLET", billingMode: "MONTHLY", amount: 1 }] }, "billingMode"],
-    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", quantity: 1 }] }, "creditId"],
-    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: "", quantity: 1 }] }, "creditId"],
-    [{ entitlements: [{ type: "UNIT", billingMode: "ADVANCE", quantity: 1 }] }, "unitId"],
-    [{ entitlements: [{ type: "OUTCOME", billingMode: "ARREAR" }] }, "outcomeId"],
-    [{ entitlements: [{ type: "PRICING_METRIC", billingMode: "ARREAR" }] }, "compositeId"],
-    [{ entitlements: [{ ...creditAdvance(), unitId: "unit_x" }] }, "unitId"],
-    [{ entitlements: [{ ...wallet(), creditId: "cred_x" }] }, "creditId"],
-    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: "cred_x" }] }, "quantity"],
-    [{ entitlements: [creditAdvance(0)] }, "quantity"],
-    [{ entitlements: [creditAdvance(-1)] }, "quantity"],
-    [{ entitlements: [{ ...creditArrear(), quantity: 5 }] }, "quantity"],
-    [{ entitlements: [{ ...creditAdvance(), amount: 5 }] }, "amount"],
-    [{ entitlements: [{ ...creditArrear(), rollover: true }] }, "rollover"],
-    [{ entitlements: [{ type: "WALLET", billingMode: "ADVANCE" }] }, "amount"],
-    [{ entitlements: [wallet(-1)] }, "amount"],
-    [{ entitlements: [{ ...wallet(), quantity: 1 }] }, "quantity"],
-    [{ entitlements: [{ type: "WALLET", billingMode: "ARREAR", amount: 5 }] }, "amount"],
-    [{ entitlements: [wallet(), wallet(3)] }, "WALLET"],
-    [{ entitlements: [wallet(), { type: "WALLET", billingMode: "ARREAR" }] }, "WALLET"],
-    [{ entitlements: [creditAdvance(), creditAdvance(5)] }, "twice"],
-    [{ walletFundedArrear: true, entitlements: [creditAdvance(), creditArrear()] }, "walletFundedArrear"],
-    [{ walletFundedArrear: true, entitlements: [wallet(), creditAdvance()] }, "walletFundedArrear"],
-    [{ walletFundedArrear: true, entitlements: [{ type: "WALLET", billingMode: "ARREAR" }, creditArrear()] }, "walletFundedArrear"],
-    [{ priceAdjustment: -20.51, entitlements: [wallet(20.5)] }, "negative"],
-    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: "cred_missing", quantity: 1 }] }, "cred_missing"],
-    [{ entitlements: [{ type: "UNIT", billingMode: "ARREAR", unitId: "unit_missing" }] }, "unit_missing"],
-    [{ entitlements: [{ type: "OUTCOME", billingMode: "ARREAR", outcomeId: "out_missing" }] }, "out_missing"],
-    [{ entitlements: [{ type: "PRICING_METRIC", billingMode: "ARREAR", compositeId: "comp_missing" }] }, "comp_missing"]
-  ])("rejects %j with 400 naming %s and writes nothing", async (overrides, field) => {
+    [{ name: undefined }, "name", "validation_failed"],
+    [{ name: "" }, "name", "validation_failed"],
+    [{ name: "n".repeat(81) }, "name", "validation_failed"],
+    [{ description: "d".repeat(401) }, "description", "validation_failed"],
+    [{ billingCycle: "YEARLY" }, "billingCycle", "validation_failed"],
+    [{ priceAdjustment: "1" }, "priceAdjustment", "validation_failed"],
+    [{ walletFundedArrear: "yes" }, "walletFundedArrear", "validation_failed"],
+    [{ entitlements: undefined }, "entitlements", "validation_failed"],
+    [{ entitlements: [] }, "entitlements", "validation_failed"],
+    [{ entitlements: [{ type: "SEAT", billingMode: "ADVANCE" }] }, "type", "validation_failed"],
+    [{ entitlements: [{ type: "WALLET", billingMode: "MONTHLY", amount: 1 }] }, "billingMode", "validation_failed"],
+    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", quantity: 1 }] }, "creditId", "invalid_plan_component"],
+    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: "", quantity: 1 }] }, "creditId", "invalid_plan_component"],
+    [{ entitlements: [{ type: "UNIT", billingMode: "ADVANCE", quantity: 1 }] }, "unitId", "invalid_plan_component"],
+    [{ entitlements: [{ type: "OUTCOME", billingMode: "ARREAR" }] }, "outcomeId", "invalid_plan_component"],
+    [{ entitlements: [{ type: "PRICING_METRIC", billingMode: "ARREAR" }] }, "compositeId", "invalid_plan_component"],
+    [{ entitlements: [{ ...creditAdvance(), unitId: "unit_x" }] }, "unitId", "invalid_plan_component"],
+    [{ entitlements: [{ ...wallet(), creditId: "cred_x" }] }, "creditId", "invalid_plan_component"],
+    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: "cred_x" }] }, "quantity", "invalid_plan_component"],
+    [{ entitlements: [creditAdvance(0)] }, "quantity", "invalid_plan_component"],
+    [{ entitlements: [creditAdvance(-1)] }, "quantity", "invalid_plan_component"],
+    [{ entitlements: [{ ...creditArrear(), quantity: 5 }] }, "quantity", "invalid_plan_component"],
+    [{ entitlements: [{ ...creditAdvance(), amount: 5 }] }, "amount", "invalid_plan_component"],
+    [{ entitlements: [{ ...creditArrear(), rollover: true }] }, "rollover", "invalid_plan_component"],
+    [{ entitlements: [{ type: "WALLET", billingMode: "ADVANCE" }] }, "amount", "invalid_plan_component"],
+    [{ entitlements: [wallet(-1)] }, "amount", "invalid_plan_component"],
+    [{ entitlements: [{ ...wallet(), quantity: 1 }] }, "quantity", "invalid_plan_component"],
+    [{ entitlements: [{ type: "WALLET", billingMode: "ARREAR", amount: 5 }] }, "amount", "invalid_plan_component"],
+    [{ entitlements: [wallet(), wallet(3)] }, "WALLET", "invalid_plan_component"],
+    [{ entitlements: [wallet(), { type: "WALLET", billingMode: "ARREAR" }] }, "WALLET", "invalid_plan_component"],
+    [{ entitlements: [creditAdvance(), creditAdvance(5)] }, "twice", "invalid_plan_component"],
+    [{ walletFundedArrear: true, entitlements: [creditAdvance(), creditArrear()] }, "walletFundedArrear", "invalid_wallet_funding"],
+    [{ walletFundedArrear: true, entitlements: [wallet(), creditAdvance()] }, "walletFundedArrear", "invalid_wallet_funding"],
+    [{ walletFundedArrear: true, entitlements: [{ type: "WALLET", billingMode: "ARREAR" }, creditArrear()] }, "walletFundedArrear", "invalid_wallet_funding"],
+    [{ priceAdjustment: -20.51, entitlements: [wallet(20.5)] }, "negative", "negative_plan_cost"],
+    [{ entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: "cred_missing", quantity: 1 }] }, "cred_missing", "unknown_catalogue_item"],
+    [{ entitlements: [{ type: "UNIT", billingMode: "ARREAR", unitId: "unit_missing" }] }, "unit_missing", "unknown_catalogue_item"],
+    [{ entitlements: [{ type: "OUTCOME", billingMode: "ARREAR", outcomeId: "out_missing" }] }, "out_missing", "unknown_catalogue_item"],
+    [{ entitlements: [{ type: "PRICING_METRIC", billingMode: "ARREAR", compositeId: "comp_missing" }] }, "comp_missing", "unknown_catalogue_item"]
+  ])("rejects %j with 400 naming %s (%s) and writes nothing", async (overrides, field, code) => {
     const before = await as(acme).get("/plans?limit=200")
     const response = await as(acme).post("/plans", planBody(overrides))
-    expectError(response, 400)
+    expectError(response, 400, code as ErrorCode)
     expect(response.body.statusDetail.message).toContain(field)
     const after = await as(acme).get("/plans?limit=200")
     expect(after.body.result.plans.length).toBe(before.body.result.plans.length)
@@ -262,10 +263,10 @@ describe("POST /plans", () => {
   it("needs whole quantities for outcomes and composites; credits and units may be fractional", async () => {
     expectError(await as(acme).post("/plans", planBody({
       entitlements: [{ type: "OUTCOME", billingMode: "ADVANCE", outcomeId: cat.outcome.id, quantity: 1.5 }]
-    })), 400)
+    })), 400, "invalid_plan_component")
     expectError(await as(acme).post("/plans", planBody({
       entitlements: [{ type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: cat.composite.id, quantity: 0.5 }]
-    })), 400)
+    })), 400, "invalid_plan_component")
     expect(await costOf({ type: "UNIT", billingMode: "ADVANCE", unitId: cat.flat.id, quantity: 2.5 })).toBe(0.03125)
   })
 
@@ -278,7 +279,7 @@ describe("POST /plans", () => {
     ]
     for (const component of foreign) {
       const response = await as(acme).post("/plans", planBody({ entitlements: [component] }))
-      expectError(response, 400)
+      expectError(response, 400, "unknown_catalogue_item")
       expect(response.body.statusDetail.message).toMatch(/not found/)
     }
   })
@@ -291,7 +292,7 @@ describe("POST /plans", () => {
     await as(acme).post(`/units/${unit.id}/archive`)
     expectError(
       await as(acme).post("/plans", planBody({ entitlements: [{ type: "UNIT", billingMode: "ARREAR", unitId: unit.id }] })),
-      409
+      409, "catalogue_item_archived"
     )
   })
 
@@ -302,9 +303,9 @@ describe("POST /plans", () => {
   })
 
   it("answers invalid JSON and a missing key in the envelope", async () => {
-    expectError(await app.request("POST", "/plans", { key: acme.apiKey, rawBody: "[" }), 400)
-    expectError(await app.request("POST", "/plans", { body: planBody() }), 401)
-    expectError(await app.request("GET", "/plans", { key: "sk_unknown" }), 401)
+    expectError(await app.request("POST", "/plans", { key: acme.apiKey, rawBody: "[" }), 400, "invalid_json")
+    expectError(await app.request("POST", "/plans", { body: planBody() }), 401, "api_key_refused")
+    expectError(await app.request("GET", "/plans", { key: "sk_unknown" }), 401, "api_key_refused")
   })
 })
 
@@ -318,8 +319,8 @@ describe("authentication on every /plans route", () => {
     ["POST", "/plans/x/unarchive"]
   ])("%s %s without a valid key is 401 in the envelope", async (method, path) => {
     const body = method === "GET" ? {} : { body: {} }
-    expectError(await app.request(method, path, body), 401)
-    expectError(await app.request(method, path, { key: "sk_revoked_or_unknown", ...body }), 401)
+    expectError(await app.request(method, path, body), 401, "api_key_refused")
+    expectError(await app.request(method, path, { key: "sk_revoked_or_unknown", ...body }), 401, "api_key_refused")
   })
 })
 
@@ -342,7 +343,7 @@ describe("GET /plans", () => {
     expect((await list("?active=false")).map((p: any) => p.id)).toEqual([ids[2]])
     expect((await list("?limit=2")).map((p: any) => p.id)).toEqual(ids.slice(0, 2))
     expect((await list(`?limit=2&cursor=${ids[1]}`)).map((p: any) => p.id)).toEqual(ids.slice(2))
-    expectError(await app.request("GET", "/plans?limit=-1", { key: tenant.apiKey }), 400)
+    expectError(await app.request("GET", "/plans?limit=-1", { key: tenant.apiKey }), 400, "validation_failed")
     expect((await as(acme).get("/plans?limit=200")).body.result.plans.map((p: any) => p.id)).not.toContain(ids[0])
   })
 })
@@ -356,10 +357,10 @@ describe("GET, PATCH /plans/{id}, archive and unarchive", () => {
       result: { plan }
     })
     for (const [tenant, id] of [[other, plan.id], [acme, "plan_missing"]] as const) {
-      expectError(await as(tenant).get(`/plans/${id}`), 404)
-      expectError(await as(tenant).patch(`/plans/${id}`, { name: "x" }), 404)
-      expectError(await as(tenant).post(`/plans/${id}/archive`), 404)
-      expectError(await as(tenant).post(`/plans/${id}/unarchive`), 404)
+      expectError(await as(tenant).get(`/plans/${id}`), 404, "plan_not_found")
+      expectError(await as(tenant).patch(`/plans/${id}`, { name: "x" }), 404, "plan_not_found")
+      expectError(await as(tenant).post(`/plans/${id}/archive`), 404, "plan_not_found")
+      expectError(await as(tenant).post(`/plans/${id}/unarchive`), 404, "plan_not_found")
     }
     expect((await as(acme).get(`/plans/${plan.id}`)).body.result.plan).toEqual(plan)
   })
@@ -392,13 +393,13 @@ describe("GET, PATCH /plans/{id}, archive and unarchive", () => {
 
   it("PATCH checks the plan as a whole and changes nothing when it fails", async () => {
     const plan = await createPlan(acme, { walletFundedArrear: true, entitlements: [wallet(10), creditArrear()] })
-    expectError(await as(acme).patch(`/plans/${plan.id}`, { entitlements: [wallet(10)] }), 400)
-    expectError(await as(acme).patch(`/plans/${plan.id}`, { priceAdjustment: -10.01 }), 400)
-    expectError(await as(acme).patch(`/plans/${plan.id}`, { name: "" }), 400)
-    expectError(await as(acme).patch(`/plans/${plan.id}`, { entitlements: [] }), 400)
+    expectError(await as(acme).patch(`/plans/${plan.id}`, { entitlements: [wallet(10)] }), 400, "invalid_wallet_funding")
+    expectError(await as(acme).patch(`/plans/${plan.id}`, { priceAdjustment: -10.01 }), 400, "negative_plan_cost")
+    expectError(await as(acme).patch(`/plans/${plan.id}`, { name: "" }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/plans/${plan.id}`, { entitlements: [] }), 400, "validation_failed")
     expectError(await as(acme).patch(`/plans/${plan.id}`, {
       entitlements: [wallet(), { type: "UNIT", billingMode: "ARREAR", unitId: otherCat.flat.id }]
-    }), 400)
+    }), 400, "unknown_catalogue_item")
     expect((await as(acme).get(`/plans/${plan.id}`)).body.result.plan).toEqual(plan)
     const unfunded = (await as(acme).patch(`/plans/${plan.id}`, { walletFundedArrear: false, entitlements: [wallet(10)] }))
       .body.result.plan

@@ -162,7 +162,7 @@ describe("GET /pay/{invoiceId}", () => {
     expect(page.status).toBe(200)
     expect(page.text).toMatch(/class="badge PAID"/)
     expect(page.text).not.toContain(PAYMENT_INSTRUCTIONS.split("\n")[0])
-    expectError(await paid.api.post(`/invoices/${paid.invoice.id}/pay-link`), 409)
+    expectError(await paid.api.post(`/invoices/${paid.invoice.id}/pay-link`), 409, "invoice_not_open")
   })
 })
 

@@ -51,19 +51,19 @@ describe("POST /portal/token", () => {
 
   it("answers 403 for another organisation's id, 404 for another organisation's customer", async () => {
     const customer = await makeCustomer(api)
-    expectError(await api.post("/portal/token", { customerId: customer.id, organizationId: other.organizationId }), 403)
-    expectError(await otherApi.post("/portal/token", { customerId: customer.id }), 404)
-    expectError(await api.post("/portal/token", { customerId: "cus_nope" }), 404)
+    expectError(await api.post("/portal/token", { customerId: customer.id, organizationId: other.organizationId }), 403, "organization_mismatch")
+    expectError(await otherApi.post("/portal/token", { customerId: customer.id }), 404, "customer_not_found")
+    expectError(await api.post("/portal/token", { customerId: "cus_nope" }), 404, "customer_not_found")
   })
 
   it.each([[{}], [{ customerId: "" }], [{ customerId: 5 }], [{ customerId: "c", scope: "all" }]])(
     "refuses %j with 400",
     async (body) => {
-      expectError(await api.post("/portal/token", body), 400)
+      expectError(await api.post("/portal/token", body), 400, "validation_failed")
     }
   )
 
   it("needs a key", async () => {
-    expectError(await app.request("POST", "/portal/token", { body: { customerId: "x" } }), 401)
+    expectError(await app.request("POST", "/portal/token", { body: { customerId: "x" } }), 401, "api_key_refused")
   })
 })

@@ -3,6 +3,7 @@ import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 import { cycleStart } from "../src/billing/Cycle.ts"
 import { buy, type Client, clientOf, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok, runCycles } from "./billing-support.ts"
 import { drain, query } from "./signals-fixtures.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -119,11 +120,11 @@ describe("POST /purchases", () => {
     const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
     const customer = await makeCustomer(api)
     const first = await buy(api, customer.id, plan.id)
-    expectError(await api.post("/purchases", { customerId: customer.id, planId: plan.id }), 409)
+    expectError(await api.post("/purchases", { customerId: customer.id, planId: plan.id }), 409, "purchase_already_held")
     const { cancelled, purchase } = ok(await api.post(`/purchases/${first.id}/cancel`))
     expect(cancelled).toBe(true)
     expect(purchase.status).toBe("CANCELLED")
-    expectError(await api.post(`/purchases/${first.id}/cancel`), 409)
+    expectError(await api.post(`/purchases/${first.id}/cancel`), 409, "purchase_cancelled")
     // The current cycle's PLAN invoice paid for an allowance granted in advance: it stays owed.
     const invoices = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
     expect(invoices.map((i: any) => [i.kind, i.status])).toEqual([["PLAN", "OPEN"]])
@@ -131,20 +132,20 @@ describe("POST /purchases", () => {
   })
 
   it.each([
-    ["neither customerId nor externalId", (planId: string) => ({ planId }), 400],
-    ["a malformed externalId", (planId: string) => ({ externalId: "bad_id", planId }), 400],
-    ["an unknown externalId", (planId: string) => ({ externalId: "nobody", planId }), 404],
-    ["an unknown customerId", (planId: string) => ({ customerId: "cus_nope", planId }), 404],
-    ["an unknown plan", (_: string, customerId: string) => ({ customerId, planId: "plan_nope" }), 400],
-    ["a past billingDate", (planId: string, customerId: string) => ({ customerId, planId, billingDate: "2020-01-01T00:00:00Z" }), 400],
-    ["a billingDate that is not a date", (planId: string, customerId: string) => ({ customerId, planId, billingDate: "soon" }), 400],
-    ["an unknown field", (planId: string, customerId: string) => ({ customerId, planId, price: 0 }), 400],
-    ["no planId", (_: string, customerId: string) => ({ customerId }), 400]
-  ])("answers %s with the right error and writes nothing", async (_, body, status) => {
+    ["neither customerId nor externalId", (planId: string) => ({ planId }), 400, "customer_ref_missing"],
+    ["a malformed externalId", (planId: string) => ({ externalId: "bad_id", planId }), 400, "validation_failed"],
+    ["an unknown externalId", (planId: string) => ({ externalId: "nobody", planId }), 404, "customer_not_found"],
+    ["an unknown customerId", (planId: string) => ({ customerId: "cus_nope", planId }), 404, "customer_not_found"],
+    ["an unknown plan", (_: string, customerId: string) => ({ customerId, planId: "plan_nope" }), 400, "unknown_plan"],
+    ["a past billingDate", (planId: string, customerId: string) => ({ customerId, planId, billingDate: "2020-01-01T00:00:00Z" }), 400, "billing_date_in_past"],
+    ["a billingDate that is not a date", (planId: string, customerId: string) => ({ customerId, planId, billingDate: "soon" }), 400, "validation_failed"],
+    ["an unknown field", (planId: string, customerId: string) => ({ customerId, planId, price: 0 }), 400, "validation_failed"],
+    ["no planId", (_: string, customerId: string) => ({ customerId }), 400, "validation_failed"]
+  ])("answers %s with the right error and writes nothing", async (_, body, status, code) => {
     const unit = await makeUnit(api)
     const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
     const customer = await makeCustomer(api)
-    expectError(await api.post("/purchases", body(plan.id, customer.id)), status)
+    expectError(await api.post("/purchases", body(plan.id, customer.id)), status, code as ErrorCode)
     expect(ok(await api.get(`/purchases?customerId=${customer.id}`)).purchases).toEqual([])
     expect(ok(await api.get(`/customers/${customer.id}/balances`)).hasPlan).toBe(false)
   })
@@ -154,10 +155,10 @@ describe("POST /purchases", () => {
     const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
     const customer = await makeCustomer(api)
     ok(await api.post(`/plans/${plan.id}/archive`))
-    expectError(await api.post("/purchases", { customerId: customer.id, planId: plan.id }), 400)
+    expectError(await api.post("/purchases", { customerId: customer.id, planId: plan.id }), 400, "plan_inactive")
     const live = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
     ok(await api.del(`/customers/${customer.id}`))
-    expectError(await api.post("/purchases", { customerId: customer.id, planId: live.id }), 409)
+    expectError(await api.post("/purchases", { customerId: customer.id, planId: live.id }), 409, "customer_archived")
   })
 })
 
@@ -169,7 +170,7 @@ describe("purchase list, get, update", () => {
     const purchase = await buy(api, customer.id, plan.id)
     ok(await api.post(`/purchases/${purchase.id}/cancel`))
     const cancelled = ok(await api.get(`/purchases/${purchase.id}`)).purchase
-    expectError(await api.patch(`/purchases/${purchase.id}`, { autoPayment: true }), 409)
+    expectError(await api.patch(`/purchases/${purchase.id}`, { autoPayment: true }), 409, "purchase_cancelled")
     expect(ok(await api.get(`/purchases/${purchase.id}`)).purchase).toEqual(cancelled)
   })
 
@@ -190,8 +191,8 @@ describe("purchase list, get, update", () => {
 
     const updated = ok(await api.patch(`/purchases/${purchases[0].id}`, { autoPayment: true }))
     expect(updated).toMatchObject({ updated: true, purchase: { autoPayment: true } })
-    expectError(await api.patch(`/purchases/${purchases[0].id}`, { autoPayment: "yes" }), 400)
-    expectError(await api.patch(`/purchases/${purchases[0].id}`, {}), 400)
+    expectError(await api.patch(`/purchases/${purchases[0].id}`, { autoPayment: "yes" }), 400, "validation_failed")
+    expectError(await api.patch(`/purchases/${purchases[0].id}`, {}), 400, "validation_failed")
   })
 
   it("hides another organisation's purchases behind 404", async () => {
@@ -199,13 +200,13 @@ describe("purchase list, get, update", () => {
     const plan = await makePlan(app, acme, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }])
     const customer = await makeCustomer(api)
     const purchase = await buy(api, customer.id, plan.id)
-    expectError(await otherApi.get(`/purchases/${purchase.id}`), 404)
-    expectError(await otherApi.patch(`/purchases/${purchase.id}`, { autoPayment: true }), 404)
-    expectError(await otherApi.post(`/purchases/${purchase.id}/cancel`), 404)
+    expectError(await otherApi.get(`/purchases/${purchase.id}`), 404, "purchase_not_found")
+    expectError(await otherApi.patch(`/purchases/${purchase.id}`, { autoPayment: true }), 404, "purchase_not_found")
+    expectError(await otherApi.post(`/purchases/${purchase.id}/cancel`), 404, "purchase_not_found")
     expect(ok(await otherApi.get("/purchases")).purchases).toEqual([])
-    expectError(await otherApi.post("/purchases", { customerId: customer.id, planId: plan.id }), 404)
-    expectError(await api.get("/purchases/pur_missing"), 404)
-    expectError(await app.request("GET", "/purchases"), 401)
+    expectError(await otherApi.post("/purchases", { customerId: customer.id, planId: plan.id }), 404, "customer_not_found")
+    expectError(await api.get("/purchases/pur_missing"), 404, "purchase_not_found")
+    expectError(await app.request("GET", "/purchases"), 401, "api_key_refused")
   })
 })
 
@@ -257,8 +258,8 @@ describe("authentication on every billing route", () => {
     ["POST", "/portal/token"]
   ])("%s %s without a key is 401 in the envelope", async (method, path) => {
     const body = method === "GET" ? {} : { body: {} }
-    expectError(await app.request(method, path, body), 401)
-    expectError(await app.request(method, path, { key: "sk_wrong", ...body }), 401)
+    expectError(await app.request(method, path, body), 401, "api_key_refused")
+    expectError(await app.request(method, path, { key: "sk_wrong", ...body }), 401, "api_key_refused")
   })
 })
 

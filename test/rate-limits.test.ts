@@ -16,6 +16,7 @@ import { OrganizationId } from "../src/ids.ts"
 import { familyOf, RateLimiter, rateLimitHeaders, TokenBuckets } from "../src/http/RateLimit.ts"
 import { clientOf, expectError, ok } from "./support/Http.ts"
 import { postVia } from "./support/LanePost.ts"
+import { makeSettableClock } from "./support/SettableClock.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
 let app: TestApp
@@ -135,7 +136,7 @@ const credit = (customerId: string, i: number) =>
   JSON.stringify({ customerId, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 100 + i, outputTokens: 10 } })
 
 const expectLimited = (answer: { status: number; body: any; headers: any }, family: string, policy: string) => {
-  expectError(answer, 429)
+  expectError(answer, 429, "rate_limited")
   expect(answer.body.statusDetail.message).toMatch(new RegExp(`^Rate limit exceeded for ${family}`))
   const header = (name: string) => typeof answer.headers.get === "function" ? answer.headers.get(name) : answer.headers[name]
   expect(header("retry-after")).toMatch(/^[1-9]\d*$/)
@@ -168,7 +169,7 @@ describe("rate limits over HTTP", () => {
         { uploads: { perSecond: 1, burst: 1 } }
       ]
     ) {
-      expectError(await api.patch("/organization/settings", { rateLimits }), 400)
+      expectError(await api.patch("/organization/settings", { rateLimits }), 400, "validation_failed")
     }
     const cli = await app.cli([
       "org", "settings", "--rate-limit-writes", "20/40", "--rate-limit-reads", "default", "--json", "--org", tenant.organizationId
@@ -244,9 +245,37 @@ describe("rate limits over HTTP", () => {
       sql<{ name: string }>`SELECT name FROM customers WHERE organization_id = ${tenant.organizationId} ORDER BY id`))
     expect(names.map((row) => row.name)).toEqual(["Jo", "Al"])
 
-    expectError(await app.request("GET", "/customers", { key: "sk_not_a_key" }), 401)
+    expectError(await app.request("GET", "/customers", { key: "sk_not_a_key" }), 401, "api_key_refused")
     // Another key of the same organisation has buckets of its own.
     const second = await app.cli(["key", "create", "--json", "--org", tenant.organizationId])
     ok(await app.request("GET", "/customers", { key: second.json.apiKey }))
+  })
+})
+
+describe("Retry-After over HTTP (the app's clock set by the test)", () => {
+  it("is the whole seconds until the tokens are there, rounded up: waiting it lets the request through, a second less does not", async () => {
+    const clock = makeSettableClock()
+    const timed = await startTestApp({ clock })
+    try {
+      clock.set(Date.now())
+      const tenant = await timed.tenant("Retry-After")
+      const api = clientOf(timed, tenant)
+      // One token every 2.5 seconds, one at a time.
+      ok(await api.patch("/organization/settings", { rateLimits: { reads: { perSecond: 0.4, burst: 1 } } }))
+      ok(await api.get("/customers"))
+      const refused = await api.get("/customers")
+      expectLimited(refused, "reads", "\"reads\";q=1;w=3")
+      // The token is there in 2.5 seconds: told 3, not 2.
+      expect(refused.headers.get("retry-after")).toBe("3")
+      clock.advance(2_000)
+      // 0.8 of a token: half a second to go, told 1.
+      const early = await api.get("/customers")
+      expectLimited(early, "reads", "\"reads\";q=1;w=3")
+      expect(early.headers.get("retry-after")).toBe("1")
+      clock.advance(1_000)
+      ok(await api.get("/customers"))
+    } finally {
+      await timed.close()
+    }
   })
 })

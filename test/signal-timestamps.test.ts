@@ -175,7 +175,7 @@ describe("a signal's timestamp", () => {
     for (const timestamp of ["2026-01-31T23:59:00", "2026-01-31 23:59:00Z", "2026-01-31T23:59:00.1234Z", "2026-02-30T10:00:00Z", "yesterday", 1700000000000]) {
       for (const door of ["lane", "full"] as const) {
         const answer = await sendVia("/signal/credit", { customerId, agentKey: "chat", usage, timestamp }, door)
-        expectError(answer, 400, "timestamp")
+        expectError(answer, 400, "validation_failed", "timestamp")
         if (typeof timestamp === "string") expect(answer.body.statusDetail.message).toContain("zone offset")
         // The lane hands a body its schema refuses to the full server, which answers it.
         if (door === "lane") expect(answer.handedOver).toBe(1)
@@ -189,7 +189,7 @@ describe("a signal's timestamp", () => {
     for (const door of ["lane", "full"] as const) {
       const ahead = new Date(Date.now() + 6 * minute).toISOString()
       const answer = await sendVia("/signal/unit", { customerId, agentKey: "pages", timestamp: ahead }, door)
-      expectError(answer, 400, "timestamp")
+      expectError(answer, 400, "invalid_signal", "timestamp")
       expect(answer.body.statusDetail.message).toContain("5 minutes ahead")
       expect(answer.laneAnswered).toBe(door === "lane" ? 1 : 0)
     }
@@ -214,7 +214,7 @@ describe("a signal's timestamp", () => {
           "/signal/wallet": { ...common, usage }
         }
         const answer = await sendVia(route, bodyOf[route], door)
-        expectError(answer, 422, "older than this workspace's late-usage window of 35 days")
+        expectError(answer, 422, "timestamp_too_old", "older than this workspace's late-usage window of 35 days")
         expect(answer.laneAnswered, route).toBe(door === "lane" ? 1 : 0)
       }
     }
@@ -230,7 +230,7 @@ describe("a signal's timestamp", () => {
     const send = (timestamp: string, door: "lane" | "full" = "lane") =>
       post("/signal/unit", { customerId: customer, agentKey: "pages", timestamp }, door, tenant.apiKey)
     const fortyDaysAgo = ago(40 * day)
-    expectError(await send(fortyDaysAgo), 422, "window of 35 days")
+    expectError(await send(fortyDaysAgo), 422, "timestamp_too_old", "window of 35 days")
 
     const widened = await app.cli(["org", "settings", "--org", tenant.organizationId, "--late-usage-days", "45", "--json"])
     expect(widened.code, widened.stderr).toBe(0)
@@ -242,15 +242,15 @@ describe("a signal's timestamp", () => {
     const closed = await app.cli(["org", "settings", "--org", tenant.organizationId, "--late-usage-days", "0", "--json"])
     expect(closed.json.organization.lateUsageDays).toBe(0)
     const before = await signalCount(tenant.organizationId)
-    expectError(await send(ago(minute)), 422, "window of 0 days")
-    expectError(await send(ago(minute), "full"), 422, "window of 0 days")
+    expectError(await send(ago(minute)), 422, "timestamp_too_old", "window of 0 days")
+    expectError(await send(ago(minute), "full"), 422, "timestamp_too_old", "window of 0 days")
     expect(await signalCount(tenant.organizationId)).toBe(before)
     // A timestamp at or after intake (within the 5 minutes' lead) is never late.
     expect((await send(new Date(Date.now() + minute).toISOString())).status).toBe(202)
 
     const one = await app.cli(["org", "settings", "--org", tenant.organizationId, "--late-usage-days", "1", "--json"])
     expect(one.code).toBe(0)
-    expectError(await send(ago(2 * day)), 422, "window of 1 day")
+    expectError(await send(ago(2 * day)), 422, "timestamp_too_old", "window of 1 day")
   }, 60_000)
 
   it("is refused item by item in a batch", async () => {
@@ -281,9 +281,9 @@ describe("a signal's timestamp", () => {
     expect((await api.post("/signal/outcome", { customerId, agentKey: "draft", runId: "ts-run" })).status).toBe(202)
     const runsOf = async () => (await query(app, "SELECT 1 FROM outcome_runs WHERE organization_id = $1 AND run_id = 'ts-run'", [acme.organizationId])).length
     const before = await signalCount()
-    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: ago(36 * day) }), 422, "window of 35 days")
-    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: new Date(Date.now() + 6 * minute).toISOString() }), 400, "timestamp")
-    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: "2026-01-01T00:00:00" }), 400, "timestamp")
+    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: ago(36 * day) }), 422, "timestamp_too_old", "window of 35 days")
+    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: new Date(Date.now() + 6 * minute).toISOString() }), 400, "invalid_signal", "timestamp")
+    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: "2026-01-01T00:00:00" }), 400, "validation_failed", "timestamp")
     expect(await runsOf()).toBe(0)
     expect(await signalCount()).toBe(before)
 
@@ -294,9 +294,46 @@ describe("a signal's timestamp", () => {
     expect(iso((await stored(completed.body.result.rawId)).occurredAt)).toBe(moment)
 
     const composite = { customerId, composite: { job: "ts-1" } }
-    expectError(await api.post("/signal/composite/complete", { ...composite, timestamp: ago(36 * day) }), 422, "window of 35 days")
-    expectError(await api.post("/signal/composite/complete", { ...composite, timestamp: "2026-01-01T00:00Z" }), 400, "timestamp")
+    expectError(await api.post("/signal/composite/complete", { ...composite, timestamp: ago(36 * day) }), 422, "timestamp_too_old", "window of 35 days")
+    expectError(await api.post("/signal/composite/complete", { ...composite, timestamp: "2026-01-01T00:00Z" }), 400, "validation_failed", "timestamp")
     expect(await signalCount()).toBe(before + 1)
+  })
+})
+
+describe("the completion routes' late-usage window", () => {
+  it("is the workspace's setting, narrower or wider than the default 35 days", async () => {
+    const tenant = await app.tenant("Completion window")
+    const api = client(app, tenant)
+    const unit = await api.created("/units", { name: "Exports", agentKey: "exports", pricingType: "FLAT", flatPrice: 1 }, "unit")
+    const composite = await api.created("/composites", { name: "Bundle", refId: "bundle", price: 2, entitlements: { unitIds: [unit] } }, "composite")
+    const plan = await api.created("/plans", {
+      name: "Bundles",
+      billingCycle: "MONTHLY",
+      entitlements: [{ type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: composite, quantity: 5 }]
+    }, "plan")
+    const customer = await api.created("/customers", { name: "Kim", email: "kim@example.com" }, "customer")
+    expect((await api.post("/purchases", { customerId: customer, planId: plan })).status).toBe(201)
+    for (const job of ["narrow", "wide"]) {
+      expect((await api.post("/signal/unit", { customerId: customer, agentKey: "exports", composite: { bundle: job } })).status).toBe(202)
+      expect((await api.post("/signal/outcome", { customerId: customer, agentKey: "draft", runId: job })).status).toBe(202)
+    }
+    const outcomeComplete = (runId: string, timestamp: string) =>
+      api.post("/signal/outcome/complete", { customerId: customer, runId, timestamp })
+    const compositeComplete = (job: string, timestamp: string) =>
+      api.post("/signal/composite/complete", { customerId: customer, composite: { bundle: job }, timestamp })
+    const settings = (days: number) => api.patch("/organization/settings", { lateUsageDays: days })
+
+    // 10 days: 20 days ago is inside the default window but outside the workspace's.
+    expect((await settings(10)).body.result.organization.lateUsageDays).toBe(10)
+    expectError(await outcomeComplete("narrow", ago(20 * day)), 422, "timestamp_too_old", "window of 10 days")
+    expectError(await compositeComplete("narrow", ago(20 * day)), 422, "timestamp_too_old", "window of 10 days")
+    // 45 days: 40 days ago is outside the default window but inside the workspace's.
+    expect((await settings(45)).body.result.organization.lateUsageDays).toBe(45)
+    const outcome = await outcomeComplete("wide", ago(40 * day))
+    expect(outcome.status, JSON.stringify(outcome.body)).toBe(200)
+    const bundle = await compositeComplete("wide", ago(40 * day))
+    expect(bundle.status, JSON.stringify(bundle.body)).toBe(200)
+    expectError(await outcomeComplete("narrow", ago(46 * day)), 422, "timestamp_too_old", "window of 45 days")
   })
 })
 
@@ -316,7 +353,7 @@ describe("a composite completion's timestamp", () => {
     expect((await api.post("/signal/unit", { customerId: customer, agentKey: "exports", composite: { bundle: "job-ts" } })).status).toBe(202)
 
     const tooOld = await api.post("/signal/composite/complete", { customerId: customer, composite: { bundle: "job-ts" }, timestamp: ago(36 * day) })
-    expectError(tooOld, 422, "window of 35 days")
+    expectError(tooOld, 422, "timestamp_too_old", "window of 35 days")
     const occurrence = async () =>
       (await query<{ status: string }>(app, "SELECT status FROM composite_occurrences WHERE organization_id = $1 AND value = 'job-ts'", [tenant.organizationId]))[0]?.status
     expect(await occurrence()).not.toBe("COMPLETED")

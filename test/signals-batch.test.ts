@@ -221,12 +221,12 @@ describe("POST /signal/batch", () => {
   it("refuses the whole request for 0 or 1,001 items (and a malformed body), writing nothing", async () => {
     const before = await inboxCount()
     const item = { type: "unit", customerId, agentKey: "pages" }
-    expectError(await batch([]), 400, "signals: must hold 1 to 1,000 signals")
-    expectError(await batch(Array.from({ length: 1001 }, () => item)), 400, "signals: must hold 1 to 1,000 signals")
-    expectError(await api().post("/signal/batch", {}), 400, "signals")
-    expectError(await api().post("/signal/batch", { signals: item }), 400, "signals")
-    expectError(await api().post("/signal/batch", { signals: [item], extra: true }), 400, "extra")
-    expectError(await app.request("POST", "/signal/batch", { key: "sk_nope", body: { signals: [item] } }), 401)
+    expectError(await batch([]), 400, "validation_failed", "signals: must hold 1 to 1,000 signals")
+    expectError(await batch(Array.from({ length: 1001 }, () => item)), 400, "validation_failed", "signals: must hold 1 to 1,000 signals")
+    expectError(await api().post("/signal/batch", {}), 400, "validation_failed", "signals")
+    expectError(await api().post("/signal/batch", { signals: item }), 400, "validation_failed", "signals")
+    expectError(await api().post("/signal/batch", { signals: [item], extra: true }), 400, "validation_failed", "extra")
+    expectError(await app.request("POST", "/signal/batch", { key: "sk_nope", body: { signals: [item] } }), 401, "api_key_refused")
     expect(await inboxCount()).toBe(before)
   })
 
@@ -407,12 +407,12 @@ describe("POST /signal/batch", () => {
       api().post("/signal/unit", { customerId, agentKey: "pa\u0000ges" }),
       api().post("/signal/unit", { customerId, agentKey: "pages" })
     ])
-    expectError(bad!, 400, "NUL")
+    expectError(bad!, 400, "invalid_signal", "NUL")
     expect(bad!.body.statusDetail.code).toBe("invalid_signal")
     expect(good!.status).toBe(202)
     // A lone surrogate is not text at all: the edge refuses the whole request, naming where it is (docs/api.md).
     const surrogate = await batch([{ type: "wallet", customerId, usage, custom: { ["\uD800"]: 1 } }])
-    expectError(surrogate, 400, "signals[0].custom.")
+    expectError(surrogate, 400, "validation_failed", "signals[0].custom.")
     expect(surrogate.body.statusDetail.message).toContain("lone UTF-16 surrogate")
     expect(await inboxCount()).toBe(before + 2)
   })
@@ -470,8 +470,8 @@ describe("grouped inbox writes of the single routes", () => {
 
     answers.forEach((answer, i) => {
       const { who } = requests[i]!
-      if (who === "cus_missing") expectError(answer, 404, "Customer cus_missing not found")
-      else if (who === archivedId) expectError(answer, 409, "archived")
+      if (who === "cus_missing") expectError(answer, 404, "customer_not_found", "Customer cus_missing not found")
+      else if (who === archivedId) expectError(answer, 409, "customer_archived", "archived")
       else {
         expect(answer.status, JSON.stringify(answer.body)).toBe(202)
         expect(answer.body.statusDetail.message).toBe("Signal accepted for processing")

@@ -2,7 +2,9 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { expect } from "vitest"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
+import { expectError as expectErrorCode } from "./support/Http.ts"
 import type { Tenant, TestApp } from "./support/TestApp.ts"
 
 export const client = (app: TestApp, tenant: Tenant) => ({
@@ -18,14 +20,10 @@ export const client = (app: TestApp, tenant: Tenant) => ({
   }
 })
 
-export const expectError = (response: { status: number; body: any }, status: number, text?: string) => {
-  expect(response.status).toBe(status)
-  expect(response.body).toEqual({
-    statusCode: status,
-    statusDetail: { status: "ERROR", code: expect.any(String), message: expect.any(String) },
-    result: {}
-  })
-  if (text) expect(response.body.statusDetail.message).toContain(text)
+/** An error answer in the envelope with its status and code (test/support/Http.ts), its message holding `text` when given. */
+export const expectError = (response: { status: number; body: any }, status: number, code: ErrorCode, text?: string) => {
+  expectErrorCode(response, status, code)
+  if (text !== undefined) expect(response.body.statusDetail.message).toContain(text)
 }
 
 /** Runs the pricing job in the test's process until the queue is empty. */

@@ -172,7 +172,7 @@ describe("Prefer: wait=N with the worker running (as `billing serve` runs it)", 
     const api = client(app, acme)
     const customerId = await api.created("/customers", { name: "No plan", email: "noplan@example.com" }, "customer")
     const answer = await send({ customerId, agentKey: "chat", usage: call }, "wait=10")
-    expectError(answer, 422)
+    expectError(answer, 422, "no_active_plan")
     expect(answer.headers.get("preference-applied")).toBe("wait=10")
     const [row] = await query<{ status: string; errorStatus: number; errorMessage: string }>(
       app,

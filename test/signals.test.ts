@@ -81,27 +81,27 @@ describe("signal intake", () => {
   ])("%s rejects %j with 400 naming %s and queues nothing", async (path, body, field) => {
     const before = (await signalRows(acme.organizationId)).length
     const response = await as(acme).post(path, { customerId, ...body })
-    expectError(response, 400, field)
+    expectError(response, 400, "validation_failed", field)
     expect((await signalRows(acme.organizationId)).length).toBe(before)
   })
 
   it("answers 400 for a malformed externalId and for neither customerId nor externalId", async () => {
-    expectError(await as(acme).post("/signal/unit", { externalId: "bad_id", agentKey: "pages" }), 400, "externalId")
-    expectError(await as(acme).post("/signal/unit", { externalId: "x".repeat(33), agentKey: "pages" }), 400, "externalId")
-    expectError(await as(acme).post("/signal/unit", { agentKey: "pages" }), 400, "customerId or externalId")
+    expectError(await as(acme).post("/signal/unit", { externalId: "bad_id", agentKey: "pages" }), 400, "validation_failed", "externalId")
+    expectError(await as(acme).post("/signal/unit", { externalId: "x".repeat(33), agentKey: "pages" }), 400, "validation_failed", "externalId")
+    expectError(await as(acme).post("/signal/unit", { agentKey: "pages" }), 400, "customer_ref_missing", "customerId or externalId")
   })
 
   it("answers 401 without a valid key", async () => {
     const response = await app.request("POST", "/signal/unit", { key: "sk_nope", body: { customerId, agentKey: "p" } })
-    expectError(response, 401)
+    expectError(response, 401, "api_key_refused")
   })
 
   it("answers 404 for an unknown customerId, and for another organisation's customer", async () => {
     // An organisation of its own: other tests queue signals for `other`.
     const stranger = await app.tenant("Stranger")
     const before = (await signalRows(acme.organizationId)).length
-    expectError(await as(acme).post("/signal/unit", { customerId: "cus_missing", agentKey: "pages" }), 404)
-    expectError(await as(stranger).post("/signal/unit", { customerId, agentKey: "pages" }), 404)
+    expectError(await as(acme).post("/signal/unit", { customerId: "cus_missing", agentKey: "pages" }), 404, "customer_not_found")
+    expectError(await as(stranger).post("/signal/unit", { customerId, agentKey: "pages" }), 404, "customer_not_found")
     expect((await signalRows(stranger.organizationId)).length).toBe(0)
     expect((await signalRows(acme.organizationId)).length).toBe(before)
   })
@@ -116,9 +116,9 @@ describe("signal intake", () => {
     const id = archived.body.result.customer.id
     await as(acme).del(`/customers/${id}`)
     const before = (await signalRows(acme.organizationId)).length
-    expectError(await as(acme).post("/signal/unit", { customerId: id, agentKey: "pages" }), 409, "archived")
-    expectError(await as(acme).post("/signal/outcome/complete", { customerId: id, runId: "r" }), 409)
-    expectError(await as(acme).post("/signal/composite/complete", { customerId: id, composite: { x: "1" } }), 409)
+    expectError(await as(acme).post("/signal/unit", { customerId: id, agentKey: "pages" }), 409, "customer_archived", "archived")
+    expectError(await as(acme).post("/signal/outcome/complete", { customerId: id, runId: "r" }), 409, "customer_archived")
+    expectError(await as(acme).post("/signal/composite/complete", { customerId: id, composite: { x: "1" } }), 409, "customer_archived")
     expect((await signalRows(acme.organizationId)).length).toBe(before)
   })
 })
@@ -187,7 +187,7 @@ describe("unknown externalId: PENDING, then requeued", () => {
 
 describe("outcome complete and composite complete, synchronous answers", () => {
   it("outcome complete is 404 for a run with no step", async () => {
-    expectError(await as(acme).post("/signal/outcome/complete", { customerId, runId: "never-ran" }), 404, "never-ran")
+    expectError(await as(acme).post("/signal/outcome/complete", { customerId, runId: "never-ran" }), 404, "outcome_run_not_found", "never-ran")
   })
 
   it("outcome complete is 200 once, then 409; a repeated key replays the 200", async () => {
@@ -195,7 +195,7 @@ describe("outcome complete and composite complete, synchronous answers", () => {
     const first = await as(acme).post("/signal/outcome/complete", { customerId, runId: "run-1", idempotencyKey: "c1" })
     expect(first.status).toBe(200)
     expect(first.body.result).toEqual({ status: "COMPLETED", usageLog: null, rawId: expect.stringMatching(/^sig_/) })
-    expectError(await as(acme).post("/signal/outcome/complete", { customerId, runId: "run-1" }), 409, "already")
+    expectError(await as(acme).post("/signal/outcome/complete", { customerId, runId: "run-1" }), 409, "outcome_run_completed", "already")
     const replay = await as(acme).post("/signal/outcome/complete", { customerId, runId: "run-1", idempotencyKey: "c1" })
     expect(replay.status).toBe(200)
     expect(replay.body.result).toEqual(first.body.result)
@@ -205,7 +205,7 @@ describe("outcome complete and composite complete, synchronous answers", () => {
     await as(acme).post("/signal/outcome", { customerId, agentKey: "draft", runId: "run-2" })
     const stranger = await as(acme).post("/customers", { name: "S", email: "s@example.com", externalId: "stranger" })
     expect(stranger.status).toBe(201)
-    expectError(await as(acme).post("/signal/outcome/complete", { externalId: "stranger", runId: "run-2" }), 404)
+    expectError(await as(acme).post("/signal/outcome/complete", { externalId: "stranger", runId: "run-2" }), 404, "outcome_run_not_found")
     const done = await as(acme).post("/signal/outcome/complete", { externalId: "jo-1", runId: "run-2" })
     expect(done.status).toBe(200)
   })
@@ -225,7 +225,7 @@ describe("outcome complete and composite complete, synchronous answers", () => {
     }, "composite")
     expectError(
       await as(acme).post("/signal/composite/complete", { customerId, composite: { "solo-pack": "v1" } }),
-      422,
+      422, "no_active_plan",
       "no active plan"
     )
   })
@@ -233,7 +233,7 @@ describe("outcome complete and composite complete, synchronous answers", () => {
   it("composite complete is 404 for a tag naming no live composite", async () => {
     expectError(
       await as(acme).post("/signal/composite/complete", { customerId, composite: { "no-such": "v1" } }),
-      404,
+      404, "composite_not_found",
       "no-such"
     )
   })
@@ -256,20 +256,20 @@ describe("signal operators: replay", () => {
 
 describe("usage log reads", () => {
   it("needs customerId, validates filters and answers 404 for another organisation's customer", async () => {
-    expectError(await as(acme).get("/signal/usage-log"), 400, "customerId")
-    expectError(await as(acme).get(`/signal/usage-log?customerId=${customerId}&meter=NOPE`), 400, "meter")
-    expectError(await as(acme).get(`/signal/usage-log?customerId=${customerId}&from=yesterday`), 400, "from")
-    expectError(await as(other).get(`/signal/usage-log?customerId=${customerId}`), 404)
+    expectError(await as(acme).get("/signal/usage-log"), 400, "validation_failed", "customerId")
+    expectError(await as(acme).get(`/signal/usage-log?customerId=${customerId}&meter=NOPE`), 400, "validation_failed", "meter")
+    expectError(await as(acme).get(`/signal/usage-log?customerId=${customerId}&from=yesterday`), 400, "validation_failed", "from")
+    expectError(await as(other).get(`/signal/usage-log?customerId=${customerId}`), 404, "customer_not_found")
     const empty = await as(acme).get(`/signal/usage-log?customerId=${customerId}`)
     expect(empty.status).toBe(200)
     expect(empty.body.result).toEqual({ usageLogs: [] })
   })
 
   it("lookup takes 1 to 10 ids and lists unknown ones in notFound, duplicates removed", async () => {
-    expectError(await as(acme).post("/signal/usage-log/lookup", { ids: [] }), 400, "ids")
+    expectError(await as(acme).post("/signal/usage-log/lookup", { ids: [] }), 400, "validation_failed", "ids")
     expectError(
       await as(acme).post("/signal/usage-log/lookup", { ids: Array.from({ length: 11 }, (_, i) => `usg_${i}`) }),
-      400,
+      400, "validation_failed",
       "ids"
     )
     const response = await as(acme).post("/signal/usage-log/lookup", { ids: ["usg_a", "usg_b", "usg_a"] })

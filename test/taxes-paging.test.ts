@@ -28,7 +28,7 @@ describe("GET /taxes", () => {
 
     expect(ok(await api.get("/taxes?active=true&limit=2")).taxes.map((t: any) => t.name)).toEqual(["A", "C"])
     expect(ok(await api.get("/taxes?limit=5000")).taxes).toHaveLength(5)
-    expectError(await api.get("/taxes?limit=0"), 400)
+    expectError(await api.get("/taxes?limit=0"), 400, "validation_failed")
   })
 
   it("pages from the CLI: billing tax list --limit --cursor", async () => {

@@ -141,7 +141,7 @@ describe("lists", () => {
     expect(cli.code).toBe(2)
     expect(cli.stderr).toMatch(/--limit <n>.*must be at least 1/)
     expect((await app.cli(["customer", "list", "--limit", "2.5", ...org])).code).toBe(2)
-    expectError(await api.get("/customers?limit=0"), 400)
+    expectError(await api.get("/customers?limit=0"), 400, "validation_failed")
     expect((await app.cli(["customer", "list", "--limit", "1", "--json", ...org])).json.customers).toHaveLength(1)
 
     const endpoint = ok(await api.post("/webhook-endpoints", { url: "https://example.com/hooks" }), 201).endpoint
@@ -156,7 +156,7 @@ describe("lists", () => {
       expect(answer.body.statusDetail.message, path).toContain("names no row of this list")
     }
     // Another list's id is no cursor of this one; a real one pages.
-    expectError(await api.get(`/invoices?cursor=${customer.id}`), 400)
+    expectError(await api.get(`/invoices?cursor=${customer.id}`), 400, "unknown_cursor")
     const page = ok(await api.get(`/customers?cursor=${customer.id}`)).customers
     expect(page.every((c: any) => c.id > customer.id)).toBe(true)
     const cliCursor = await app.cli(["customer", "list", "--cursor", "zzz", ...org])
@@ -259,7 +259,7 @@ describe("the API's answers", () => {
     const accepted = ok(await api.post("/signal/usage-log/lookup", { ids: [...ten, ten[0]] }))
     expect(accepted).toEqual({ usageLogs: [], notFound: ten })
     const refused = await api.post("/signal/usage-log/lookup", { ids: [...ten, "usg_eleventh"] })
-    expectError(refused, 400)
+    expectError(refused, 400, "validation_failed")
     expect(refused.body.statusDetail.message).toContain("at most 10 distinct ids")
   })
 
@@ -269,7 +269,7 @@ describe("the API's answers", () => {
     const customer = await makeCustomer(api)
     await buy(api, customer.id, plan.id)
     const malformed = await api.post("/signal/unit", { customerId: customer.id, externalId: "not valid!", agentKey: unit.agentKey })
-    expectError(malformed, 400)
+    expectError(malformed, 400, "validation_failed")
     expect(malformed.body.statusDetail.message).toContain("externalId")
     const ignored = ok(await api.post("/signal/unit", { customerId: customer.id, externalId: "nobody-has-this", agentKey: unit.agentKey }), 202)
     expect(ignored.queued).toBe(true)

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { clientOf, expectError } from "./support/Http.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+import type { ErrorCode } from "../src/http/ApiErrors.ts"
 
 let app: TestApp
 let acme: Tenant
@@ -90,35 +91,35 @@ describe("POST /units", () => {
   })
 
   it.each([
-    [{ agentKey: "a", pricingType: "FLAT", flatPrice: 1 }, "name"],
-    [{ name: "", agentKey: "a", pricingType: "FLAT", flatPrice: 1 }, "name"],
-    [{ name: "x".repeat(81), agentKey: "a", pricingType: "FLAT", flatPrice: 1 }, "name"],
-    [{ name: "A", pricingType: "FLAT", flatPrice: 1 }, "agentKey"],
-    [{ name: "A", agentKey: "", pricingType: "FLAT", flatPrice: 1 }, "agentKey"],
-    [{ name: "A", agentKey: "Upper", pricingType: "FLAT", flatPrice: 1 }, "agentKey"],
-    [{ name: "A", agentKey: "has space", pricingType: "FLAT", flatPrice: 1 }, "agentKey"],
-    [{ name: "A", agentKey: "k".repeat(81), pricingType: "FLAT", flatPrice: 1 }, "agentKey"],
-    [{ name: "A", agentKey: "a", description: "d".repeat(401), pricingType: "FLAT", flatPrice: 1 }, "description"],
-    [{ name: "A", agentKey: "a", flatPrice: 1 }, "pricingType"],
-    [{ name: "A", agentKey: "a", pricingType: "TIERED", flatPrice: 1 }, "pricingType"],
-    [{ name: "A", agentKey: "a", pricingType: "FLAT" }, "flatPrice"],
-    [{ name: "A", agentKey: "a", pricingType: "FLAT", flatPrice: -1 }, "flatPrice"],
-    [{ name: "A", agentKey: "a", pricingType: "FLAT", flatPrice: "1" }, "flatPrice"],
-    [{ name: "A", agentKey: "a", pricingType: "FLAT", flatPrice: 1, tiers: [{ upTo: null, price: 1 }] }, "tiers"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB" }, "tiers"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [] }, "tiers"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", flatPrice: 1, tiers: [{ upTo: null, price: 1 }] }, "flatPrice"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10, price: 1 }] }, "last tier"],
-    [{ name: "A", agentKey: "a", pricingType: "VOLUME", tiers: [{ upTo: null, price: 1 }, { upTo: null, price: 1 }] }, "last tier"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10, price: 1 }, { upTo: 5, price: 1 }, { upTo: null, price: 1 }] }, "ascending"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 0, price: 1 }, { upTo: null, price: 1 }] }, "ascending"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10, price: -1 }, { upTo: null, price: 1 }] }, "price"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10 }, { upTo: null, price: 1 }] }, "price"],
-    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: Array.from({ length: 101 }, (_, i) => ({ upTo: i === 100 ? null : i + 1, price: 1 })) }, "tiers"]
-  ])("rejects %j with 400 naming %s and writes nothing", async (body, field) => {
+    [{ agentKey: "a", pricingType: "FLAT", flatPrice: 1 }, "name", "validation_failed"],
+    [{ name: "", agentKey: "a", pricingType: "FLAT", flatPrice: 1 }, "name", "validation_failed"],
+    [{ name: "x".repeat(81), agentKey: "a", pricingType: "FLAT", flatPrice: 1 }, "name", "validation_failed"],
+    [{ name: "A", pricingType: "FLAT", flatPrice: 1 }, "agentKey", "validation_failed"],
+    [{ name: "A", agentKey: "", pricingType: "FLAT", flatPrice: 1 }, "agentKey", "validation_failed"],
+    [{ name: "A", agentKey: "Upper", pricingType: "FLAT", flatPrice: 1 }, "agentKey", "validation_failed"],
+    [{ name: "A", agentKey: "has space", pricingType: "FLAT", flatPrice: 1 }, "agentKey", "validation_failed"],
+    [{ name: "A", agentKey: "k".repeat(81), pricingType: "FLAT", flatPrice: 1 }, "agentKey", "validation_failed"],
+    [{ name: "A", agentKey: "a", description: "d".repeat(401), pricingType: "FLAT", flatPrice: 1 }, "description", "validation_failed"],
+    [{ name: "A", agentKey: "a", flatPrice: 1 }, "pricingType", "validation_failed"],
+    [{ name: "A", agentKey: "a", pricingType: "TIERED", flatPrice: 1 }, "pricingType", "validation_failed"],
+    [{ name: "A", agentKey: "a", pricingType: "FLAT" }, "flatPrice", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "FLAT", flatPrice: -1 }, "flatPrice", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "FLAT", flatPrice: "1" }, "flatPrice", "validation_failed"],
+    [{ name: "A", agentKey: "a", pricingType: "FLAT", flatPrice: 1, tiers: [{ upTo: null, price: 1 }] }, "tiers", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB" }, "tiers", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [] }, "tiers", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", flatPrice: 1, tiers: [{ upTo: null, price: 1 }] }, "flatPrice", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10, price: 1 }] }, "last tier", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "VOLUME", tiers: [{ upTo: null, price: 1 }, { upTo: null, price: 1 }] }, "last tier", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10, price: 1 }, { upTo: 5, price: 1 }, { upTo: null, price: 1 }] }, "ascending", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 0, price: 1 }, { upTo: null, price: 1 }] }, "ascending", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10, price: -1 }, { upTo: null, price: 1 }] }, "price", "invalid_unit_pricing"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: [{ upTo: 10 }, { upTo: null, price: 1 }] }, "price", "validation_failed"],
+    [{ name: "A", agentKey: "a", pricingType: "SLAB", tiers: Array.from({ length: 101 }, (_, i) => ({ upTo: i === 100 ? null : i + 1, price: 1 })) }, "tiers", "validation_failed"]
+  ])("rejects %j with 400 naming %s (%s) and writes nothing", async (body, field, code) => {
     const before = await as(acme).get("/units?limit=200")
     const response = await as(acme).post("/units", body)
-    expectError(response, 400)
+    expectError(response, 400, code as ErrorCode)
     expect(response.body.statusDetail.message).toContain(field)
     const after = await as(acme).get("/units?limit=200")
     expect(after.body.result.units.length).toBe(before.body.result.units.length)
@@ -137,11 +138,11 @@ describe("POST /units", () => {
 
   it("refuses an agentKey held by another active unit with 409, allows it after archive and in another org", async () => {
     const first = await createUnit(acme, slab("shared.key"))
-    expectError(await as(acme).post("/units", slab("shared.key")), 409)
+    expectError(await as(acme).post("/units", slab("shared.key")), 409, "agent_key_taken")
     expect((await as(other).post("/units", slab("shared.key"))).status).toBe(201)
     await as(acme).post(`/units/${first.id}/archive`)
     const second = await createUnit(acme, slab("shared.key"))
-    expectError(await as(acme).post(`/units/${first.id}/unarchive`), 409)
+    expectError(await as(acme).post(`/units/${first.id}/unarchive`), 409, "agent_key_taken")
     expect((await as(acme).get(`/units/${first.id}`)).body.result.unit.isActive).toBe(false)
     expect(second.isActive).toBe(true)
   })
@@ -154,9 +155,9 @@ describe("POST /units", () => {
   })
 
   it("answers invalid JSON, a missing key and a bad key in the envelope", async () => {
-    expectError(await app.request("POST", "/units", { key: acme.apiKey, rawBody: "{\"name\":" }), 400)
-    expectError(await app.request("POST", "/units", { body: slab() }), 401)
-    expectError(await app.request("GET", "/units", { key: "sk_nope" }), 401)
+    expectError(await app.request("POST", "/units", { key: acme.apiKey, rawBody: "{\"name\":" }), 400, "invalid_json")
+    expectError(await app.request("POST", "/units", { body: slab() }), 401, "api_key_refused")
+    expectError(await app.request("GET", "/units", { key: "sk_nope" }), 401, "api_key_refused")
   })
 })
 
@@ -170,8 +171,8 @@ describe("authentication on every /units route", () => {
     ["POST", "/units/x/unarchive"]
   ])("%s %s without a valid key is 401 in the envelope", async (method, path) => {
     const body = method === "GET" ? {} : { body: {} }
-    expectError(await app.request(method, path, body), 401)
-    expectError(await app.request(method, path, { key: "sk_revoked_or_unknown", ...body }), 401)
+    expectError(await app.request(method, path, body), 401, "api_key_refused")
+    expectError(await app.request(method, path, { key: "sk_revoked_or_unknown", ...body }), 401, "api_key_refused")
   })
 })
 
@@ -193,8 +194,8 @@ describe("GET /units", () => {
     expect(await list("?limit=2")).toEqual(ids.slice(0, 2))
     expect(await list(`?limit=2&cursor=${ids[1]}`)).toEqual(ids.slice(2))
     expect(await list("?limit=5000")).toEqual(ids)
-    expectError(await app.request("GET", "/units?active=yes", { key: tenant.apiKey }), 400)
-    expectError(await app.request("GET", "/units?limit=0", { key: tenant.apiKey }), 400)
+    expectError(await app.request("GET", "/units?active=yes", { key: tenant.apiKey }), 400, "validation_failed")
+    expectError(await app.request("GET", "/units?limit=0", { key: tenant.apiKey }), 400, "validation_failed")
     expect((await app.request("GET", "/units", { key: other.apiKey })).body.result.units.map((u: any) => u.id))
       .not.toContain(ids[0])
   })
@@ -209,10 +210,10 @@ describe("GET, PATCH /units/{id}, archive and unarchive", () => {
     expect(got.body.result).toEqual({ unit })
     for (const id of [unit.id, "unit_missing"]) {
       const tenant = id === unit.id ? other : acme
-      expectError(await as(tenant).get(`/units/${id}`), 404)
-      expectError(await as(tenant).patch(`/units/${id}`, { name: "x" }), 404)
-      expectError(await as(tenant).post(`/units/${id}/archive`), 404)
-      expectError(await as(tenant).post(`/units/${id}/unarchive`), 404)
+      expectError(await as(tenant).get(`/units/${id}`), 404, "unit_not_found")
+      expectError(await as(tenant).patch(`/units/${id}`, { name: "x" }), 404, "unit_not_found")
+      expectError(await as(tenant).post(`/units/${id}/archive`), 404, "unit_not_found")
+      expectError(await as(tenant).post(`/units/${id}/unarchive`), 404, "unit_not_found")
     }
     expect((await as(acme).get(`/units/${unit.id}`)).body.result.unit).toEqual(unit)
   })
@@ -239,10 +240,10 @@ describe("GET, PATCH /units/{id}, archive and unarchive", () => {
 
   it("PATCH can switch pricing type, dropping the old type's fields", async () => {
     const unit = await createUnit(acme, slab())
-    expectError(await as(acme).patch(`/units/${unit.id}`, { pricingType: "FLAT" }), 400)
+    expectError(await as(acme).patch(`/units/${unit.id}`, { pricingType: "FLAT" }), 400, "invalid_unit_pricing")
     const flat = (await as(acme).patch(`/units/${unit.id}`, { pricingType: "FLAT", flatPrice: 2 })).body.result.unit
     expect(flat).toMatchObject({ pricingType: "FLAT", flatPrice: 2, tiers: [] })
-    expectError(await as(acme).patch(`/units/${unit.id}`, { pricingType: "VOLUME" }), 400)
+    expectError(await as(acme).patch(`/units/${unit.id}`, { pricingType: "VOLUME" }), 400, "invalid_unit_pricing")
     const volume = (await as(acme).patch(`/units/${unit.id}`, { pricingType: "VOLUME", tiers: [{ upTo: null, price: 3 }] }))
       .body.result.unit
     expect(volume).toMatchObject({ pricingType: "VOLUME", flatPrice: 0 })
@@ -254,12 +255,12 @@ describe("GET, PATCH /units/{id}, archive and unarchive", () => {
   it("PATCH rejects bad fields with 400 and an agentKey clash with 409, changing nothing", async () => {
     const unit = await createUnit(acme, slab())
     const taken = await createUnit(acme, slab())
-    expectError(await as(acme).patch(`/units/${unit.id}`, { name: "" }), 400)
-    expectError(await as(acme).patch(`/units/${unit.id}`, { agentKey: "BAD KEY" }), 400)
-    expectError(await as(acme).patch(`/units/${unit.id}`, { description: "d".repeat(401) }), 400)
-    expectError(await as(acme).patch(`/units/${unit.id}`, { tiers: [{ upTo: 5, price: 1 }] }), 400)
-    expectError(await as(acme).patch(`/units/${unit.id}`, { flatPrice: 3 }), 400)
-    expectError(await as(acme).patch(`/units/${unit.id}`, { agentKey: taken.agentKey }), 409)
+    expectError(await as(acme).patch(`/units/${unit.id}`, { name: "" }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/units/${unit.id}`, { agentKey: "BAD KEY" }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/units/${unit.id}`, { description: "d".repeat(401) }), 400, "validation_failed")
+    expectError(await as(acme).patch(`/units/${unit.id}`, { tiers: [{ upTo: 5, price: 1 }] }), 400, "invalid_unit_pricing")
+    expectError(await as(acme).patch(`/units/${unit.id}`, { flatPrice: 3 }), 400, "invalid_unit_pricing")
+    expectError(await as(acme).patch(`/units/${unit.id}`, { agentKey: taken.agentKey }), 409, "agent_key_taken")
     expect((await as(acme).get(`/units/${unit.id}`)).body.result.unit).toEqual(unit)
   })
 

@@ -105,9 +105,9 @@ describe("webhook endpoints over HTTP", () => {
 
     const removed = ok(await api.del(`/webhook-endpoints/${endpoint.id}`))
     expect(removed).toMatchObject({ removed: true, endpoint: { id: endpoint.id, enabled: false, removedAt: expect.any(String) } })
-    expectError(await api.get(`/webhook-endpoints/${endpoint.id}`), 404)
-    expectError(await api.patch(`/webhook-endpoints/${endpoint.id}`, { enabled: true }), 404)
-    expectError(await api.del(`/webhook-endpoints/${endpoint.id}`), 404)
+    expectError(await api.get(`/webhook-endpoints/${endpoint.id}`), 404, "webhook_endpoint_not_found")
+    expectError(await api.patch(`/webhook-endpoints/${endpoint.id}`, { enabled: true }), 404, "webhook_endpoint_not_found")
+    expectError(await api.del(`/webhook-endpoints/${endpoint.id}`), 404, "webhook_endpoint_not_found")
     expect(ok(await api.get("/webhook-endpoints")).endpoints).toEqual([])
     expect(ok(await api.get("/webhook-endpoints?includeRemoved=true")).endpoints.map((e: any) => e.id)).toEqual([endpoint.id])
   })
@@ -125,21 +125,21 @@ describe("webhook endpoints over HTTP", () => {
         { url: "https://example.com", secret: "whsec_mine" }
       ]
     ) {
-      expectError(await api.post("/webhook-endpoints", body), 400)
+      expectError(await api.post("/webhook-endpoints", body), 400, "validation_failed")
     }
     expect(ok(await api.get("/webhook-endpoints?includeRemoved=true")).endpoints).toEqual([])
 
     const endpoint = await create(api, { url: "https://example.com/hooks" })
-    expectError(await api.patch(`/webhook-endpoints/${endpoint.id}`, { url: "mailto:x@example.com" }), 400)
-    expectError(await api.patch(`/webhook-endpoints/${endpoint.id}`, { secret: "whsec_mine" }), 400)
+    expectError(await api.patch(`/webhook-endpoints/${endpoint.id}`, { url: "mailto:x@example.com" }), 400, "validation_failed")
+    expectError(await api.patch(`/webhook-endpoints/${endpoint.id}`, { secret: "whsec_mine" }), 400, "validation_failed")
     expect(ok(await api.get(`/webhook-endpoints/${endpoint.id}`)).endpoint.url).toBe("https://example.com/hooks")
 
     const { api: other } = await newTenant()
-    expectError(await other.get(`/webhook-endpoints/${endpoint.id}`), 404)
-    expectError(await other.patch(`/webhook-endpoints/${endpoint.id}`, { enabled: false }), 404)
-    expectError(await other.post(`/webhook-endpoints/${endpoint.id}/rotate-secret`), 404)
-    expectError(await other.del(`/webhook-endpoints/${endpoint.id}`), 404)
-    expectError(await other.get(`/webhook-endpoints/${endpoint.id}/deliveries`), 404)
+    expectError(await other.get(`/webhook-endpoints/${endpoint.id}`), 404, "webhook_endpoint_not_found")
+    expectError(await other.patch(`/webhook-endpoints/${endpoint.id}`, { enabled: false }), 404, "webhook_endpoint_not_found")
+    expectError(await other.post(`/webhook-endpoints/${endpoint.id}/rotate-secret`), 404, "webhook_endpoint_not_found")
+    expectError(await other.del(`/webhook-endpoints/${endpoint.id}`), 404, "webhook_endpoint_not_found")
+    expectError(await other.get(`/webhook-endpoints/${endpoint.id}/deliveries`), 404, "webhook_endpoint_not_found")
     expect(ok(await other.get("/webhook-endpoints")).endpoints).toEqual([])
   })
 
@@ -165,7 +165,7 @@ describe("webhook endpoints over HTTP", () => {
     })
     expect(ok(await api.get(`/webhook-deliveries/${failed.id}`)).delivery).toEqual(failed)
     expect(ok(await api.get(`/webhook-endpoints/${endpoint.id}/deliveries?status=DELIVERED`)).deliveries).toEqual([])
-    expectError(await api.get(`/webhook-endpoints/${endpoint.id}/deliveries?status=LOST`), 400)
+    expectError(await api.get(`/webhook-endpoints/${endpoint.id}/deliveries?status=LOST`), 400, "validation_failed")
 
     // A retry by hand makes it due now; the worker sends it, signed with the current secret.
     const rotated = ok(await api.post(`/webhook-endpoints/${endpoint.id}/rotate-secret`)).endpoint.secret
@@ -185,11 +185,11 @@ describe("webhook endpoints over HTTP", () => {
 
     // A disabled endpoint's delivery is not retried (409); another organisation's is not found (404).
     ok(await api.patch(`/webhook-endpoints/${endpoint.id}`, { enabled: false }))
-    expectError(await api.post(`/webhook-deliveries/${failed.id}/retry`), 409)
+    expectError(await api.post(`/webhook-deliveries/${failed.id}/retry`), 409, "webhook_endpoint_disabled")
     const { api: other } = await newTenant()
-    expectError(await other.post(`/webhook-deliveries/${failed.id}/retry`), 404)
-    expectError(await other.get(`/webhook-deliveries/${failed.id}`), 404)
-    expectError(await api.post("/webhook-deliveries/whd_nope/retry"), 404)
+    expectError(await other.post(`/webhook-deliveries/${failed.id}/retry`), 404, "webhook_delivery_not_found")
+    expectError(await other.get(`/webhook-deliveries/${failed.id}`), 404, "webhook_delivery_not_found")
+    expectError(await api.post("/webhook-deliveries/whd_nope/retry"), 404, "webhook_delivery_not_found")
 
     // Removed, its history stays readable.
     ok(await api.del(`/webhook-endpoints/${endpoint.id}`))

@@ -23,18 +23,19 @@ export const clientOf = (app: TestApp, tenant: Tenant): Client => ({
 })
 
 /**
- * An error answer: the status, and the envelope with an empty result and a
- * code of that status (docs/api.md "Error codes"); `code`, when given, is the one.
+ * An error answer: the status, and the envelope with an empty result and
+ * `code` (docs/api.md "Error codes"), which must be one of that status's codes.
+ * The code is required: a status alone lets a refusal for the wrong reason pass.
  */
-export const expectError = (response: Pick<Response, "status" | "body">, status: number, code?: ErrorCode) => {
+export const expectError = (response: Pick<Response, "status" | "body">, status: number, code: ErrorCode) => {
   expect(response.status, JSON.stringify(response.body)).toBe(status)
   expect(response.body).toEqual({
     statusCode: status,
     statusDetail: { status: "ERROR", code: expect.any(String), message: expect.any(String) },
     result: {}
   })
-  expect(codesOfStatus(status), JSON.stringify(response.body)).toContain(response.body.statusDetail.code)
-  if (code !== undefined) expect(response.body.statusDetail.code, JSON.stringify(response.body)).toBe(code)
+  expect(codesOfStatus(status), `${code} is not a code of ${status}`).toContain(code)
+  expect(response.body.statusDetail.code, JSON.stringify(response.body)).toBe(code)
 }
 
 /** The result of a success, after checking its status. */
