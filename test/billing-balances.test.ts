@@ -194,7 +194,7 @@ describe("wallet alert, ledger and recurring grant", () => {
     const shown = await app.cli(["balance", "show", customer.id, "--json", "--org", acme.organizationId])
     expect(shown.code, shown.stderr).toBe(0)
     expect(shown.json).toMatchObject({ customerId: customer.id, hasPlan: false, wallet: { balance: 0 } })
-  }, 120_000)
+  })
 })
 
 describe("wallet changes and webhook events", () => {

@@ -59,7 +59,7 @@ beforeAll(async () => {
   customerId = await customerWithChatCredits(app, acme, { externalId: "lane-ext" }, 10)
   archivedId = await api.created("/customers", { name: "Gone", email: "gone@example.com" }, "customer")
   expect((await api.del(`/customers/${archivedId}`)).status).toBe(200)
-}, 60_000)
+})
 afterAll(() => app.close())
 
 describe("the check lane", () => {

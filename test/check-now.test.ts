@@ -32,7 +32,7 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     expect((await client(app, other).post("/signal/credit", { customerId: busy, agentKey: "chat", usage })).status).toBe(202)
   }
-}, 60_000)
+})
 afterAll(() => app.close())
 
 /** The tenant whose customer `request` names. */

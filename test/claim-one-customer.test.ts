@@ -55,7 +55,7 @@ beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("One key")
   customerId = await customerWithChatCredits(app, acme, { externalId: "jo-1" })
-}, 120_000)
+})
 afterAll(() => app.close())
 
 // The embedded database serves one session at a time: a transaction held open would stop the worker itself.

@@ -21,7 +21,7 @@ beforeAll(async () => {
   expect(seeded.code).toBe(0)
   org = seeded.json.organization.id
   customerId = seeded.json.records.find((record: { kind: string }) => record.kind === "customer").id
-}, 120_000)
+})
 afterAll(() => app.close())
 
 /** Every id in a `--json` list, whatever the list's key. */
@@ -63,7 +63,7 @@ describe("output through a pipe", () => {
       const rows = body.slice(0, ids.length)
       expect(rows.every((line) => ids.some((id) => holds(line, id))), `${args.join(" ")}:\n${result.stdout}`).toBe(true)
     }
-  }, 120_000)
+  })
 
   it("the other command groups run as a process through a pipe, with no escape codes", async () => {
     const smoke: ReadonlyArray<ReadonlyArray<string>> = [
@@ -81,7 +81,7 @@ describe("output through a pipe", () => {
       expect(piped[index]!.code, `${args.join(" ")}: ${piped[index]!.stderr}`).toBe(0)
       expect(piped[index]!.stdout, args.join(" ")).not.toContain(ESC)
     }
-  }, 120_000)
+  })
 
   it("fixtures load, --version and completion through a pipe: no progress frames, no cursor codes", async () => {
     const fs = await import("node:fs")
@@ -105,7 +105,7 @@ describe("output through a pipe", () => {
     expect(version.stdout.trim()).toBe(packageJson.version)
     expect(completion.code).toBe(0)
     expect(completion.stdout).toContain("complete -o default -F _billing_complete billing")
-  }, 120_000)
+  })
 
   it("NO_COLOR keeps a terminal plain, and a terminal fits its width without cutting ids or statuses", async () => {
     const env = { ...process.env, DATABASE_URL: app.databaseUrl }

@@ -287,5 +287,5 @@ describe("billing composite (CLI)", () => {
     expect(bad.stderr).toContain("entitlements")
     const foreign = await app.cli(["composite", "get", id, "--org", other.organizationId, "--json"])
     expect(foreign.code).not.toBe(0)
-  }, 300_000)
+  })
 })

@@ -41,7 +41,7 @@ beforeAll(async () => {
   const sent = await api.post("/signal/unit", { customerId: purchases[0]!.customerId, agentKey: unit.agentKey, quantity: 3 })
   expect(sent.status, JSON.stringify(sent.body)).toBe(202)
   await drain(app)
-}, 120_000)
+})
 afterAll(() => app.close())
 
 /** Everything a renewal writes, per purchase, read from the tables. */
@@ -102,5 +102,5 @@ describe("a cycle run killed before its batch commits", () => {
     expect(again.json, describeExit(again)).toEqual({ handled: 0 })
     expect(await runCycles(app, end)).toBe(0)
     expect(await state()).toEqual(after)
-  }, 120_000)
+  })
 })

@@ -51,7 +51,7 @@ beforeAll(async () => {
       : { customerId, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 } }
     expect((await api.post(path, body)).status).toBe(202)
   }
-}, 120_000)
+})
 afterAll(() => app.close())
 
 describe("a worker killed between its batch's writes and the commit", () => {
@@ -69,5 +69,5 @@ describe("a worker killed between its batch's writes and the commit", () => {
     expect(after).toMatchObject({ queued: "0", processed: "40", usageRows: "40", signalsBilled: "40", ledgerRows: "10" })
     expect(after.creditsUsed).toBe("36") // 30 credit signals * 1.2
     expect(after.wallet).toBe("9.925") // 10 granted - 10 * 0.0075
-  }, 120_000)
+  })
 })

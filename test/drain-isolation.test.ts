@@ -62,7 +62,7 @@ beforeAll(async () => {
   // Never delivered here (no sender runs): what is told is read from the outbox.
   const endpoint = await client(app, acme).post("/webhook-endpoints", { url: "https://example.com/refused", events: ["signal.refused"] })
   expect(endpoint.status, JSON.stringify(endpoint.body)).toBe(201)
-}, 120_000)
+})
 afterAll(() => app.close())
 
 describe("one bad signal in a batch", () => {

@@ -13,6 +13,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { afterAll, describe, expect, it } from "vitest"
 import { spawnBilling } from "./support/Cli.ts"
+import { HANG_GUARD_MS } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
@@ -31,7 +32,10 @@ const envFor = (dataDir: string) => {
   return copy
 }
 
-const cli = (dataDir: string, args: ReadonlyArray<string>) => spawnBilling(args, envFor(dataDir), { timeoutMs: 180_000 })
+/** Several processes start at once on one folder, each waiting its turn: twice the usual hang guard. */
+const startLimitMs = 2 * HANG_GUARD_MS
+
+const cli = (dataDir: string, args: ReadonlyArray<string>) => spawnBilling(args, envFor(dataDir), { timeoutMs: startLimitMs })
 
 /** A long-running command; resolves once `ready` shows in its output. */
 const start = (dataDir: string, args: ReadonlyArray<string>, ready: RegExp) => {
@@ -40,7 +44,7 @@ const start = (dataDir: string, args: ReadonlyArray<string>, ready: RegExp) => {
   let output = ""
   let stopTimer = () => {}
   const started = new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${args.join(" ")} did not start:\n${output}`)), 180_000)
+    const timer = setTimeout(() => reject(new Error(`${args.join(" ")} did not start:\n${output}`)), startLimitMs)
     stopTimer = () => clearTimeout(timer)
     const look = (chunk: Buffer) => {
       output += chunk.toString()
@@ -85,7 +89,7 @@ describe.skipIf(usesRealPostgres)("the embedded database shared by several proce
     // Every owner left the folder as it found it: no lock, no socket record.
     expect(fs.existsSync(path.join(dataDir, "open.lock"))).toBe(false)
     expect(fs.existsSync(path.join(dataDir, "server.json"))).toBe(false)
-  }, 300_000)
+  }, 600_000)
 
   it("lets serve and CLI commands start together, and a worker loop join them", async () => {
     const dataDir = freshFolder()
@@ -117,5 +121,5 @@ describe.skipIf(usesRealPostgres)("the embedded database shared by several proce
     expect([0, null], worker.output()).toContain(workerExit)
     expect(await serve.stop(), serve.output()).toBe(0)
     expect(worker.output() + serve.output()).not.toContain("Connection error")
-  }, 300_000)
+  }, 600_000)
 })

@@ -18,7 +18,7 @@ import * as net from "node:net"
 import { fromEmbedded } from "../src/db/Database.ts"
 import { serveSocket, type SocketServer } from "../src/db/EmbeddedSocket.ts"
 import { readTemplate } from "../src/db/EmbeddedTemplate.ts"
-import { eventually } from "./support/Eventually.ts"
+import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 const frame = (type: string, ...parts: Array<Buffer>): Buffer => {
@@ -78,7 +78,7 @@ const rawClient = async (server: SocketServer) => {
         throw new Error(`no "${type}" message yet; received so far: ${JSON.stringify(received.map((m) => m.type).join(""))}`)
       }
       return found
-    }, { timeoutMs: 20_000, intervalMs: 5 })
+    }, { intervalMs: 5 })
     return received.splice(0, index + 1)
   }
   const startup = Buffer.concat([int32(196608), cstring("user"), cstring("postgres"), cstring("database"), cstring("postgres"), Buffer.from([0])])
@@ -88,7 +88,7 @@ const rawClient = async (server: SocketServer) => {
 }
 
 /** Only a stuck test waits this long for what it observes. */
-const stuckMs = 20_000
+const stuckMs = HANG_GUARD_MS
 
 /** A promise and whether it has settled yet. */
 const tracked = <A>(promise: Promise<A>) => {

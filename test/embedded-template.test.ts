@@ -46,5 +46,5 @@ describe.skipIf(usesRealPostgres)("the embedded cluster template (embedded datab
         sql<{ name: string }>`SELECT name FROM organizations WHERE id = 'org_template'`))
       expect(names.map((row) => row.name)).toEqual(["Template Co"])
       fs.rmSync(dataDir, { recursive: true, force: true })
-    }), 120_000)
+    }))
 })

@@ -24,7 +24,7 @@ const env = (() => {
   return copy
 })()
 
-const cli = (args: ReadonlyArray<string>) => spawnBilling(args, env, { timeoutMs: 60_000 })
+const cli = (args: ReadonlyArray<string>) => spawnBilling(args, env)
 
 let terminal: PtyProcess | undefined
 
@@ -43,7 +43,7 @@ describe.skipIf(usesRealPostgres)("billing serve on the embedded database (embed
       const text = stripAnsi(terminal!.output())
       expect(text, text).toMatch(/Ctrl-C stops/)
       return text
-    }, { timeoutMs: 90_000 })
+    })
     const apiUrl = /billing API {2}(http:\/\/127\.0\.0\.1:\d+\/api\/v1)/.exec(screen)?.[1]
     expect(apiUrl, screen).toBeDefined()
     expect(screen).toMatch(/docs {9}http:\/\/127\.0\.0\.1:\d+\/docs/)
@@ -73,5 +73,5 @@ describe.skipIf(usesRealPostgres)("billing serve on the embedded database (embed
     const listed = await cli(["customer", "list", "--org", org.json.organization.id, "--json"])
     expect(listed.code, listed.stderr).toBe(0)
     expect(listed.json.customers.map((c: any) => c.externalId)).toEqual(["ed-1"])
-  }, 180_000)
+  })
 })

@@ -402,7 +402,7 @@ describe("holds (reserve)", () => {
     expect(text.code, text.stderr).toBe(0)
     expect(text.stdout).toContain("Active holds")
     expect(text.stdout).toContain(reservationId)
-  }, 120_000)
+  })
 
   it("a refused reserving check holds nothing and answers reservationId null", async () => {
     const jo = await newCustomer()

@@ -202,7 +202,7 @@ describe("invoice numbers", () => {
     await runCycles(own, new Date(cycleStart(new Date(purchase.billingDate), 2).getTime() + 1000))
     const third = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.filter((i: any) => i.kind === "PLAN")
     expect(third.map((invoice: any) => invoice.number)).toContain("000004")
-  }, 120_000)
+  })
 })
 
 describe.skipIf(!usesRealPostgres)("invoice numbers under concurrency (needs real PostgreSQL)", () => {
@@ -254,5 +254,5 @@ describe.skipIf(!usesRealPostgres)("invoice numbers under concurrency (needs rea
     expect(rows.filter((row) => row.status === "DRAFT")).toEqual([])
     expect(total).toBe(rows.length)
     expect(total).toBeGreaterThanOrEqual(72)
-  }, 300_000)
+  })
 })

@@ -50,7 +50,7 @@ describe("taxes", () => {
     expect(created.json.tax).toMatchObject({ name: "GST", ratePercent: 10, active: true })
     const listed = await app.cli(["tax", "list", "--active", ...org])
     expect(listed.json.taxes.map((t: any) => t.name)).toEqual(["GST"])
-  }, 120_000)
+  })
 
   it.each([
     [{ name: "T", ratePercent: 101 }, "invalid_tax_rate"],
@@ -141,7 +141,7 @@ describe("invoices and payments", () => {
     const again = await app.cli(["invoice", "void", invoice.id, "--json", "--org", acme.organizationId])
     expect(again.code).not.toBe(0)
     expect(again.stderr).toContain("PAID")
-  }, 120_000)
+  })
 
   it("pays renewal invoices from the wallet when the purchase has auto-payment on", async () => {
     const { tenant: acme, api } = await newTenant()

@@ -22,7 +22,7 @@ import { ApiKeyRefused } from "../src/errors.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { ApiKeys, hashKey } from "../src/organizations/ApiKeys.ts"
 import { defaultKeyCacheOptions, isUsable, KeyCache, type KeyRecord } from "../src/organizations/KeyCache.ts"
-import { eventually } from "./support/Eventually.ts"
+import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
 import { expectError } from "./support/Http.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
@@ -30,7 +30,7 @@ import { OrganizationId } from "../src/ids.ts"
 
 const ttlMs = defaultKeyCacheOptions.ttlMs
 /** Only a stuck test waits this long for what it observes. */
-const stuckMs = 15_000
+const stuckMs = HANG_GUARD_MS
 
 let app: TestApp
 let acme: Tenant

@@ -97,5 +97,5 @@ describe("members of a customer", () => {
     expect(added.json.member).toMatchObject({ email: "cli@example.com", role: "MEMBER" })
     const listed = await app.cli(["member", "list", customer.id, "--json", "--org", acme.organizationId])
     expect(listed.json.members.map((m: any) => m.email)).toEqual(["cli@example.com"])
-  }, 120_000)
+  })
 })

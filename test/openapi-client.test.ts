@@ -30,7 +30,7 @@ let app: TestApp
 
 beforeAll(async () => {
   app = await startTestApp()
-}, 60_000)
+})
 
 afterAll(() => app?.close())
 
@@ -79,5 +79,5 @@ describe("a client generated from the document", () => {
       message: expect.any(String),
       result: {}
     })
-  }, 120_000)
+  })
 })

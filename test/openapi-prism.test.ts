@@ -24,7 +24,7 @@ beforeAll(async () => {
   document = (await app.request("GET", "/openapi.json", { key: null })).body
   prism = await startPrism(app.baseUrl.replace(/\/api\/v1$/, ""), document)
   prismUrl = prism.url
-}, 120_000)
+})
 
 afterAll(async () => {
   prism?.stop()
@@ -348,5 +348,5 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     expect(unnoticed).toEqual([])
     // Every answer, valid request or not, is an envelope with statusCode equal to the HTTP status.
     expect(exchanges.filter((e) => e.body?.statusCode !== e.status).map((e) => `${e.operation} → ${e.status}`)).toEqual([])
-  }, 120_000)
+  })
 })

@@ -158,7 +158,7 @@ describe("on the service", () => {
 
   beforeAll(async () => {
     app = await startTestApp()
-  }, 120_000)
+  })
   afterAll(() => app?.close())
 
   it("signs a real delivery as documented: the receiver's raw body and header check out with node:crypto", async () => {

@@ -467,5 +467,5 @@ describe("billing plan (CLI)", () => {
     const human = await app.cli(["plan", "get", id, "--org", acme.organizationId])
     expect(human.code, human.stderr).toBe(0)
     expect(human.stdout).toContain("Renamed")
-  }, 300_000)
+  })
 })

@@ -97,7 +97,7 @@ describe.skipIf(chromiumPath === undefined)("the customer's pages in Chromium", 
       timezoneId: "Asia/Tokyo",
       viewport: { width: 1100, height: 900 }
     })
-  }, 240_000)
+  })
 
   afterAll(async () => {
     await context?.close()

@@ -225,7 +225,7 @@ describe("the purchase CLI", () => {
     const cancelled = await app.cli(["purchase", "cancel", id, ...org])
     expect(cancelled.json.purchase.status).toBe("CANCELLED")
     expect(ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices.map((i: any) => i.status)).toEqual(["OPEN"])
-  }, 120_000)
+  })
 })
 
 describe("authentication on every billing route", () => {

@@ -44,7 +44,7 @@ beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("Queue plans")
   customerId = await customerWithChatCredits(app, acme)
-}, 120_000)
+})
 afterAll(() => app.close())
 
 describe.skipIf(!usesRealPostgres)("a batch of a backlog the statistics have not seen (needs real PostgreSQL)", () => {

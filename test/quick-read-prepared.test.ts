@@ -24,7 +24,7 @@ beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("Prepared")
   customerId = await customerWithChatCredits(app, acme, { externalId: "prepared-ext" })
-}, 60_000)
+})
 afterAll(() => app.close())
 
 describe.skipIf(!usesRealPostgres)("the check's quick read (needs real PostgreSQL)", () => {

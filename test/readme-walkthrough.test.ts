@@ -40,7 +40,7 @@ it("the README's operator's day runs as written", async () => {
     execFile(
       "bash",
       ["-c", prelude + script],
-      { cwd: dir, env: { ...env, DATABASE_URL: app.databaseUrl }, timeout: 240_000 },
+      { cwd: dir, env: { ...env, DATABASE_URL: app.databaseUrl }, timeout: 540_000 },
       (error, stdout, stderr) => resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr })
     )
   })
@@ -51,4 +51,4 @@ it("the README's operator's day runs as written", async () => {
   expect(result.stdout).toMatch(/USAGE\s+OPEN\s+0\.4\b/)
   expect(result.stdout).toMatch(/Replayed \d+ event\(s\)/)
   expect(result.stdout).not.toContain("\u001b")
-}, 300_000)
+}, 600_000)

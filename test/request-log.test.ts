@@ -122,7 +122,7 @@ describe("the request logger", () => {
     for (let i = 0; i < 200; i++) log.record(`r-${i}`, "GET", "/api/v1/customers", 200, 1, performance.now())
     expect(out.writes()).toBe(0)
     // The timer's flush, whenever the host gets to it: one write, holding every line.
-    await eventually(() => expect(out.writes()).toBeGreaterThan(0), { timeoutMs: 20_000, intervalMs: 5 })
+    await eventually(() => expect(out.writes()).toBeGreaterThan(0), { intervalMs: 5 })
     expect(out.writes()).toBe(1)
     expect(requests(out.lines())).toHaveLength(200)
     await log.close()
@@ -133,7 +133,7 @@ describe("the request logger", () => {
     const log = new RequestLogger(options(out.sink, { sampleRate: 100_000, maxBufferBytes: 4096, flushMs: 1 }))
     out.hold()
     log.record("first", "GET", "/api/v1/customers", 200, 1, performance.now())
-    await eventually(() => expect(out.writes()).toBe(1), { timeoutMs: 20_000, intervalMs: 2 })
+    await eventually(() => expect(out.writes()).toBe(1), { intervalMs: 2 })
     // The first chunk is in flight and does not complete: lines pile up to 4 KB.
     for (let i = 0; i < 200; i++) log.record(`r-${i}`, "GET", "/api/v1/customers", 200, 1, performance.now())
     out.release()
@@ -183,7 +183,9 @@ describe("the request log of the real server", () => {
     return makeHttpServer({
       port: 0,
       host: "127.0.0.1",
-      requestLog: { sink: out.sink, sampleRate: 5, sampleEvery: 10, flushMs: 10, minimumLevel: LogLevel.Info }
+      // No summary of a period while the test runs, however long the machine makes it: the one written
+      // at shutdown then counts every request.
+      requestLog: { sink: out.sink, sampleRate: 5, sampleEvery: 10, flushMs: 10, summaryMs: 3_600_000, minimumLevel: LogLevel.Info }
     }).pipe(
       Layer.provideMerge(services),
       Layer.provide(Logger.replace(Logger.defaultLogger, capture)),
@@ -218,9 +220,11 @@ describe("the request log of the real server", () => {
     ])
     expect(errors.map((answer) => answer.status)).toEqual([401, 401, 404, 404])
     const successes: Array<{ status: number }> = []
+    const successesStarted = performance.now()
     for (let round = 0; round < 4; round++) {
       successes.push(...await Promise.all(Array.from({ length: 10 }, () => get("/customers", apiKey))))
     }
+    const successesMs = performance.now() - successesStarted
     expect(successes.every((answer) => answer.status === 200)).toBe(true)
 
     // The intake lane answers signals itself (src/signals/IntakeLane.ts): its answers have their lines too.
@@ -263,10 +267,11 @@ describe("the request log of the real server", () => {
       status: 401,
       pid: process.pid
     })
-    // 40 successes well inside one second or two: at most 5 a second in full, then 1 in 10.
+    // 40 successes: at most 5 in full in each second they spanned (the log's windows, on the clock the
+    // server read; a loaded machine spreads them over more), and 1 in 10 of the rest.
     const okLines = logged.filter((line) => line.annotations.status === 200)
     expect(okLines.length).toBeGreaterThanOrEqual(5)
-    expect(okLines.length).toBeLessThan(40)
+    expect(okLines.length).toBeLessThanOrEqual(Math.min(40, 5 * (Math.floor(successesMs / 1000) + 1) + 4))
     expect(logged.find((line) => line.annotations.requestId === "broken-1")).toMatchObject({
       logLevel: "ERROR",
       annotations: { status: 500 }

@@ -22,7 +22,7 @@ import { Intake } from "../src/signals/Intake.ts"
 import type { Acknowledgement } from "../src/signals/Signal.ts"
 import { client, drain, expectError, gpt4oBundle, query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
-import { eventually } from "./support/Eventually.ts"
+import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
 let app: TestApp
@@ -109,7 +109,7 @@ beforeAll(async () => {
   customerId = await created("/customers", { name: "Jo", email: "jo@example.com", externalId: "jo-1" }, "customer")
   archivedId = await created("/customers", { name: "Gone", email: "gone@example.com" }, "customer")
   expect((await api().del(`/customers/${archivedId}`)).status).toBe(200)
-}, 60_000)
+})
 afterAll(() => app.close())
 
 describe("POST /signal/batch", () => {
@@ -523,7 +523,7 @@ describe("grouped inbox writes of the single routes", () => {
           yield* sql`LOCK TABLE signals IN EXCLUSIVE MODE`
           yield* Effect.sync(locked)
           const writer = yield* InboxWriter
-          for (let i = 0; i < 1500 && (yield* writer.stats).waiting - before.waiting < 200; i++) yield* Effect.sleep(10)
+          for (let i = 0; i < HANG_GUARD_MS / 10 && (yield* writer.stats).waiting - before.waiting < 200; i++) yield* Effect.sleep(10)
           released = true
         }))))
       await lockTaken
@@ -543,8 +543,7 @@ describe("grouped inbox writes of the single routes", () => {
       expect(after.rows - before.rows).toBe(200)
       expect(after.inserts - before.inserts).toBeLessThanOrEqual(5)
       expect(after.statements - before.statements).toBe(after.inserts - before.inserts)
-    },
-    30_000
+    }
   )
 
   it.skipIf(!usesRealPostgres)(
@@ -558,7 +557,7 @@ describe("grouped inbox writes of the single routes", () => {
           yield* sql`LOCK TABLE signals IN EXCLUSIVE MODE`
           const writer = yield* InboxWriter
           const request = yield* Effect.fork(submitRow(writer, row))
-          for (let i = 0; i < 500 && (yield* writer.stats).waiting === before.waiting; i++) yield* Effect.sleep(5)
+          for (let i = 0; i < HANG_GUARD_MS / 5 && (yield* writer.stats).waiting === before.waiting; i++) yield* Effect.sleep(5)
           expect((yield* writer.stats).waiting).toBe(before.waiting + 1)
           const interrupted = yield* Fiber.interrupt(request)
           expect((yield* writer.stats).waiting).toBe(before.waiting)
@@ -570,8 +569,7 @@ describe("grouped inbox writes of the single routes", () => {
       const after = await writerStats()
       expect(after.waiting).toBe(before.waiting)
       expect(after.rows - before.rows).toBe(1)
-    },
-    30_000
+    }
   )
 
   it("answers a row offered to a stopped writer 503 (interrupted) and writes nothing", async () => {
@@ -646,7 +644,7 @@ describe("grouped inbox writes of batches", () => {
         const holder = yield* Effect.fork(sql.withTransaction(Effect.gen(function*() {
           yield* sql`LOCK TABLE signals IN EXCLUSIVE MODE`
           yield* locked.open
-          for (let i = 0; i < 1500 && (yield* writer.stats).waiting - before.waiting < batches.length; i++) yield* Effect.sleep(10)
+          for (let i = 0; i < HANG_GUARD_MS / 10 && (yield* writer.stats).waiting - before.waiting < batches.length; i++) yield* Effect.sleep(10)
         })))
         yield* locked.await
         const answers = yield* Effect.forEach(batches, (rows) => writeRows(writer, rows), { concurrency: "unbounded" })
@@ -678,8 +676,7 @@ describe("grouped inbox writes of batches", () => {
       expect(after.statements - before.statements).toBe(3)
       expect(after.rows - before.rows).toBe(10)
       expect(after.waiting).toBe(before.waiting)
-    },
-    30_000
+    }
   )
 
   it.skipIf(!usesRealPostgres)(
@@ -702,8 +699,7 @@ describe("grouped inbox writes of batches", () => {
       // Two held by the lock; the shared one (failed); each of its batches alone (one failed); that one's rows alone.
       expect(after.inserts - before.inserts).toBe(2 + 1 + 2 + 2)
       expect(after.waiting).toBe(before.waiting)
-    },
-    30_000
+    }
   )
 })
 
@@ -747,5 +743,5 @@ describe("billing signal send --file", () => {
     } finally {
       fs.rmSync(dir, { recursive: true, force: true })
     }
-  }, 120_000)
+  })
 })

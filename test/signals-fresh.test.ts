@@ -219,7 +219,7 @@ describe("Prefer: wait=N with the worker running (as `billing serve` runs it)", 
     })
     expect(batch.status).toBe(202)
     expect(batch.headers.get("preference-applied")).toBeNull()
-    await eventually(async () => expect(await statusOf(batch.body.result.results[0].rawId)).toBe("PROCESSED"), { timeoutMs: 20_000 })
+    await eventually(async () => expect(await statusOf(batch.body.result.results[0].rawId)).toBe("PROCESSED"))
     expect((await api.get(`/customers/${customerId}/balances`)).body.result.wallet.balance).toBe(-0.0075)
   })
 })
@@ -230,18 +230,18 @@ describe.skipIf(!usesRealPostgres)("the wake (needs real PostgreSQL: LISTEN/NOTI
     const processor = await app.run(SignalProcessor)
     const worker = await app.run(Effect.forkDaemon(runWorker([processor.job], { once: false, idle: Duration.minutes(10) })))
     try {
-      await eventually(() => expect(processor.wake.state()).toBe("listening"), { timeoutMs: 30_000 })
+      await eventually(() => expect(processor.wake.state()).toBe("listening"))
       for (let n = 1; n <= 3; n++) {
         const before = processor.wake.wakes()
         const answer = await send({ customerId, agentKey: "chat", usage: call })
         expect(answer.status).toBe(202)
-        await eventually(() => expect(processor.wake.wakes()).toBeGreaterThan(before), { timeoutMs: 20_000 })
-        await eventually(async () => expect(await statusOf(answer.body.result.rawId)).toBe("PROCESSED"), { timeoutMs: 20_000 })
+        await eventually(() => expect(processor.wake.wakes()).toBeGreaterThan(before))
+        await eventually(async () => expect(await statusOf(answer.body.result.rawId)).toBe("PROCESSED"))
       }
     } finally {
       await Effect.runPromise(Fiber.interrupt(worker))
     }
-  }, 90_000)
+  })
 
   it("`billing worker` with a 60 s fallback poll prices each signal sent after it went idle: the insert's notify woke it", async () => {
     const customerId = await customerOnPlan("wake@example.com")
@@ -262,15 +262,15 @@ describe.skipIf(!usesRealPostgres)("the wake (needs real PostgreSQL: LISTEN/NOTI
          WHERE datname = current_database() AND state = 'idle' AND query ILIKE 'LISTEN%billing_signals_queued%'`
       )
       expect(Number(rows[0]!.n), output).toBe(1)
-    }, { timeoutMs: 30_000 })
+    })
     // One at a time: each must be priced before the next is sent, so each needed a wake of its own; the
     // listener's confirmation wakes the worker once at most, and its poll would come after 60 s.
     for (let n = 1; n <= 3; n++) {
       const answer = await send({ customerId, agentKey: "chat", usage: call })
       expect(answer.status).toBe(202)
-      await eventually(async () => expect(await statusOf(answer.body.result.rawId)).toBe("PROCESSED"), { timeoutMs: 20_000 })
+      await eventually(async () => expect(await statusOf(answer.body.result.rawId)).toBe("PROCESSED"))
     }
     expect(await remainingOf(customerId)).toBe(996.4)
     worker.kill("SIGTERM")
-  }, 90_000)
+  })
 })

@@ -26,7 +26,7 @@ let acme: Tenant
 beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("In time")
-}, 120_000)
+})
 afterAll(() => app.close())
 
 const api = () => clientOf(app, acme)
@@ -334,5 +334,5 @@ describe("the backfill lane", () => {
     } finally {
       await own.close()
     }
-  }, 120_000)
+  })
 })

@@ -11,6 +11,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, query } from "./signals-fixtures.ts"
+import { HANG_GUARD_MS } from "./support/Eventually.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 
 const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
@@ -29,7 +30,7 @@ const startServer = () =>
     servers.push(child)
     let output = ""
     let listening = false
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 90_000)
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), HANG_GUARD_MS)
     // Keep reading (one log line a request) so the child never blocks on a full pipe.
     child.stdout!.on("data", (chunk: Buffer) => {
       if (listening) return
@@ -88,7 +89,7 @@ beforeAll(async () => {
     { name: "Jo", email: "jo@example.com", externalId: "jo-1" },
     "customer"
   )
-}, 60_000)
+})
 afterAll(async () => {
   for (const server of servers) server.kill("SIGKILL")
   await app.close()
@@ -153,5 +154,5 @@ describe("intake killed mid-stream", () => {
     for (const { i, rawId } of beforeKill) expect(final.get(`crash-${i}`)).toBe(rawId)
     unanswered.forEach((i, n) => expect(final.get(`crash-${i}`)).toBe(resent[n]!.rawId))
     second.child.kill("SIGTERM")
-  }, 180_000)
+  }, 600_000)
 })

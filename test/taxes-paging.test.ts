@@ -41,5 +41,5 @@ describe("GET /taxes", () => {
     expect(page.json.taxes.map((t: any) => t.name)).toEqual(["X", "Y"])
     const rest = await app.cli(["tax", "list", "--limit", "2", "--cursor", page.json.taxes[1].id, ...org])
     expect(rest.json.taxes.map((t: any) => t.name)).toEqual(["Z"])
-  }, 120_000)
+  })
 })

@@ -19,7 +19,7 @@ let app: TestApp
 
 beforeAll(async () => {
   app = await startTestApp()
-}, 60_000)
+})
 afterAll(() => app.close())
 
 const origin = () => app.baseUrl.replace(/\/api\/v1$/, "")

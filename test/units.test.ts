@@ -310,5 +310,5 @@ describe("billing unit (CLI)", () => {
     const human = await app.cli(["unit", "get", id, "--org", acme.organizationId])
     expect(human.code).toBe(0)
     expect(human.stdout).toContain("Seats")
-  }, 300_000)
+  })
 })

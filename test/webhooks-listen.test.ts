@@ -69,7 +69,7 @@ describe("billing listen and billing trigger", () => {
       const line = jsonLines(stdout).find((entry) => entry.listening)
       expect(line, stdout + stderr).toBeDefined()
       return line
-    }, { timeoutMs: 60_000 })
+    })
     expect(ready).toMatchObject({
       organizationId: tenant.organizationId,
       forwardTo: local.url,
@@ -90,7 +90,7 @@ describe("billing listen and billing trigger", () => {
     const received = await eventually(() => {
       expect(local.received).toHaveLength(1)
       return local.received[0]!
-    }, { timeoutMs: 30_000 })
+    })
     const body = JSON.parse(received.body)
     expect(body).toMatchObject({
       id: triggered.json.event.id,
@@ -124,7 +124,7 @@ describe("billing listen and billing trigger", () => {
     const real = await eventually(() => {
       expect(local.received).toHaveLength(2)
       return JSON.parse(local.received[1]!.body)
-    }, { timeoutMs: 30_000 })
+    })
     expect(real).toMatchObject({ event_type: "wallet.balance.update", data: { delta: 2.5, source: "ADJUSTMENT" } })
     expect(real.test).toBeUndefined()
 

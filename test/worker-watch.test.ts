@@ -151,7 +151,7 @@ describe("billing worker (looping)", () => {
         .reduce((sum, line) => sum + (line.byOrganization[a.tenant.organizationId]?.priced ?? 0), 0)
       expect(count, stdout + stderr).toBe(2)
       return lines
-    }, { timeoutMs: 90_000 })
+    })
     expect(priced.every((line) => line.handled > 0)).toBe(true)
     child.kill("SIGTERM")
     expect(await exited).toBe(0)
@@ -172,7 +172,7 @@ describe("billing worker (looping)", () => {
       expect(screen).toMatch(/billing-cycles +renewed [\d.]+\/s/)
       expect(screen).toMatch(/queue 0 +lag 0ms/)
       expect(screen).toContain("q or Ctrl-C to stop")
-    }, { timeoutMs: 90_000 })
+    })
     terminal.type("q")
     expect(await terminal.exited).toBe(0)
     expect((await statuses(b)).PROCESSED).toBe(processedBefore + 3)

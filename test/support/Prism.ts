@@ -13,6 +13,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { HANG_GUARD_MS } from "./Eventually.ts"
 
 const prismCli = fileURLToPath(new URL("../../node_modules/@stoplight/prism-cli/dist/index.js", import.meta.url))
 
@@ -55,7 +56,7 @@ export const startPrism = async (upstream: string, document: unknown): Promise<P
     prism.kill()
     rmSync(directory, { recursive: true, force: true })
   }
-  for (let attempt = 0; attempt < 300; attempt++) {
+  for (const giveUpAt = Date.now() + HANG_GUARD_MS; Date.now() < giveUpAt;) {
     if (prism.exitCode !== null) {
       stop()
       throw new Error(`prism exited: ${output}`)
