@@ -15,6 +15,9 @@ import { fileURLToPath } from "node:url"
 const root = fileURLToPath(new URL("..", import.meta.url))
 const bin = (name) => fileURLToPath(new URL(`../node_modules/.bin/${name}`, import.meta.url))
 
+const started = Date.now()
+const seconds = (since) => `${Math.round((Date.now() - since) / 1000)} s`
+
 const typecheck = new Promise((resolve) => {
   const child = spawn(bin("tsc"), ["--noEmit", "-p", "tsconfig.json"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
   try {
@@ -25,7 +28,7 @@ const typecheck = new Promise((resolve) => {
   let output = ""
   child.stdout.on("data", (chunk) => (output += chunk))
   child.stderr.on("data", (chunk) => (output += chunk))
-  child.on("close", (code) => resolve({ code: code ?? 1, output }))
+  child.on("close", (code) => resolve({ code: code ?? 1, output, took: seconds(started) }))
 })
 
 const suite = new Promise((resolve) => {
@@ -35,5 +38,9 @@ const suite = new Promise((resolve) => {
 
 const suiteCode = await suite
 const checked = await typecheck
-process.stdout.write(checked.code === 0 ? "\ntype check (tsc --noEmit): no errors\n" : `\ntype check (tsc --noEmit) failed:\n${checked.output}`)
+process.stdout.write(
+  checked.code === 0
+    ? `\ntype check (tsc --noEmit): no errors, ${checked.took}\n`
+    : `\ntype check (tsc --noEmit) failed after ${checked.took}:\n${checked.output}`
+)
 process.exit(suiteCode !== 0 ? suiteCode : checked.code)
