@@ -24,7 +24,7 @@ import {
 } from "../pricing/meters/Meters.ts"
 import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import type { BatchContext, Customer, DecodedSignal } from "../signals/BatchContext.ts"
-import { meterSignal, type RunCosts } from "../signals/MeterSignal.ts"
+import { meterSignal } from "../signals/MeterSignal.ts"
 import type { Usage } from "../signals/Signal.ts"
 import type { CheckMeter, CheckReason, Reserve } from "./Entitlement.ts"
 
@@ -78,18 +78,19 @@ export const simulateQueued = (
   for (const [id, balance] of state.purchase?.balances ?? []) committedBalances.set(id, balance.remaining)
   const committedWallet = state.wallet?.balance ?? ZERO
   const pending = new Map<string, Decimal>()
-  const add = (key: string, amount: Decimal) => {
-    if (!BigDecimal.isZero(amount)) pending.set(key, BigDecimal.sum(pending.get(key) ?? ZERO, amount))
-  }
+  // A draw always takes something (a meter's quantity is above 0); a wallet debit is added only when there is one.
+  const add = (key: string, amount: Decimal) => pending.set(key, BigDecimal.sum(pending.get(key) ?? ZERO, amount))
   const settling = new Set<string>()
-  const runCosts: RunCosts = new Map()
+  // The steps' costs that the drain carries from a run's steps to its completion set only that completion's provider
+  // cost, which no answer of the check holds: none are carried here.
+  const noRunCosts = new Map<string, Decimal>()
   for (const signal of queued) {
     const record = signal.record
     if (signal.body.reservationId !== undefined) settling.add(signal.body.reservationId)
     if (record.member !== null && !context.isMember(record.organizationId, customer.id, record.member)) continue
     const cycle = context.cycleOf(record, customer)
     if (cycle._tag !== "Billed" || cycle.purchase !== state.purchase || state.purchase === null) continue
-    const metered = meterSignal(signal, state, context, runCosts)
+    const metered = meterSignal(signal, state, context, noRunCosts)
     if (Either.isLeft(metered)) continue
     const priced = metered.right
     const type = componentTypeOf[priced.entry.meter]
@@ -102,10 +103,6 @@ export const simulateQueued = (
     if (!BigDecimal.isZero(priced.walletDebit)) {
       if (state.wallet !== null) state.wallet.balance = BigDecimal.subtract(state.wallet.balance, priced.walletDebit)
       add("WALLET", priced.walletDebit)
-    }
-    if (priced.entry.meter === "OUTCOME_STEP" && record.runId !== null) {
-      const runKey = `${record.organizationId}/${customer.id}/${record.runId}`
-      runCosts.set(runKey, BigDecimal.sum(runCosts.get(runKey) ?? ZERO, priced.entry.providerCost))
     }
   }
   return { customer, state, committed: { balances: committedBalances, wallet: committedWallet }, pending, settling }
@@ -137,7 +134,8 @@ export interface Judgement {
   readonly holdAmount: Decimal | null
 }
 
-const reasonOf = (refusal: Refusal): Either.Either<CheckReason, UnknownTarget> => {
+/** The check's reason for a refusal of the meters; one that names no reason is the request's target unknown. */
+export const reasonOf = (refusal: Refusal): Either.Either<CheckReason, UnknownTarget> => {
   switch (refusal._tag) {
     case "NoActivePlan":
       return Either.right("NO_ACTIVE_PLAN")

@@ -7,7 +7,27 @@
  */
 import { BigDecimal, Either } from "effect"
 import { describe, expect, it } from "vitest"
-import { balanceKey, type CheckAsk, countedHolds, type Hold, judge, type Simulated, simulateQueued } from "../../src/entitlements/SpendState.ts"
+import {
+  balanceKey,
+  type CheckAsk,
+  countedHolds,
+  type Hold,
+  judge,
+  reasonOf,
+  type Simulated,
+  simulateQueued
+} from "../../src/entitlements/SpendState.ts"
+import {
+  CustomerArchived,
+  CustomerNotFound,
+  InvalidUsage,
+  ModelNotEnabled,
+  NoActivePlan,
+  NotOnPlan,
+  OutOfAllowance,
+  UnknownMember,
+  UnknownTarget
+} from "../../src/errors.ts"
 import { type Decimal, decimal, ZERO } from "../../src/money.ts"
 import type { Catalogue, CustomerContext, PurchaseContext } from "../../src/pricing/meters/Context.ts"
 import type { PlanSnapshot, SnapshotComponent } from "../../src/pricing/PlanSnapshot.ts"
@@ -173,6 +193,37 @@ describe("a balance's key", () => {
     expect(balanceKey("PRICING_METRIC", "cps_1")).toBe("PRICING_METRIC/cps_1")
     expect(balanceKey("WALLET", null)).toBe("WALLET")
     expect(balanceKey("WALLET", "anything")).toBe("WALLET")
+  })
+})
+
+describe("the reason a check names for a refusal of the meters", () => {
+  it("is the refusal's own name, the worker's", () => {
+    const reason = (refusal: Parameters<typeof reasonOf>[0]) => Either.getOrNull(reasonOf(refusal))
+    expect(reason(new NoActivePlan({ message: "" }))).toBe("NO_ACTIVE_PLAN")
+    expect(reason(new NotOnPlan({ message: "" }))).toBe("NOT_ON_PLAN")
+    expect(reason(new OutOfAllowance({ message: "" }))).toBe("OUT_OF_ALLOWANCE")
+    expect(reason(new ModelNotEnabled({ message: "" }))).toBe("MODEL_NOT_ENABLED")
+    expect(reason(new CustomerArchived({ message: "" }))).toBe("CUSTOMER_ARCHIVED")
+  })
+
+  it("is none for an unknown target, which fails the check as it is", () => {
+    const unknown = new UnknownTarget({ message: "agentKey x is not a live unit of this workspace" })
+    const result = reasonOf(unknown)
+    expect(Either.isLeft(result) && result.left).toBe(unknown)
+  })
+
+  it("is none for a refusal with no reason of its own: the check fails as an unknown target, with its message", () => {
+    for (const refusal of [
+      new InvalidUsage({ message: "quantity must be above 0" }),
+      new CustomerNotFound({ message: "no such customer" }),
+      new UnknownMember({ message: "no such member" })
+    ]) {
+      const result = reasonOf(refusal)
+      expect(Either.isLeft(result) && { tag: result.left._tag, message: result.left.message }).toEqual({
+        tag: "UnknownTarget",
+        message: refusal.message
+      })
+    }
   })
 })
 
@@ -436,6 +487,15 @@ describe("a check, judged on what the queue and the holds leave", () => {
       .toMatchObject({ allowed: true, reason: null, remaining: null, pending: "0", estimatedCost: "3", targetId: "unt_2" })
   })
 
+  it("reads the prepaid balance of the target asked, not another of the same kind", () => {
+    const otherUnit = component({ id: "cmp_u2adv", type: "UNIT", billingMode: "ADVANCE", targetId: "unt_3", quantity: d("3"), pricingType: "FLAT", flatPrice: d("1") })
+    const world = { purchase: purchase([unitAdvance, otherUnit], { cmp_uadv: "10", cmp_u2adv: "3" }) }
+    expect(judged(world, [units("1")], [], { meter: "UNIT", agentKey: "faxes", quantity: d("3") }))
+      .toMatchObject({ allowed: true, remaining: "3", pending: "0", estimatedCost: "3", targetId: "unt_3" })
+    expect(judged(world, [units("1")], [], { meter: "UNIT", agentKey: "faxes", quantity: d("4") }))
+      .toMatchObject({ allowed: false, reason: "OUT_OF_ALLOWANCE", remaining: "3" })
+  })
+
   it("has no remaining when the prepaid balance row is missing, and counts it as empty", () => {
     // Never so in the database (every component has its row): the check then refuses rather than guess.
     const world = { purchase: purchase([unitAdvance], {}) }
@@ -555,9 +615,14 @@ describe("a reserving check", () => {
       .toMatchObject({ allowed: true, holdAmount: "25", remaining: "1" })
   })
 
-  it("holds nothing when the check is refused", () => {
+  it("holds nothing when the check is refused, and keeps the check's reason", () => {
     expect(judged({ purchase: null }, [], [], { meter: "UNIT", agentKey: "pages", quantity: d("1"), reserve: { ttlSeconds: 60 } }))
       .toMatchObject({ allowed: false, reason: "NO_ACTIVE_PLAN", holdAmount: null })
+    // The hold's own usage names a model the workspace does not enable: the check's reason stands.
+    const archived = { ...CUSTOMER, archivedAt: new Date("2026-11-01T00:00:00.000Z") }
+    const world = { purchase: purchase([creditAdvance], { cmp_cadv: "4" }), customer: archived }
+    expect(judged(world, [], [], { meter: "CREDIT", agentKey: "chat", usage, reserve: { ttlSeconds: 60, usage: { model: "o9" } } }))
+      .toMatchObject({ allowed: false, reason: "CUSTOMER_ARCHIVED", holdAmount: null })
   })
 
   it("leaves the simulated state as it was", () => {
