@@ -267,6 +267,25 @@ describe("planChange: lines and rows at the edges", () => {
     expect(step.invoices[0]!.lines).toHaveLength(2)
   })
 
+  it("bills no debt line for a prepaid row below zero that is not a composite's", () => {
+    const credit = component("c1", { quantity: "100", unitPrice: "0.25" })
+    const step = planChange(state(purchase(plan("a", [credit]), cycle), [balance(credit, { remaining: "-4" })]), plan("b", []), halfLeft, ids())
+    expect(step.invoices[0]!.lines).toHaveLength(2)
+  })
+
+  it("carries a row only to a component selling the same target", () => {
+    const credit = component("c1", { quantity: "100" })
+    const otherCredit = component("c2", { quantity: "100" })
+    const step = planChange(
+      state(purchase(plan("a", [credit]), cycle), [balance(credit, { used: "30", remaining: "70" })]),
+      plan("b", [otherCredit]),
+      halfLeft,
+      ids()
+    )
+    expect(step.carried).toEqual([])
+    expect(step.createBalances.map((row) => [row.componentId, text(row.granted), text(row.used), text(row.remaining)])).toEqual([["c2", "50", "0", "50"]])
+  })
+
   it("names the component by its id when the old plan no longer lists it", () => {
     const pool = component("p1", { type: "PRICING_METRIC", quantity: "100", unitPrice: "0.25" })
     const step = planChange(state(purchase(plan("a", []), cycle), [balance(pool, { remaining: "-2" })]), plan("b", []), halfLeft, ids())

@@ -270,6 +270,21 @@ const late = (fields: Partial<LateBalance> & Pick<LateBalance, "componentId" | "
   ...fields
 })
 
+describe("arrear lines", () => {
+  it("bill a unit's usage without a unit price (its tiers priced it), other kinds at theirs", () => {
+    const pricedUnit = component("u9", { type: "UNIT", billingMode: "ARREAR", unitPrice: "0.5" })
+    const withWallet = plan("w", [pricedUnit, outcome, component("w9", { type: "WALLET", targetId: null, amount: null })])
+    const rows = [balance(pricedUnit, { cycleQuantity: "4", arrearAmount: "3" }), balance(outcome, { cycleQuantity: "1", arrearAmount: "2" })]
+    const step = renewal(state(purchase(withWallet, march), rows), ids())
+    expect(lineText(step, 0)).toEqual([
+      ["Target u9 (usage)", "u9", "4", null, "3"],
+      ["Target o1 (usage)", "o1", "1", "2", "2"]
+    ])
+    // a wallet component without an amount grants nothing
+    expect(step.walletSteps.map((s) => s._tag)).toEqual(["RecurringGrant"])
+  })
+})
+
 describe("late lines", () => {
   const owed = late({ componentId: "o1", arrearAmount: d("5"), invoicedArrear: d("3") })
   const credited = late({ componentId: "o2", targetName: null, arrearAmount: d("1"), invoicedArrear: d("4"), cycleIndex: 0 })
