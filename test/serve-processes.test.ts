@@ -69,7 +69,8 @@ const startServer = (args: ReadonlyArray<string>) =>
           return []
         }
       })
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}${errors}`)), HANG_GUARD_MS)
+    // A parent and its API processes, each loading the service: twice the usual hang guard.
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}${errors}`)), 2 * HANG_GUARD_MS)
     child.stdout!.on("data", (chunk: Buffer) => {
       output += chunk.toString()
       const listening = lines().find((line) => line.message.startsWith("Listening on"))
