@@ -12,9 +12,9 @@ import type { BalanceMove } from "../../src/pricing/meters/Context.ts"
 import type { ThresholdCrossing } from "../../src/webhooks/Outbox.ts"
 
 const d = decimal
-const AT = new Date("2026-11-27T08:40:12.345Z")
-const PERIOD_START = new Date("2026-11-03T10:00:00.000Z")
-const PERIOD_END = new Date("2026-12-03T10:00:00.000Z")
+const AT = new Date("2025-10-27T08:40:12.345Z")
+const PERIOD_START = new Date("2025-10-03T10:00:00.000Z")
+const PERIOD_END = new Date("2025-11-03T10:00:00.000Z")
 
 describe("the level a balance is at", () => {
   it("is the highest of 50, 80 and 100 % of the grant that is used, exactly at each boundary", () => {
