@@ -8,11 +8,9 @@
 import { BigDecimal } from "effect"
 import { type Decimal, HUNDRED } from "../money.ts"
 import type { BalanceMove } from "../pricing/meters/Context.ts"
-import type { BalanceKind, ThresholdCrossing } from "../webhooks/Outbox.ts"
+import { type BalanceKind, type ThresholdCrossing, USED_THRESHOLDS } from "../webhooks/ThresholdCrossing.ts"
 
-/** The share of a prepaid balance's grant that alerts fire at, in percent, ascending. */
-export const USED_THRESHOLDS = [50, 80, 100] as const
-export type UsedThreshold = typeof USED_THRESHOLDS[number]
+export { USED_THRESHOLDS, type UsedThreshold } from "../webhooks/ThresholdCrossing.ts"
 
 /** The thresholds, highest first, with their factors as decimals (made once: the walk calls `usedLevel` a move). */
 const THRESHOLD_FACTORS = [...USED_THRESHOLDS].reverse().map((threshold) => [threshold, BigDecimal.fromBigInt(BigInt(threshold))] as const)

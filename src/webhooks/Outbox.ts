@@ -17,7 +17,9 @@ import type { Decimal } from "../money.ts"
 import { Money } from "../schema.ts"
 import type { EventType, TriggerableEventType } from "./Webhook.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
-import type { UsedThreshold } from "../ledger/Thresholds.ts"
+import type { ThresholdCrossing } from "./ThresholdCrossing.ts"
+
+export type { BalanceKind, ThresholdCrossing } from "./ThresholdCrossing.ts"
 
 export type WalletChangeSource = "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT"
 
@@ -85,29 +87,6 @@ const crossedDown = (change: WalletChange, level: Decimal) =>
 const crossedUp = (change: WalletChange, level: Decimal) =>
   BigDecimal.lessThanOrEqualTo(change.previousBalance, level) && BigDecimal.greaterThan(change.currentBalance, level)
 
-/** How the API names a balance's kind: the plan's `PRICING_METRIC` component is a composite. */
-export type BalanceKind = "CREDIT" | "OUTCOME" | "UNIT" | "COMPOSITE"
-
-/** A prepaid balance that reached `threshold` % used of what was granted this cycle, with its values just after. */
-export interface ThresholdCrossing {
-  readonly organizationId: string
-  readonly customerId: string
-  readonly externalId: string | null
-  readonly purchaseId: string
-  readonly componentId: string
-  readonly balanceType: BalanceKind
-  readonly balanceId: string
-  readonly cycleIndex: number
-  readonly periodStart: Date
-  readonly periodEnd: Date
-  readonly threshold: UsedThreshold
-  readonly granted: Decimal
-  readonly used: Decimal
-  readonly remaining: Decimal
-  /** The usage-log row whose move reached it; null for an adjustment. */
-  readonly usageLogId: string | null
-  readonly at: Date
-}
 
 const thresholdEventBody = (id: string, crossing: ThresholdCrossing) => {
   const data: Array<readonly [string, string]> = [

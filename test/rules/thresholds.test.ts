@@ -9,7 +9,7 @@ import { describe, expect, it } from "vitest"
 import { balanceKindOf, type RaisedRow, thresholdsReached, usedLevel } from "../../src/ledger/Thresholds.ts"
 import { decimal, ZERO } from "../../src/money.ts"
 import type { BalanceMove } from "../../src/pricing/meters/Context.ts"
-import type { ThresholdCrossing } from "../../src/webhooks/Outbox.ts"
+import type { ThresholdCrossing } from "../../src/webhooks/ThresholdCrossing.ts"
 
 const d = decimal
 const AT = new Date("2025-10-27T08:40:12.345Z")
