@@ -337,8 +337,10 @@ describe("planChange: lines and rows at the edges", () => {
     const w2 = component("w2", { type: "WALLET", targetId: null, amount: "30" })
     const arrear = component("w3", { type: "WALLET", targetId: null, billingMode: "ARREAR", amount: "1000" })
     const none = component("w4", { type: "WALLET", targetId: null, amount: null })
-    const step = planChange(state(purchase(plan("a", []), cycle)), plan("b", [w1, w2, arrear, none]), halfLeft, ids())
-    expect(step.createBalances).toEqual([])
+    // an amount on a component that is not the wallet is no wallet amount
+    const credit = component("c9", { amount: "1000" })
+    const step = planChange(state(purchase(plan("a", []), cycle)), plan("b", [w1, w2, arrear, none, credit]), halfLeft, ids())
+    expect(step.createBalances.map((row) => row.componentId)).toEqual(["c9"])
     expect(step.walletSteps).toHaveLength(1)
     expect(text((step.walletSteps[0] as { amount: ReturnType<typeof d> }).amount)).toBe("20")
   })
