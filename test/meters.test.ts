@@ -6,6 +6,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { BigDecimal, Either } from "effect"
 import type { PlanSnapshot, SnapshotComponent } from "../src/pricing/PlanSnapshot.ts"
 import { decimal, ZERO } from "../src/money.ts"
+import { snapshotComponent as component } from "./rules/fixtures.ts"
 import { drawAllowance } from "../src/pricing/meters/Allowance.ts"
 import { applyMoves, type Catalogue, type CustomerContext, type PurchaseContext } from "../src/pricing/meters/Context.ts"
 import {
@@ -23,22 +24,6 @@ const d = decimal
 const text = (value: BigDecimal.BigDecimal | null | undefined) =>
   value === null || value === undefined ? value : BigDecimal.format(BigDecimal.normalize(value))
 
-const component = (fields: Partial<SnapshotComponent> & Pick<SnapshotComponent, "id" | "type" | "billingMode">): SnapshotComponent => ({
-  targetId: null,
-  targetName: fields.id,
-  agentKey: null,
-  quantity: null,
-  amount: null,
-  rollover: false,
-  unitPrice: null,
-  pricingType: null,
-  flatPrice: null,
-  tiers: [],
-  charge: ZERO,
-  steps: [],
-  covers: { credits: [], outcomes: [], units: [] },
-  ...fields
-})
 
 const snapshot = (components: ReadonlyArray<SnapshotComponent>, walletFundedArrear = false): PlanSnapshot => ({
   planId: "pln_1",

@@ -43,6 +43,26 @@ export const component = (
   }
 }
 
+/** A snapshot component with every field given or empty: the meters' and the check's tests name only what they test. */
+export const snapshotComponent = (
+  fields: Partial<SnapshotComponent> & Pick<SnapshotComponent, "id" | "type" | "billingMode">
+): SnapshotComponent => ({
+  targetId: null,
+  targetName: fields.id,
+  agentKey: null,
+  quantity: null,
+  amount: null,
+  rollover: false,
+  unitPrice: null,
+  pricingType: null,
+  flatPrice: null,
+  tiers: [],
+  charge: ZERO,
+  steps: [],
+  covers: { credits: [], outcomes: [], units: [] },
+  ...fields
+})
+
 export const plan = (
   planId: string,
   components: ReadonlyArray<SnapshotComponent>,

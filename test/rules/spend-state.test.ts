@@ -32,6 +32,7 @@ import { type Decimal, decimal, ZERO } from "../../src/money.ts"
 import type { Catalogue, CustomerContext, PurchaseContext } from "../../src/pricing/meters/Context.ts"
 import type { PlanSnapshot, SnapshotComponent } from "../../src/pricing/PlanSnapshot.ts"
 import type { BatchContext, Customer, DecodedSignal, SignalCycle, SignalRecord } from "../../src/signals/BatchContext.ts"
+import { snapshotComponent as component } from "./fixtures.ts"
 
 const d = decimal
 const text = (value: Decimal | null) => (value === null ? null : BigDecimal.format(BigDecimal.normalize(value)))
@@ -39,22 +40,6 @@ const text = (value: Decimal | null) => (value === null ? null : BigDecimal.form
 const ORG = "org_1"
 const CUSTOMER: Customer = { organizationId: ORG, id: "cus_1", externalId: "jo-1", archivedAt: null }
 
-const component = (fields: Partial<SnapshotComponent> & Pick<SnapshotComponent, "id" | "type" | "billingMode">): SnapshotComponent => ({
-  targetId: null,
-  targetName: fields.id,
-  agentKey: null,
-  quantity: null,
-  amount: null,
-  rollover: false,
-  unitPrice: null,
-  pricingType: null,
-  flatPrice: null,
-  tiers: [],
-  charge: ZERO,
-  steps: [],
-  covers: { credits: [], outcomes: [], units: [] },
-  ...fields
-})
 
 // A credit bundle costing 0.0055 a call: 1000 input and 500 output tokens of gpt-4o cost 0.0075, so 1.363636363636 credits.
 const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
