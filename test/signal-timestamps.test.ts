@@ -300,19 +300,25 @@ describe("a signal's timestamp", () => {
   })
 })
 
+/** A tenant whose customer holds a plan of five "bundle" composites (one unit each). */
+const bundleCustomer = async (tenantName: string) => {
+  const tenant = await app.tenant(tenantName)
+  const api = client(app, tenant)
+  const unit = await api.created("/units", { name: "Exports", agentKey: "exports", pricingType: "FLAT", flatPrice: 1 }, "unit")
+  const composite = await api.created("/composites", { name: "Bundle", refId: "bundle", price: 2, entitlements: { unitIds: [unit] } }, "composite")
+  const plan = await api.created("/plans", {
+    name: "Bundles",
+    billingCycle: "MONTHLY",
+    entitlements: [{ type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: composite, quantity: 5 }]
+  }, "plan")
+  const customer = await api.created("/customers", { name: "Kim", email: "kim@example.com" }, "customer")
+  expect((await api.post("/purchases", { customerId: customer, planId: plan })).status).toBe(201)
+  return { tenant, api, customer }
+}
+
 describe("the completion routes' late-usage window", () => {
   it("is the workspace's setting, narrower or wider than the default 35 days", async () => {
-    const tenant = await app.tenant("Completion window")
-    const api = client(app, tenant)
-    const unit = await api.created("/units", { name: "Exports", agentKey: "exports", pricingType: "FLAT", flatPrice: 1 }, "unit")
-    const composite = await api.created("/composites", { name: "Bundle", refId: "bundle", price: 2, entitlements: { unitIds: [unit] } }, "composite")
-    const plan = await api.created("/plans", {
-      name: "Bundles",
-      billingCycle: "MONTHLY",
-      entitlements: [{ type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: composite, quantity: 5 }]
-    }, "plan")
-    const customer = await api.created("/customers", { name: "Kim", email: "kim@example.com" }, "customer")
-    expect((await api.post("/purchases", { customerId: customer, planId: plan })).status).toBe(201)
+    const { api, customer } = await bundleCustomer("Completion window")
     for (const job of ["narrow", "wide"]) {
       expect((await api.post("/signal/unit", { customerId: customer, agentKey: "exports", composite: { bundle: job } })).status).toBe(202)
       expect((await api.post("/signal/outcome", { customerId: customer, agentKey: "draft", runId: job })).status).toBe(202)
@@ -339,17 +345,7 @@ describe("the completion routes' late-usage window", () => {
 
 describe("a composite completion's timestamp", () => {
   it("is stored on the completion signal it queues", async () => {
-    const tenant = await app.tenant("Composite times")
-    const api = client(app, tenant)
-    const unit = await api.created("/units", { name: "Exports", agentKey: "exports", pricingType: "FLAT", flatPrice: 1 }, "unit")
-    const composite = await api.created("/composites", { name: "Bundle", refId: "bundle", price: 2, entitlements: { unitIds: [unit] } }, "composite")
-    const plan = await api.created("/plans", {
-      name: "Bundles",
-      billingCycle: "MONTHLY",
-      entitlements: [{ type: "PRICING_METRIC", billingMode: "ADVANCE", compositeId: composite, quantity: 5 }]
-    }, "plan")
-    const customer = await api.created("/customers", { name: "Kim", email: "kim@example.com" }, "customer")
-    expect((await api.post("/purchases", { customerId: customer, planId: plan })).status).toBe(201)
+    const { tenant, api, customer } = await bundleCustomer("Composite times")
     expect((await api.post("/signal/unit", { customerId: customer, agentKey: "exports", composite: { bundle: "job-ts" } })).status).toBe(202)
 
     const tooOld = await api.post("/signal/composite/complete", { customerId: customer, composite: { bundle: "job-ts" }, timestamp: ago(36 * day) })
