@@ -4,6 +4,7 @@
  * what they name, composite coverage by the plan and by a signal's tag, and a
  * late signal of an ended cycle. test/meters.test.ts has the worked prices.
  */
+import { randomUUID } from "node:crypto"
 import { BigDecimal, Either } from "effect"
 import { describe, expect, it } from "vitest"
 import { type AllowanceDraw, type AllowanceRequest, drawAllowance, planCoverage } from "../../src/pricing/meters/Allowance.ts"
@@ -130,6 +131,14 @@ describe("the credit meter", () => {
     expect(result.entry).toMatchObject({ quantity: "1.463636363636", customerCost: "0.00966" })
   })
 
+  it("prices each credit at its own frozen terms, not at another credit's the plan lists first", () => {
+    const otherTerms = { basePrice: d("0.001"), tokensPerCredit: d("1000"), marginPercent: d("0") }
+    const otherCredit = component("oth", { type: "CREDIT", targetId: "crd_2", quantity: "10", creditTerms: otherTerms })
+    const result = priced(meterCredit({ agentKey: "chat", usage, runId: null, tag: undefined }, customer(purchaseOf(plan("p", [otherCredit, creditAdvance]), { oth: "10", adv: "10" })), catalogue))
+    // crd_1's own terms: 0.00805 / 0.005 = 1.61 credits, the cost doubled (crd_2's would make 8.05 credits at cost)
+    expect(result.entry).toMatchObject({ quantity: "1.61", customerCost: "0.0161", balanceRemaining: "8.39" })
+  })
+
   it("bills nothing directly when the signal's tag names a sold composite covering the credit, and records the tag", () => {
     const both = plan("p", [creditAdvance, ticket])
     const result = priced(meterCredit({ agentKey: "chat", usage, runId: null, tag }, customer(purchaseOf(both, { adv: "10", tkt: "5" })), catalogue))
@@ -145,7 +154,9 @@ describe("the credit meter", () => {
 
   it("bills directly when the tag's composite is not sold, or does not cover the credit", () => {
     const notCovering = { ...ticket, covers: { credits: [], outcomes: ["crd_1"], units: ["crd_1"] } }
-    for (const components of [[creditAdvance], [creditAdvance, notCovering]]) {
+    // another composite of the plan covers the credit: the tag names the one that bills it, and that one is not sold
+    const anotherCovering = { ...ticket, id: "tk2", targetId: "cmp_2" }
+    for (const components of [[creditAdvance], [creditAdvance, notCovering], [creditAdvance, anotherCovering]]) {
       const result = priced(meterCredit({ agentKey: "chat", usage, runId: null, tag }, customer(purchaseOf(plan("p", components), { adv: "10" })), catalogue))
       expect(result.entry).toMatchObject({ billingMode: "ADVANCE", customerCost: "0.0161", composite: tagColumns })
     }
@@ -252,6 +263,13 @@ describe("the unit meter", () => {
     expect([result.spent, result.walletDebit]).toEqual(["0.25", "0"])
   })
 
+  it("draws a prepaid unit's balance and tells what is left of it", () => {
+    const prepaid = component("pa", { type: "UNIT", targetId: "unt_1", quantity: "10", pricingType: "FLAT", flatPrice: d("0.25") })
+    const result = priced(meterUnit({ agentKey: "pages", quantity: d("4"), tag: undefined }, customer(purchaseOf(plan("p", [prepaid]), { pa: "10" })), catalogue))
+    expect(result.entry).toMatchObject({ quantity: "4", customerCost: "1", billingMode: "ADVANCE", balanceRemaining: "6" })
+    expect([result.spent, result.walletDebit]).toEqual(["0", "0"])
+  })
+
   it("leaves units a composite covers to the composite, tagged or covered by the plan", () => {
     const viaTag = priced(meterUnit({ agentKey: "pages", quantity: d("4"), tag }, customer(purchaseOf(plan("p", [pages, ticket]), { pg: "0" })), catalogue))
     expect(viaTag.entry).toMatchObject({ quantity: "4", customerCost: "0", billingMode: "COMPOSITE", composite: tagColumns })
@@ -292,6 +310,12 @@ describe("the wallet meter", () => {
       walletDebit: "0.00805",
       spent: "0.00805"
     })
+  })
+
+  it("meters the wallet of a plan that sells more than its wallet", () => {
+    const result = priced(meterWallet({ usage, tag: undefined }, customer(purchaseOf(plan("p", [creditAdvance, wallet]), { adv: "10" }), "1"), catalogue))
+    expect(result.entry).toMatchObject({ meter: "WALLET", quantity: "0.00805", balanceRemaining: "0.99195" })
+    expect(result.walletDebit).toBe("0.00805")
   })
 
   it("counts an unloaded wallet as empty", () => {
@@ -369,6 +393,21 @@ describe("drawAllowance", () => {
       remaining: "0",
       moves: [move("oa", "2", "-2", "0"), move("or", "3", "0", "4.5")],
       spent: "4.5",
+      walletDebit: "0"
+    })
+  })
+
+  it("moves only the prepaid row when it covers the whole quantity, though an ARREAR component could take more", () => {
+    expect(draw(purchaseOf(both, { oa: "3", or: "0" }), request({ kind: "OUTCOME", targetId: "out_1", quantity: d("2") }))).toEqual({
+      purchaseId: "pur_1",
+      billingMode: "ADVANCE",
+      advanceQuantity: "2",
+      arrearQuantity: "0",
+      customerCost: "3",
+      arrearCharge: "0",
+      remaining: "1",
+      moves: [move("oa", "2", "-2", "0")],
+      spent: "0",
       walletDebit: "0"
     })
   })
@@ -486,6 +525,8 @@ describe("what the plan sells", () => {
     expect(planCoverage(plan("p", [credit]), "CREDIT", "crd_1")).toBe("DIRECT")
     expect(planCoverage(plan("p", [covering({ credits: ["crd_1"], outcomes: [], units: [] })]), "CREDIT", "crd_1")).toBe("COMPOSITE")
     expect(planCoverage(plan("p", [credit]), "OUTCOME", "crd_1")).toBe("NONE")
+    // another credit than the one the plan sells
+    expect(planCoverage(plan("p", [credit]), "CREDIT", "crd_2")).toBe("NONE")
   })
 
   it("looks in the composite's list of the target's kind, and only in composites", () => {
@@ -509,6 +550,28 @@ describe("what the plan sells", () => {
     expect([snapshot.planId, text(snapshot.priceAdjustment), text(snapshot.cost)]).toEqual(["p", "1.5", "10.25"])
     expect(snapshotOfText(stored)).toBe(snapshot)
     expect(() => snapshotOfText("{}")).toThrow()
+  })
+
+  it("keeps at most 1000 decoded snapshots: the next new text drops them all", () => {
+    // Texts no other run has read: the cache lives as long as the module, across tests and Stryker's runs.
+    const run = randomUUID()
+    let n = 0
+    const fresh = () => JSON.stringify({ ...plan(`${run}-${n++}`, []), priceAdjustment: "0", cost: "0", components: [] })
+    // What the cache holds now is unknown: read new texts until one drops it (the sentinel is decoded anew).
+    const sentinel = fresh()
+    const before = snapshotOfText(sentinel)
+    let kept = before
+    for (let i = 0; i < 1000 && kept === before; i++) {
+      snapshotOfText(fresh())
+      kept = snapshotOfText(sentinel)
+    }
+    expect(kept).not.toBe(before)
+    // The cache now holds two: the text that dropped it and the sentinel. 998 more fill it to 1000, all kept;
+    for (let i = 0; i < 998; i++) snapshotOfText(fresh())
+    expect(snapshotOfText(sentinel)).toBe(kept)
+    // the next new one drops them.
+    snapshotOfText(fresh())
+    expect(snapshotOfText(sentinel)).not.toBe(kept)
   })
 })
 

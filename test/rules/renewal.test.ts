@@ -371,6 +371,38 @@ describe("renewal: a change scheduled for the cycle end", () => {
     expect(row(first!)).toEqual(["n1", "190", "0", "190", "200", "0", "0"])
   })
 
+  it("pairs each row with the new component of its kind, target and billing mode, whatever order the plans list them in", () => {
+    // The old plan sells a credit prepaid (rolling over) and in arrears; the new one lists its ARREAR component
+    // first, then a credit the old plan did not sell, then the prepaid one.
+    const prepaid = component("a1", { quantity: "100", rollover: true })
+    const overflow = component("a2", { targetId: prepaid.targetId, billingMode: "ARREAR", unitPrice: "0.1" })
+    const toOverflow = component("m1", { targetId: prepaid.targetId, billingMode: "ARREAR", unitPrice: "0.2" })
+    const newCredit = component("m2", { quantity: "10" })
+    const toPrepaid = component("m3", { targetId: prepaid.targetId, quantity: "50" })
+    const old = plan("o", [prepaid, overflow])
+    const changed = plan("n", [toOverflow, newCredit, toPrepaid])
+    const rowsOfOld = [balance(prepaid, { granted: "100", used: "70", remaining: "30" }), balance(overflow)]
+    const step = renewal(state(purchase(old, { ...march, scheduledSnapshot: changed }), rowsOfOld), ids())
+    expect(step.carried).toEqual([{ from: "a2", to: "m1" }, { from: "a1", to: "m3" }])
+    expect(step.createBalances.map(row)).toEqual([
+      ["m1", "0", "0", "0", null, "0", "0"],
+      // nothing of the old plan's to carry
+      ["m2", "10", "0", "10", "10", "0", "0"],
+      // 50 + the 30 the old prepaid component rolls over
+      ["m3", "80", "0", "80", "50", "0", "0"]
+    ])
+  })
+
+  it("carries only the debt of a row whose component the old plan does not list (no rollover to read)", () => {
+    const gone = component("g1", { quantity: "20", rollover: true })
+    const toGone = component("m4", { targetId: gone.targetId, quantity: "10" })
+    const grantedAfter = (remaining: string) =>
+      renewal(state(purchase(plan("o", []), { ...march, scheduledSnapshot: plan("n", [toGone]) }), [balance(gone, { granted: "20", remaining })]), ids())
+        .createBalances.map(row)
+    expect(grantedAfter("5")).toEqual([["m4", "10", "0", "10", "10", "0", "0"]])
+    expect(grantedAfter("-3")).toEqual([["m4", "7", "0", "7", "10", "0", "0"]])
+  })
+
   it("applies only to an ACTIVE purchase", () => {
     const scheduled = renewal(state(purchase(from, { ...march, status: "SCHEDULED", scheduledSnapshot: to }), rows), ids())
     expect(scheduled.replaceBalances).toBeUndefined()
@@ -417,6 +449,14 @@ describe("cancellation", () => {
       endedCycle: null,
       lateBilled: []
     })
+  })
+
+  it("leaves the rows as they are when the invoice bills only late lines", () => {
+    const owed = late({ componentId: "o1", arrearAmount: d("5"), invoicedArrear: d("3") })
+    const step = cancellation(state(purchase(renewing, march), [balance(credit, { remaining: "3" })], { lateBalances: [owed] }), cancelledAt, ids())
+    expect(lineText(step, 0).map((line) => line[4])).toEqual(["2"])
+    expect(step.lateBilled).toEqual([owed])
+    expect(step.setBalances).toEqual([])
   })
 
   it("uses the cancellation instant as the period's end when the purchase has none", () => {
