@@ -88,7 +88,7 @@ describe("billing worker --once", () => {
       [a.tenant.organizationId]: { priced: 3, failed: 1 },
       [b.tenant.organizationId]: { priced: 2 }
     })
-    expect(result.json.jobs.map((job: any) => job.job).sort()).toEqual(["billing-cycles", "signals", "webhooks"])
+    expect(result.json.jobs.map((job: any) => job.job).sort()).toEqual(["billing-cycles", "history", "signals", "webhooks"])
     expect(await statuses(a)).toEqual({ PROCESSED: 3, FAILED: 1 })
     expect(await statuses(b)).toEqual({ PROCESSED: 2 })
   }, TIMEOUT)

@@ -12,7 +12,8 @@ import { QUEUE_DEPTH_CAP } from "../../src/worker/Stats.ts"
 export const jobCounters: Readonly<Record<string, ReadonlyArray<string>>> = {
   signals: ["priced", "failed", "pending"],
   webhooks: ["sent", "failed"],
-  "billing-cycles": ["renewed"]
+  "billing-cycles": ["renewed"],
+  history: ["archived"]
 }
 
 const WINDOW_MS = 5_000

@@ -7,6 +7,7 @@
 import { Effect, Layer } from "effect"
 import { billingCycleJob, billingCycleJobName } from "../billing/CycleJob.ts"
 import { Purchases } from "../billing/Purchases.ts"
+import { historyJob, historyJobName } from "../history/HistoryJob.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { SignalProcessor, signalsJobName } from "../signals/SignalProcessor.ts"
 import { webhookDeliveryJobName, WebhookSender } from "../webhooks/Sender.ts"
@@ -15,7 +16,8 @@ import { withArrivalsAnswered } from "./CustomersLive.ts"
 export const workerJobs = Effect.all([
   Effect.map(WebhookSender, (sender) => sender.job),
   billingCycleJob,
-  Effect.map(SignalProcessor, (processor) => processor.job)
+  Effect.map(SignalProcessor, (processor) => processor.job),
+  historyJob
 ])
 
 /**
@@ -31,4 +33,4 @@ export const WorkerJobsLive = withArrivalsAnswered(Layer.mergeAll(
 ))
 
 /** The same jobs' names, for a view drawn before the services are built. */
-export const workerJobNames: ReadonlyArray<string> = [webhookDeliveryJobName, billingCycleJobName, signalsJobName]
+export const workerJobNames: ReadonlyArray<string> = [webhookDeliveryJobName, billingCycleJobName, signalsJobName, historyJobName]

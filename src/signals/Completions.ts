@@ -53,8 +53,14 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
         ? Effect.succeed(Option.none<typeof Sent.Type>())
         : findOne(
           Sent,
-          sql`SELECT id, message_id, response FROM signals
-              WHERE organization_id = ${organizationId} AND route = ${route} AND idempotency_key = ${key}`
+          // The inbox first; a completion older than the retention window answers from the archive.
+          sql`SELECT id, message_id, response FROM (
+                SELECT id, message_id, response, 0 AS place FROM signals
+                WHERE organization_id = ${organizationId} AND route = ${route} AND idempotency_key = ${key}
+                UNION ALL
+                SELECT id, message_id, response, 1 AS place FROM signals_archive
+                WHERE organization_id = ${organizationId} AND route = ${route} AND idempotency_key = ${key}
+              ) sent ORDER BY place, id LIMIT 1`
         )
 
     /** The customer of a synchronous completion: unknown is 404, archived 409. */
@@ -126,9 +132,14 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
         if (Option.isSome(earlier)) return earlier.value
         const customer = yield* activeCustomer(organizationId, input)
         const moment = yield* completionMoment(organizationId, input)
+        // A completed run's steps may have moved to the archive (the history job moves them once the run
+        // is closed and billed): its completion row says the run exists, and the insert below answers 409.
         const steps = yield* sql`SELECT 1 FROM signals
           WHERE organization_id = ${organizationId} AND run_id = ${input.runId} AND route = 'OUTCOME'
             AND (customer_id = ${customer.id} OR (customer_id IS NULL AND external_id = ${customer.externalId}))
+          UNION ALL
+          SELECT 1 FROM outcome_runs
+          WHERE organization_id = ${organizationId} AND run_id = ${input.runId} AND customer_id = ${customer.id}
           LIMIT 1`
         if (steps.length === 0) return yield* new OutcomeRunNotFound({ message: `Outcome run ${input.runId} not found` })
         const rawId = makeId("sig")

@@ -1,16 +1,22 @@
 /**
  * The operator's view of the signal inbox: list and read signals, and queue a
  * PENDING or FAILED one again (`billing signal list|get|replay`).
+ *
+ * Signals that ended longer ago than the retention window live in the archive
+ * (SignalArchive.ts): a rawId is still read from there, and a FAILED one
+ * replayed goes back to the inbox; lists show the inbox only (docs/signals.md,
+ * "Retention").
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { Customers } from "../customers/Customers.ts"
-import { findAll, findByIdOr, knownCursor, orDie, pageClause } from "../db/Sql.ts"
+import { dieOnSqlError, findAll, findByIdOr, knownCursor, orDie, pageClause } from "../db/Sql.ts"
 import { SignalAlreadyProcessed, SignalNotFound } from "../errors.ts"
 import { CustomerId, type OrganizationId } from "../ids.ts"
 import type { Page } from "../Page.ts"
 import { SignalRecord, type SignalStatus } from "./Signal.ts"
 import { currentTime } from "../time.ts"
+import { archivedSignal, forgetArchived, restoreFailed } from "./SignalArchive.ts"
 
 export interface SignalListQuery {
   readonly page: Page
@@ -41,20 +47,31 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
       )
     })
 
-    const findRow = findByIdOr(sql, SignalRecord, "signals", (id) => new SignalNotFound({ message: `Signal ${id} not found` }))
-    const get = Effect.fn("InboxView.get")((organizationId: OrganizationId, id: string) => findRow(organizationId, id))
+    const notFound = (id: string) => new SignalNotFound({ message: `Signal ${id} not found` })
+    const findRow = findByIdOr(sql, SignalRecord, "signals", notFound)
+    /** The inbox's row, else the archive's: a rawId stays answerable once its signal has moved. */
+    const get = Effect.fn("InboxView.get")((organizationId: OrganizationId, id: string) =>
+      Effect.catchTag(findRow(organizationId, id), "SignalNotFound", (missing) =>
+        Effect.flatMap(archivedSignal(sql, organizationId, id), Option.match({
+          onNone: () => Effect.fail(missing),
+          onSome: Effect.succeed
+        }))))
 
     /**
      * Queues a PENDING or FAILED signal again. A PROCESSED one is refused: it
      * was billed, and replaying it would bill it twice. The replay's moment is
      * kept (`requeued_at`): a signal without a timestamp of its own is billed
-     * at it, as if sent now; one still QUEUED keeps the moment it has.
+     * at it, as if sent now; one still QUEUED keeps the moment it has. A
+     * FAILED signal of the archive comes back to the inbox first; a copy the
+     * history job made of one still in the inbox is dropped (it ended again
+     * later, and is copied again then).
      */
     const replay = Effect.fn("InboxView.replay")(function*(organizationId: OrganizationId, id: string) {
         const signal = yield* get(organizationId, id)
         if (signal.status === "PROCESSED") {
           return yield* new SignalAlreadyProcessed({ message: `Signal ${id} was processed already; replaying it would bill it twice` })
         }
+        yield* restoreFailed(sql, organizationId, id)
         const at = yield* currentTime
         const rows = yield* findAll(
           SignalRecord,
@@ -63,8 +80,9 @@ export class InboxView extends Effect.Service<InboxView>()("InboxView", {
               WHERE organization_id = ${organizationId} AND id = ${id} AND status IN ('PENDING', 'FAILED', 'QUEUED')
               RETURNING *`
         )
+        yield* forgetArchived(sql, organizationId, id)
         return rows[0] ?? (yield* get(organizationId, id))
-      })
+      }, sql.withTransaction, dieOnSqlError)
 
     /** The PENDING and FAILED signals of a customer (its own, and those waiting for its externalId). */
     const replayable = Effect.fn("InboxView.replayable")(function*(organizationId: OrganizationId, customerId: CustomerId) {

@@ -1,0 +1,433 @@
+/**
+ * bench/history: does history slow the present? (issue 35, item 6;
+ * docs/operations.md "History: retention of the inbox and partitions of the
+ * usage log"). Run by hand, never by `npm test`, against real PostgreSQL.
+ *
+ * Seed only, into a database already migrated, for an organisation of it:
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/billing npx tsx bench/history.ts seed --org org_... \
+ *     [--signals 10000000] [--customers 10000] [--months 24] [--into archive|inbox] [--chunk 250000]
+ *
+ * writes `--signals` priced credit signals and their usage rows (one each),
+ * spread evenly over the last `--months` months and over `--customers` new
+ * customers of the organisation, each signal with its own idempotency key. The
+ * rows are made by PostgreSQL itself (`INSERT ... SELECT` over
+ * `generate_series`, `--chunk` signals a statement, signal and usage row in one
+ * statement), with time-ordered ids as the service makes them. `--into archive`
+ * (the default) leaves the database as the history job keeps it: signals older
+ * than BILLING_SIGNAL_RETENTION_DAYS (35) in `signals_archive`, the rest in the
+ * inbox, and usage months older than BILLING_USAGE_LOG_MONTHS (24) detached;
+ * `--into inbox` puts every signal in the inbox and detaches nothing (the
+ * service before retention, or a backlog for the job to move: `billing worker
+ * --once`). Then VACUUM ANALYZE, as an old database would have been.
+ *
+ * The comparison, in one run, on a database of its own (dropped at the end):
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/history.ts compare \
+ *     [--signals 10000000] [--customers 10000] [--months 24] [--into archive|inbox] \
+ *     [--intake 20000] [--checks 20000] [--reads 5000] [--connections 64] [--bench-customers 16] \
+ *     [--yardstick 20000] [--report results.json] [--keep]
+ *
+ *  1. `billing migrate`, an organisation, `billing serve --no-worker`; through the
+ *     API a credit plan and `--bench-customers` customers holding it;
+ *  2. a warm-up, untimed (1,000 signals taken in and priced, 500 checks and
+ *     usage-log reads); round "empty": the yardstick (bench/support.ts `plainInsertYardstick`);
+ *     single intake (`--intake` credit signals to /signal/credit over
+ *     `--connections` keep-alive connections, each with its own key); the drain
+ *     of what was just queued by one looping `billing worker` (spawn to empty
+ *     queue, and first to last priced); the check (`--checks` POST
+ *     /entitlements/check); one customer's usage log (`--reads` GET
+ *     /signal/usage-log?customerId=..., the first page, and the page of this
+ *     month: `from` = the month's first instant);
+ *  3. the history seeded (as `seed` above, the bench customers among the
+ *     customers it is spread over, so the customer read has history too);
+ *  4. round "history": the same measures again.
+ * Every rate is stated as a ratio to its round's yardstick, and each measure's
+ * ratio with history over its ratio without (1.00: history costs nothing; the
+ * issue asks for at least 0.90).
+ */
+import { spawn, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+import { randomToken } from "../src/ids.ts"
+import { monthsToDetach } from "../src/usage/Partitions.ts"
+import {
+  apiClient,
+  benchCustomer,
+  benchDatabase,
+  buyPlan,
+  chatCreditPlan,
+  cliOutputOf,
+  exitOf,
+  flag,
+  load,
+  plainInsertYardstick,
+  secondsUntil,
+  textFlag
+} from "./support.ts"
+
+const DAY_MS = 86_400_000
+const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
+const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
+
+export interface HistoryOptions {
+  /** Priced signals (and usage rows) to write. */
+  readonly signals: number
+  /** New customers the history is spread over. */
+  readonly customers: number
+  /** Months back the history reaches (it ends an hour ago). */
+  readonly months: number
+  /** Where signals older than the retention window go. */
+  readonly into: "archive" | "inbox"
+  readonly retentionDays: number
+  readonly usageLogMonths: number
+  /** Signals one statement writes. */
+  readonly chunk: number
+  /** Customers of the organisation that get history too (the bench's own). */
+  readonly alsoCustomers?: ReadonlyArray<string>
+}
+
+export interface Seeded {
+  readonly signals: number
+  readonly inInbox: number
+  readonly inArchive: number
+  readonly customers: number
+  readonly months: number
+  readonly detachedMonths: ReadonlyArray<string>
+  readonly seconds: number
+  readonly signalsPerSecond: number
+}
+
+const ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+
+/** SQL text: the 10 characters of milliseconds `ms` (a bigint expression) as src/ids.ts writes them. */
+const timePart = (ms: string) =>
+  Array.from({ length: 10 }, (_, i) => `substr('${ALPHABET}', ((${ms} >> ${5 * (9 - i)}) & 31)::int + 1, 1)`).join(" || ")
+
+/**
+ * Writes the history into the database of `databaseUrl` for `organizationId`
+ * (see the header). Rows of a chunk: signal n at `start + n * step`, customer
+ * n mod the customers, key `h<run>-n`, ids `sig_|msg_|usg_` + that instant +
+ * n in hex (unique, and of the service's alphabet).
+ */
+export const seedHistory = async (databaseUrl: string, organizationId: string, options: HistoryOptions): Promise<Seeded> => {
+  const started = performance.now()
+  const client = new pg.Client({ connectionString: databaseUrl })
+  await client.connect()
+  try {
+    // A bench's bulk load: a crash loses the seed, never anything else.
+    await client.query("SET synchronous_commit = off")
+    const run = randomToken(3)
+    const [{ now }] = (await client.query<{ now: Date }>("SELECT now() AS now")).rows as [{ now: Date }]
+    const end = now.getTime() - 3_600_000
+    const start = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - options.months, now.getUTCDate(), now.getUTCHours())
+    const step = (end - start) / options.signals
+
+    await client.query(`CREATE TEMP TABLE history_customers (k int PRIMARY KEY, id text NOT NULL)`)
+    await client.query(
+      `WITH made AS (
+         INSERT INTO customers (organization_id, id, slug, name, email, currency_code, created_at, updated_at)
+         SELECT $1, 'cus_' || ${timePart("$2::bigint")} || lpad(to_hex(k), 16, '0'), 'history-' || $3 || '-' || k,
+                'History ' || k, 'history-' || $3 || '-' || k || '@example.com', 'USD', to_timestamp($2::bigint / 1000.0),
+                to_timestamp($2::bigint / 1000.0)
+         FROM generate_series(0, $4::int - 1) k
+         RETURNING id
+       )
+       INSERT INTO history_customers SELECT row_number() OVER (ORDER BY id) - 1, id FROM made`,
+      [organizationId, start, run, options.customers]
+    )
+    const also = options.alsoCustomers ?? []
+    for (const [index, id] of also.entries()) {
+      await client.query("INSERT INTO history_customers VALUES ($1, $2)", [options.customers + index, id])
+    }
+    const customerCount = options.customers + also.length
+
+    // Every month's partition exists before its rows (a row of a month without one would go to DEFAULT,
+    // and that month's partition could no longer be created).
+    for (let month = 0; month <= options.months + 1; month++) {
+      const day = new Date(Date.UTC(new Date(start).getUTCFullYear(), new Date(start).getUTCMonth() + month, 1))
+      await client.query("SELECT ensure_usage_log_month($1)", [day])
+    }
+
+    // Signals before this instant are older than the window (as if the history job had run).
+    const cutoff = now.getTime() - options.retentionDays * DAY_MS
+    const firstInWindow = Math.min(options.signals, Math.max(0, Math.ceil((cutoff - start) / step)))
+    let inArchive = 0
+    let written = 0
+    const write = async (from: number, to: number, archived: boolean) => {
+      const table = archived ? "signals_archive" : "signals"
+      await client.query(
+        `WITH g AS MATERIALIZED (
+           SELECT n, ms, ${timePart("ms")} || lpad(to_hex(n), 16, '0') AS suffix, hc.id AS customer_id
+           FROM (SELECT n, ($1::bigint + floor(n * $2::float8))::bigint AS ms FROM generate_series($3::bigint, $4::bigint - 1) n) x
+           JOIN history_customers hc ON hc.k = (x.n % $5::int)
+         ),
+         priced AS (
+           INSERT INTO ${table} (organization_id, id, message_id, route, status, customer_id, idempotency_key, agent_key,
+                                 body, attempts, usage_log_id, received_at, processed_at${archived ? ", archived_at" : ""})
+           SELECT $6, 'sig_' || suffix, 'msg_' || suffix, 'CREDIT', 'PROCESSED', customer_id, 'h' || $7 || '-' || n, 'chat',
+                  jsonb_build_object('customerId', customer_id, 'agentKey', 'chat', 'idempotencyKey', 'h' || $7 || '-' || n,
+                                     'usage', jsonb_build_object('model', 'gpt-4o', 'inputTokens', 1000, 'outputTokens', 200)),
+                  1, 'usg_' || suffix, to_timestamp(ms / 1000.0), to_timestamp(ms / 1000.0) + interval '1 second'
+                  ${archived ? `, to_timestamp(ms / 1000.0) + interval '${options.retentionDays} days 10 minutes'` : ""}
+           FROM g
+         )
+         INSERT INTO usage_log (organization_id, id, customer_id, meter, entitlement_id, entitlement_name, agent_key, model,
+                                input_tokens, output_tokens, cache_tokens, cache_write_tokens, quantity, provider_cost,
+                                customer_cost, billing_mode, balance_remaining, signal_id, message_id, created_at, occurred_at)
+         SELECT $6, 'usg_' || suffix, customer_id, 'CREDIT', 'crd_history', 'Chat', 'chat', 'gpt-4o', 1000, 200, 0, 0,
+                0.72, 0.0045, 0.0054, 'ADVANCE', 1000, 'sig_' || suffix, 'msg_' || suffix,
+                to_timestamp(ms / 1000.0) + interval '1 second', to_timestamp(ms / 1000.0)
+         FROM g`,
+        [start, step, from, to, customerCount, organizationId, run]
+      )
+      written += to - from
+      if (archived) inArchive += to - from
+    }
+    for (let from = 0; from < options.signals; from += options.chunk) {
+      const to = Math.min(options.signals, from + options.chunk)
+      const split = options.into === "archive" ? Math.min(Math.max(firstInWindow, from), to) : from
+      if (split > from) await write(from, split, true)
+      if (to > split) await write(split, to, false)
+      progress(`history: ${written} of ${options.signals} signals written (${Math.round(written / ((performance.now() - started) / 1000))}/s)`)
+    }
+
+    const detached: Array<string> = []
+    if (options.into === "archive") {
+      const attached = await client.query<{ name: string }>(
+        `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'usage_log'::regclass`
+      )
+      for (const name of monthsToDetach(attached.rows.map((row) => row.name), now, options.usageLogMonths)) {
+        await client.query(`ALTER TABLE usage_log DETACH PARTITION "${name}"`)
+        detached.push(name)
+      }
+    }
+    progress("history: VACUUM ANALYZE")
+    await client.query("VACUUM ANALYZE customers, signals, signals_archive, usage_log")
+    const seconds = (performance.now() - started) / 1000
+    return {
+      signals: written,
+      inInbox: written - inArchive,
+      inArchive,
+      customers: customerCount,
+      months: options.months,
+      detachedMonths: detached,
+      seconds: round(seconds, 1),
+      signalsPerSecond: Math.round(written / seconds)
+    }
+  } finally {
+    await client.end()
+  }
+}
+
+const optionsOf = (alsoCustomers?: ReadonlyArray<string>): HistoryOptions => {
+  const into = textFlag("into") ?? "archive"
+  if (into !== "archive" && into !== "inbox") throw new Error(`--into takes archive or inbox, not ${into}`)
+  if (!(flag("months", 24) >= 1)) throw new Error("--months takes a whole number of months from 1")
+  return {
+    signals: flag("signals", 10_000_000),
+    customers: flag("customers", 10_000),
+    months: flag("months", 24),
+    into,
+    retentionDays: Number(process.env.BILLING_SIGNAL_RETENTION_DAYS ?? 35),
+    usageLogMonths: Number(process.env.BILLING_USAGE_LOG_MONTHS ?? 24),
+    chunk: flag("chunk", 250_000),
+    ...(alsoCustomers === undefined ? {} : { alsoCustomers })
+  }
+}
+
+const seedCommand = async () => {
+  const databaseUrl = process.env.DATABASE_URL
+  const organizationId = textFlag("org")
+  if (!databaseUrl || !organizationId) {
+    process.stderr.write("bench/history.ts seed needs DATABASE_URL (a migrated database) and --org ORG\n")
+    process.exit(2)
+  }
+  const seeded = await seedHistory(databaseUrl, organizationId, optionsOf())
+  process.stdout.write(`${JSON.stringify(seeded, null, 2)}\n`)
+}
+
+const compareCommand = async () => {
+  const { adminUrl, databaseName, databaseUrl } = benchDatabase("history", "billing_bench_history_")
+  const root = fileURLToPath(new URL("..", import.meta.url))
+  const cliPath = `${root}bin/billing.mjs`
+  // History left in the inbox (`--into inbox`) is the service before retention: its history job must not move it meanwhile.
+  const env = { ...process.env, DATABASE_URL: databaseUrl, ...(textFlag("into") === "inbox" ? { BILLING_SIGNAL_RETENTION_DAYS: "0" } : {}) }
+  const running = new Set<ChildProcess>()
+  const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
+    const child = spawn(process.execPath, [cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
+    running.add(child)
+    child.on("exit", () => running.delete(child))
+    return child
+  }
+  const cli = cliOutputOf(spawnCli)
+  const stopChild = async (child: ChildProcess) => {
+    const done = exitOf(child)
+    child.kill("SIGTERM")
+    await done
+  }
+  process.on("SIGINT", () => {
+    for (const child of running) child.kill("SIGKILL")
+    process.exit(130)
+  })
+
+  const intakeCount = flag("intake", 20_000)
+  const checkCount = flag("checks", 20_000)
+  const readCount = flag("reads", 5_000)
+  const connections = flag("connections", 64)
+  const benchCustomers = flag("bench-customers", 16)
+  const yardstickCount = flag("yardstick", 20_000)
+  const reportFile = textFlag("report")
+  const keep = process.argv.includes("--keep")
+
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE "${databaseName}"`)
+  const db = new pg.Pool({ connectionString: databaseUrl, max: 2 })
+  let server: ChildProcess | undefined
+  const report: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGb: Math.round(os.totalmem() / 2 ** 30) },
+    loadBefore: os.loadavg()
+  }
+  try {
+    await cli(["migrate"])
+    const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "History", "--json"]))
+    const port = 20000 + Math.floor(Math.random() * 20000)
+    const api = apiClient(port, apiKey, connections)
+    server = spawnCli(["serve", "--no-worker", "--port", String(port)])
+    await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 120_000)
+    const planId = await chatCreditPlan(api)
+    const customers: Array<string> = []
+    await load(benchCustomers, 8, async (index) => {
+      customers[index] = await benchCustomer(api, index)
+      await buyPlan(api, customers[index]!, planId)
+    })
+    const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 }
+    const monthStart = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1)).toISOString()
+
+    const measureRound = async (name: string) => {
+      const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
+      progress(`${name}: yardstick ${yardstick.rate} single-row INSERTs/s`)
+      // Four places: a usage-log read is a few hundredths of a yardstick insert.
+      const ofYardstick = (rate: number) => round(rate / yardstick.rate, 4)
+      const summary = (result: { rate: number; p50: number; p99: number }) => ({
+        rate: result.rate,
+        ofYardstick: ofYardstick(result.rate),
+        p50Ms: round(result.p50, 1),
+        p99Ms: round(result.p99, 1)
+      })
+
+      const intake = await load(intakeCount, connections, async (index) => {
+        const answer = await api.request("POST", "/signal/credit", {
+          customerId: customers[index % customers.length],
+          agentKey: "chat",
+          usage,
+          idempotencyKey: `${name}-${index}`
+        })
+        if (answer.status !== 202) throw new Error(`signal: ${answer.status} ${JSON.stringify(answer.json)}`)
+      })
+      progress(`${name}: single intake ${intake.rate}/s (${ofYardstick(intake.rate)} x)`)
+
+      const queued = async () =>
+        Number((await db.query("SELECT count(*) AS n FROM signals WHERE status = 'QUEUED'")).rows[0].n)
+      const spawnedAt = performance.now()
+      const worker = spawnCli(["worker"])
+      let first = NaN
+      let last = NaN
+      for (;;) {
+        const left = await queued()
+        const seconds = (performance.now() - spawnedAt) / 1000
+        if (Number.isNaN(first) && left < intakeCount) first = seconds
+        if (left === 0) {
+          last = seconds
+          break
+        }
+        if (seconds > 900) throw new Error(`drain stalled with ${left} queued`)
+        await new Promise((resolve) => setTimeout(resolve, 50))
+      }
+      await stopChild(worker)
+      const drainRate = intakeCount / last
+      const steadyRate = intakeCount / (last - first)
+      progress(`${name}: drain ${Math.round(drainRate)}/s from spawn (${ofYardstick(drainRate)} x), steady ${Math.round(steadyRate)}/s`)
+
+      const check = (index: number) =>
+        api.request("POST", "/entitlements/check", { customerId: customers[index % customers.length], meter: "CREDIT", agentKey: "chat", usage })
+      await load(1000, connections, async (index) => {
+        await check(index)
+      })
+      const checks = await load(checkCount, connections, async (index) => {
+        const answer = await check(index)
+        if (answer.status !== 200 || answer.json.result.allowed !== true) throw new Error(`check: ${answer.status} ${JSON.stringify(answer.json)}`)
+      })
+      progress(`${name}: check ${checks.rate}/s (${ofYardstick(checks.rate)} x)`)
+
+      const read = (query: string) =>
+        load(readCount, connections, async (index) => {
+          const answer = await api.request("GET", `/signal/usage-log?customerId=${customers[index % customers.length]}${query}`)
+          if (answer.status !== 200 || answer.json.result.usageLogs.length === 0) throw new Error(`usage log: ${answer.status}`)
+        })
+      const firstPage = await read("")
+      const thisMonth = await read(`&from=${encodeURIComponent(monthStart)}`)
+      progress(`${name}: usage log ${firstPage.rate}/s first page, ${thisMonth.rate}/s this month's page`)
+      return {
+        yardstick: { rate: yardstick.rate, p50Ms: round(yardstick.p50, 1), p99Ms: round(yardstick.p99, 1) },
+        intake: summary(intake),
+        drain: { rate: Math.round(drainRate), ofYardstick: ofYardstick(drainRate), steadyRate: Math.round(steadyRate), steadyOfYardstick: ofYardstick(steadyRate), firstPricedSeconds: round(first) },
+        check: summary(checks),
+        usageLogFirstPage: summary(firstPage),
+        usageLogThisMonth: summary(thisMonth)
+      }
+    }
+
+    // Untimed, before the first round: the server's and PostgreSQL's first requests of each kind (JIT of
+    // Node, plans, caches) would otherwise count against the empty database only.
+    await load(1000, connections, async (index) => {
+      await api.request("POST", "/signal/credit", { customerId: customers[index % customers.length], agentKey: "chat", usage, idempotencyKey: `warm-${index}` })
+    })
+    await cli(["worker", "--once"])
+    await load(500, connections, async (index) => {
+      await api.request("POST", "/entitlements/check", { customerId: customers[index % customers.length], meter: "CREDIT", agentKey: "chat", usage })
+      await api.request("GET", `/signal/usage-log?customerId=${customers[index % customers.length]}`)
+    })
+    const empty = await measureRound("empty")
+    const seeded = await seedHistory(databaseUrl, organization.id, optionsOf(customers))
+    progress(`history seeded: ${JSON.stringify(seeded)}`)
+    const history = await measureRound("history")
+    const sizes = (await db.query(`SELECT relname AS name, pg_size_pretty(pg_total_relation_size(oid)) AS size
+      FROM pg_class WHERE relname IN ('signals', 'signals_archive') ORDER BY relname`)).rows
+    const phases = ["intake", "drain", "check", "usageLogFirstPage", "usageLogThisMonth"] as const
+    const ratios = Object.fromEntries(phases.map((phase) => [
+      phase,
+      round((history[phase].rate / history.yardstick.rate) / (empty[phase].rate / empty.yardstick.rate))
+    ]))
+    Object.assign(report, { empty, seeded, history, sizes, historyOverEmpty: ratios, loadAfter: os.loadavg() })
+    const table = [
+      "| measure | empty: rate (x yardstick) | with history: rate (x yardstick) | history / empty |",
+      "|---|---|---|---|",
+      `| yardstick | ${empty.yardstick.rate}/s | ${history.yardstick.rate}/s | |`,
+      ...phases.map((phase) =>
+        `| ${phase} | ${empty[phase].rate}/s (${empty[phase].ofYardstick}) | ${history[phase].rate}/s (${history[phase].ofYardstick}) | ${ratios[phase]} |`
+      )
+    ]
+    process.stdout.write(`${table.join("\n")}\n`)
+    if (reportFile) fs.writeFileSync(reportFile, `${JSON.stringify(report, null, 2)}\n`)
+    api.close()
+  } finally {
+    if (server !== undefined) await stopChild(server)
+    await db.end()
+    if (!keep) await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
+    else progress(`kept the database ${databaseName}`)
+    await admin.end()
+  }
+}
+
+const command = process.argv[2]
+if (command === "seed") await seedCommand()
+else if (command === "compare") await compareCommand()
+else {
+  process.stderr.write("usage: npx tsx bench/history.ts seed|compare [flags] (see the file's header)\n")
+  process.exit(2)
+}
