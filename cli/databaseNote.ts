@@ -8,6 +8,7 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { describeConnectionString } from "../src/db/ConnectionString.ts"
 
 export interface CommandDatabase {
   /** `embedded PGlite in /abs/.billing` or `PostgreSQL host:port/database`. */
@@ -19,14 +20,7 @@ export interface CommandDatabase {
 /** The database of a command about to run in `env`; read before it opens it. */
 export const commandDatabase = (env: Readonly<Record<string, string | undefined>>): CommandDatabase => {
   const url = env.DATABASE_URL
-  if (url !== undefined && url !== "") {
-    try {
-      const parsed = new URL(url)
-      return { text: `PostgreSQL ${parsed.hostname}:${parsed.port || "5432"}/${decodeURIComponent(parsed.pathname.slice(1))}`, createdNow: false }
-    } catch {
-      return { text: "PostgreSQL (DATABASE_URL is not a valid URL)", createdNow: false }
-    }
-  }
+  if (url !== undefined && url !== "") return { text: `PostgreSQL ${describeConnectionString(url)}`, createdNow: false }
   const dataDir = path.resolve(env.BILLING_DATA_DIR ?? ".billing")
   return { text: `embedded PGlite in ${dataDir}`, createdNow: !fs.existsSync(path.join(dataDir, "PG_VERSION")) }
 }

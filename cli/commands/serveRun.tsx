@@ -19,6 +19,7 @@ import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
 import { workerJobs } from "../../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
+import { formatHost, parseConnectionString } from "../../src/db/ConnectionString.ts"
 import { outputMode, writeErr, writeOut } from "../Output.ts"
 
 export interface ServeOptions {
@@ -60,8 +61,8 @@ const heapGrowthPercent = () => {
 const databaseInUse = Effect.map(DatabaseConfig, (config) => {
   if (Option.isNone(config.url)) return { kind: "embedded" as const, dataDir: path.resolve(config.dataDir) }
   try {
-    const url = new URL(Redacted.value(config.url.value))
-    return { kind: "postgresql" as const, host: url.port ? `${url.hostname}:${url.port}` : url.hostname, database: url.pathname.slice(1) }
+    const target = parseConnectionString(Redacted.value(config.url.value))
+    return { kind: "postgresql" as const, host: target.hosts.map(formatHost).join(","), database: target.database }
   } catch {
     return { kind: "postgresql" as const, host: "(unparsable DATABASE_URL)", database: "" }
   }

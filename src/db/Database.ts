@@ -4,11 +4,14 @@
  * Rows come back camelCased; `numeric` and `int8` come back as strings and are
  * decoded by each repository (see `src/money.ts`).
  */
+import { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Layer, Option, Redacted, String } from "effect"
 import { DatabaseConfig } from "../config.ts"
 import { serveDataDir, type EmbeddedAddress } from "./Embedded.ts"
-import { acquirePool } from "./Pool.ts"
+import { describeConnectionString, parseConnectionString } from "./ConnectionString.ts"
+import { HostRouter, registerRouter } from "./HostRouting.ts"
+import { acquirePool, type PoolOptions } from "./Pool.ts"
 
 const applicationName = "billing"
 
@@ -31,7 +34,7 @@ const resultName = (name: string): string => {
 const clientOn = (
   pool: Parameters<typeof acquirePool>[0],
   connectTimeout: Duration.DurationInput,
-  options: { readonly prepareMarked: boolean }
+  options: PoolOptions
 ) =>
   PgClient.layerFromPool({
     acquire: acquirePool({ ...pool, application_name: applicationName }, connectTimeout, options),
@@ -58,14 +61,50 @@ const isSharedSession = (url: string) => {
 }
 
 /**
- * A client on the PostgreSQL server at `url`; `prepareMarked` false (or a URL
- * with `sharedSessionParameter`) for the embedded database's socket, whose one
- * session the clients share (Pool.ts).
+ * How long one connection attempt to one host may take: a host that is gone
+ * (not refusing, just silent) must not hold a request, or a probe for the new
+ * primary, for the kernel's TCP timeout. libpq's `connect_timeout` in the URL
+ * sets it (seconds), as it does for libpq.
+ */
+const DEFAULT_HOST_CONNECT_TIMEOUT_MS = 5_000
+
+const hostConnectTimeout = (uri: string) => {
+  const seconds = Number(/[?&]connect_timeout=(\d+)/.exec(uri)?.[1] ?? Number.NaN)
+  return Number.isFinite(seconds) && seconds > 0 ? Math.max(seconds, 2) * 1000 : DEFAULT_HOST_CONNECT_TIMEOUT_MS
+}
+
+/**
+ * A client on the PostgreSQL server(s) at `url`: one host, or several with
+ * libpq's `target_session_attrs` (src/db/ConnectionString.ts, HostRouting.ts).
+ * `prepareMarked` false (or a URL with `sharedSessionParameter`) for the
+ * embedded database's socket, whose one session the clients share (Pool.ts).
  */
 export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMarked = true) =>
-  clientOn({ connectionString: Redacted.value(url), max: maxConnections }, "5 seconds", {
-    prepareMarked: prepareMarked && !isSharedSession(Redacted.value(url))
-  })
+  Layer.unwrapEffect(Effect.gen(function*() {
+    const uri = Redacted.value(url)
+    const target = yield* Effect.try({
+      try: () => parseConnectionString(uri),
+      catch: (cause) =>
+        new SqlError({ cause, message: `cannot connect to PostgreSQL: ${(cause as { message?: string }).message ?? "the DATABASE_URL cannot be read"}` })
+    })
+    const router = new HostRouter(target, {
+      application_name: applicationName,
+      connectionTimeoutMillis: hostConnectTimeout(uri)
+    })
+    const driverUri = target.forHost(target.hosts[0]!)
+    registerRouter(driverUri, router)
+    return clientOn(
+      { connectionString: driverUri, max: maxConnections },
+      // The first connection may try each host in turn (each within its connect_timeout) and
+      // check its session: on a loaded machine that took more than the 5 s it was once given.
+      "20 seconds",
+      {
+        prepareMarked: prepareMarked && !isSharedSession(uri),
+        router,
+        target: describeConnectionString(uri)
+      }
+    )
+  }))
 
 /**
  * A new client's first statement queues behind whichever client holds the

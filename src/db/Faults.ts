@@ -18,8 +18,15 @@ import { Cause, Duration, Schedule } from "effect"
 
 export type Fault = "Transient" | "Data"
 
-/** SQLSTATEs of a database that could not answer or asks to be asked again. */
-const transientStates = new Set(["57P01", "57P02", "57P03", "53300", "40001", "40P01"])
+/**
+ * SQLSTATEs of a database that could not answer or asks to be asked again;
+ * 25006 (read_only_sql_transaction) is a write that reached a server demoted
+ * to standby by a failover: the next connection finds the new primary.
+ */
+const transientStates = new Set(["57P01", "57P02", "57P03", "53300", "25006", "40001", "40P01"])
+
+/** Of those, the ones that say two transactions collided, not that the database is away. */
+const collisionStates = new Set(["40001", "40P01"])
 
 /** Node's socket errors: the connection was refused, reset or could not be reached. */
 const socketCodes = new Set([
@@ -60,6 +67,24 @@ export const isTransientError = (error: unknown, depth = 0): boolean => {
   if (Array.isArray(errors) && errors.some((inner) => isTransientError(inner, depth + 1))) return true
   if (typeof message === "string" && lostConnection.test(message)) return true
   return cause !== undefined && isTransientError(cause, depth + 1)
+}
+
+/**
+ * Whether one error says the database is away (unreachable, restarting, no
+ * primary, a demoted server): transient, and not two transactions colliding.
+ */
+export const isUnavailableError = (error: unknown): boolean =>
+  isTransientError(error) && !collisionStates.has(sqlStateOf(error) ?? "")
+
+/** Whether a failed effect failed because the database is away (any of its errors says so). */
+export const isUnavailableCause = (cause: Cause.Cause<unknown>): boolean =>
+  [...Cause.failures(cause), ...Cause.defects(cause)].some(isUnavailableError)
+
+const sqlStateOf = (error: unknown, depth = 0): string | undefined => {
+  if (typeof error !== "object" || error === null || depth > 4) return undefined
+  const { code, cause } = error as { code?: unknown; cause?: unknown }
+  if (typeof code === "string" && isSqlState(code)) return code
+  return sqlStateOf(cause, depth + 1)
 }
 
 /**

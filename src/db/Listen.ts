@@ -25,6 +25,7 @@ import type { PgClient } from "@effect/sql-pg"
 import { Cause, Data, Deferred, Duration, Effect, Fiber, Option, Redacted, Scope } from "effect"
 import Pg from "pg"
 import { randomToken } from "../ids.ts"
+import { clientFor } from "./HostRouting.ts"
 
 /**
  * `connecting` until an echo has come back, `listening` while they do,
@@ -193,7 +194,7 @@ const listeningConnection = (
       })
     yield* Effect.acquireRelease(
       Effect.interruptible(Effect.async<Pg.Client, SqlError>((resume) => {
-        const client = new Pg.Client(clientConfigOf(config))
+        const client = clientFor(clientConfigOf(config))
         client.on("error", () => Deferred.unsafeDone(ended, Effect.void))
         client.on("end", () => Deferred.unsafeDone(ended, Effect.void))
         client.on("notification", (message) => {

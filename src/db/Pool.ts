@@ -15,6 +15,8 @@
 import { SqlError } from "@effect/sql/SqlError"
 import { Duration, Effect } from "effect"
 import Pg from "pg"
+import { describeConnectionString } from "./ConnectionString.ts"
+import type { HostRouter } from "./HostRouting.ts"
 
 /** The exact text `@effect/sql-pg` sends to cancel a connection's statement. */
 export const cancelStatement = /^SELECT pg_cancel_backend\(\d+\)$/
@@ -85,21 +87,13 @@ class PreparingClient extends Pg.Client {
 }
 
 /**
- * Where a pool connects, for a person: `host:port/database`, never the user or
- * the password (a `DATABASE_URL` carries both).
+ * Where a pool connects, for a person: `host:port[,host:port]/database`, never
+ * the user or the password (a `DATABASE_URL` carries both).
  */
-export const targetOf = (config: Pg.PoolConfig): string => {
-  if (config.connectionString !== undefined) {
-    try {
-      const url = new URL(config.connectionString)
-      const host = url.hostname === "" ? "localhost" : url.hostname
-      return `${host}:${url.port === "" ? "5432" : url.port}/${decodeURIComponent(url.pathname.slice(1))}`
-    } catch {
-      return "(a DATABASE_URL that is not a valid URL)"
-    }
-  }
-  return `${config.host ?? "localhost"}:${config.port ?? 5432}/${config.database ?? ""}`
-}
+export const targetOf = (config: Pg.PoolConfig): string =>
+  config.connectionString !== undefined
+    ? describeConnectionString(config.connectionString)
+    : `${config.host ?? "localhost"}:${config.port ?? 5432}/${config.database ?? ""}`
 
 /**
  * Why a connection failed, in the driver's words: its message, else its code
@@ -115,27 +109,38 @@ export const connectCause = (cause: unknown): string => {
   return "unknown cause"
 }
 
+export interface PoolOptions {
+  /** Its clients prepare the statements `preparedName` marks. */
+  readonly prepareMarked: boolean
+  /** Its clients choose their host through this router (a multi-host `DATABASE_URL`, src/db/HostRouting.ts). */
+  readonly router?: HostRouter | undefined
+  /** Where it connects, for messages, when `config` alone does not say (a router's hosts). */
+  readonly target?: string | undefined
+}
+
 /**
  * The pool for `PgClient.layerFromPool`, checked with `SELECT 1` (within
- * `connectTimeout`) and ended with its scope; with `prepareMarked`, its
- * clients prepare the statements `preparedName` marks.
+ * `connectTimeout`) and ended with its scope.
  */
 export const acquirePool = (
   config: Pg.PoolConfig,
   connectTimeout: Duration.DurationInput = "5 seconds",
-  options: { readonly prepareMarked: boolean } = { prepareMarked: false }
-) =>
-  Effect.acquireRelease(
+  options: PoolOptions = { prepareMarked: false }
+) => {
+  const target = options.target ?? targetOf(config)
+  const Base = options.prepareMarked ? PreparingClient : Pg.Client
+  const Client = options.router?.routes === true ? options.router.clientClass(Base) : Base
+  return Effect.acquireRelease(
     Effect.tryPromise({
       try: async () => {
-        const pool = new NoCancelPool(options.prepareMarked ? { ...config, Client: PreparingClient } : config)
+        const pool = new NoCancelPool(Client === Pg.Client ? config : { ...config, Client })
         // An idle connection that drops is replaced on next use; the pool must not crash the process.
         pool.on("error", () => {})
         await pool.query("SELECT 1")
         return pool
       },
       // The database named by host and name, and the cause: "Failed to connect" alone left a person guessing.
-      catch: (cause) => new SqlError({ cause, message: `cannot connect to PostgreSQL at ${targetOf(config)}: ${connectCause(cause)}` })
+      catch: (cause) => new SqlError({ cause, message: `cannot connect to PostgreSQL at ${target}: ${connectCause(cause)}` })
     }),
     (pool) => Effect.promise(() => pool.end()).pipe(Effect.timeoutOption(1000))
   ).pipe(
@@ -144,7 +149,8 @@ export const acquirePool = (
       onTimeout: () =>
         new SqlError({
           cause: new Error("Connection timed out"),
-          message: `cannot connect to PostgreSQL at ${targetOf(config)}: no answer within ${Duration.format(connectTimeout)}`
+          message: `cannot connect to PostgreSQL at ${target}: no answer within ${Duration.format(connectTimeout)}`
         })
     })
   )
+}

@@ -38,7 +38,13 @@ export const edgeErrors = {
     status: 500,
     description: "A failure inside the service (or, on a refused signal, while pricing it); the message discloses nothing. Retry with backoff."
   },
-  ServiceUnavailable: { status: 503, description: "The process is shutting down; retry on another." }
+  ServiceUnavailable: { status: 503, description: "The process is shutting down; retry on another." },
+  DatabaseUnavailable: {
+    status: 503,
+    description: "No database server that takes writes answers: a failover is under way, or the database restarts or " +
+      "cannot be reached. Nothing of the request was committed. Retry after the `Retry-After` seconds (with the same " +
+      "idempotency key, where the route takes one)."
+  }
 } as const
 
 export type EdgeSituation = keyof typeof edgeErrors

@@ -126,7 +126,11 @@ export type KeyCheck = (authorization: string | undefined) => Effect.Effect<bool
  */
 export const keyCheckOf = (keys: ApiKeys): KeyCheck => (authorization) => {
   const secret = bearerToken(authorization)
-  return secret === undefined ? Effect.succeed(false) : Effect.match(keys.authenticate(secret), { onFailure: () => false, onSuccess: () => true })
+  // Any failure, a database that is away included, leaves the request to the app, whose own
+  // authentication fails the same way inside the one failure mapping (a 503, not an empty 500).
+  return secret === undefined
+    ? Effect.succeed(false)
+    : Effect.matchCause(keys.authenticate(secret), { onFailure: () => false, onSuccess: () => true })
 }
 
 /** The API middleware: refuses a bad body of an authenticated request to a known route, or runs the app. */

@@ -22,6 +22,7 @@ import type * as HttpApp from "@effect/platform/HttpApp"
 import { Cause, Effect, Option, ParseResult, Schema } from "effect"
 import type { SqlError } from "@effect/sql"
 import type { ServerResponse } from "node:http"
+import { isUnavailableCause } from "../db/Faults.ts"
 import { sqlState } from "../db/Sql.ts"
 import { codesOfStatus, edgeCode, type ErrorCode, failureCode, failureStatus } from "./ApiErrors.ts"
 import { describeIssues } from "../schema.ts"
@@ -209,10 +210,32 @@ const unstorableText = new Set(["22021", "22P05"])
 
 /** How a failure is answered: a status, message and code, or the route-not-found answer (404 or 405). */
 export type FailureAnswer =
-  | { readonly _tag: "Answer"; readonly status: ErrorStatus; readonly message: string; readonly code: ErrorCode }
+  | {
+    readonly _tag: "Answer"
+    readonly status: ErrorStatus
+    readonly message: string
+    readonly code: ErrorCode
+    /** Headers the answer carries (`Retry-After` on a 503 `database_unavailable`). */
+    readonly headers?: Readonly<Record<string, string>>
+  }
   | { readonly _tag: "UnknownRoute" }
 
 const answerWith = (status: ErrorStatus, message: string, code: ErrorCode): FailureAnswer => ({ _tag: "Answer", status, message, code })
+
+/**
+ * The seconds a client waits before retrying while the database is away: a
+ * pg_auto_failover promotion took about 13 s here (docs/operations.md), and a
+ * pool finds the new primary with the first connection after it.
+ */
+export const DATABASE_RETRY_AFTER_SECONDS = 5
+
+const databaseUnavailable: FailureAnswer = {
+  _tag: "Answer",
+  status: 503,
+  message: "The database is unavailable (a failover or restart under way); nothing was committed. Retry after the Retry-After seconds.",
+  code: edgeCode("DatabaseUnavailable"),
+  headers: { "retry-after": String(DATABASE_RETRY_AFTER_SECONDS) }
+}
 
 const invalid = (message: string) => answerWith(400, message, edgeCode("ValidationFailed"))
 
@@ -244,6 +267,8 @@ export const failureAnswer = (cause: Cause.Cause<unknown>): FailureAnswer => {
     }
   }
   if (Cause.isInterruptedOnly(cause)) return answerWith(503, "The service is shutting down", edgeCode("ServiceUnavailable"))
+  // A database that is away (no primary, a failover, a restart) is no failure of ours: the client retries.
+  if (isUnavailableCause(cause)) return databaseUnavailable
   return answerWith(500, "Internal server error", edgeCode("InternalError"))
 }
 
@@ -252,6 +277,8 @@ export const renderFailures = (routes: RouteTable) => <E, R>(app: HttpApp.Defaul
   Effect.catchAllCause(app, (cause) => {
     const answer = failureAnswer(cause)
     if (answer._tag === "UnknownRoute") return unknownRoute(routes)
-    const response = errorResponse(answer.status, answer.message, answer.code)
+    const response = errorResponse(answer.status, answer.message, answer.code).pipe(
+      HttpServerResponse.setHeaders(answer.headers ?? {})
+    )
     return answer.status === 500 ? Effect.as(Effect.logError("Unhandled failure", cause), response) : Effect.succeed(response)
   })

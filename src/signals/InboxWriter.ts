@@ -32,6 +32,7 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Chunk, Effect, Exit, FiberId, FiberSet, Queue, Schema } from "effect"
 import { constVoid } from "effect/Function"
+import { isUnavailableCause } from "../db/Faults.ts"
 import { decodeRows } from "../db/Sql.ts"
 import { CustomerArchived, CustomerNotFound, TimestampTooOld } from "../errors.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
@@ -151,6 +152,9 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
   // once per statement (the plan makes it a one-time filter), so the statement notifies once, at its
   // commit, whatever its row count, and costs no round trip. A statement whose rows were all refused
   // notifies too: one idle claim, rarer than to be worth a second statement.
+  // A key whose signal the history job moved to the archive (src/signals/Retention.ts) is taken as
+  // well: the inbox's unique index no longer holds it, so the row is kept out here, one probe of the
+  // archive's key index per keyed row, and answered by that signal like any other taken key.
   return Effect.flatMap(
     sql`WITH input AS (
           SELECT * FROM json_to_recordset(${payload}::json) AS r(
@@ -175,6 +179,10 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
                  agent_key, run_id, composite_ref, composite_value, member, body, occurred_at, late, response
           FROM checked
           WHERE (customer_id IS NULL OR (customer_found AND NOT customer_archived)) AND NOT too_old
+            AND (idempotency_key IS NULL OR NOT EXISTS (
+              SELECT 1 FROM signals_archive a
+              WHERE a.organization_id = checked.organization_id AND a.route = checked.route
+                AND a.idempotency_key = checked.idempotency_key))
             AND (SELECT true FROM pg_notify(${signalsQueuedChannel}, ${queuedPayload}))
           ORDER BY ord
           ON CONFLICT (organization_id, route, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -188,7 +196,12 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
   )
 }
 
-/** The rows holding the keys that were taken: the first answer under each key. */
+/**
+ * The rows holding the keys that were taken: the first answer under each key,
+ * in the inbox or in the archive (a signal the history job moved). The inbox's
+ * row comes last and so wins (a row being moved is in both for a while); of
+ * the archive's, the oldest.
+ */
 const holdersOf = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
   const keys = JSON.stringify(rows.map((row) => ({
     organization_id: row.organizationId,
@@ -196,11 +209,19 @@ const holdersOf = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
     idempotency_key: row.idempotencyKey
   })))
   return Effect.flatMap(
-    sql`SELECT s.organization_id, s.route, s.idempotency_key, s.id, s.message_id
-        FROM (SELECT DISTINCT * FROM json_to_recordset(${keys}::json)
-                AS k(organization_id text, route text, idempotency_key text)) k
-        JOIN signals s ON s.organization_id = k.organization_id AND s.route = k.route
-                      AND s.idempotency_key = k.idempotency_key`,
+    sql`WITH k AS (
+          SELECT DISTINCT * FROM json_to_recordset(${keys}::json) AS k(organization_id text, route text, idempotency_key text)
+        )
+        SELECT organization_id, route, idempotency_key, id, message_id FROM (
+          SELECT s.organization_id, s.route, s.idempotency_key, s.id, s.message_id, 0 AS place
+          FROM k JOIN signals s ON s.organization_id = k.organization_id AND s.route = k.route
+                               AND s.idempotency_key = k.idempotency_key
+          UNION ALL
+          SELECT a.organization_id, a.route, a.idempotency_key, a.id, a.message_id, 1 AS place
+          FROM k JOIN signals_archive a ON a.organization_id = k.organization_id AND a.route = k.route
+                                       AND a.idempotency_key = k.idempotency_key
+        ) holders
+        ORDER BY place DESC, id DESC`,
     decodeRows(Holder)
   ).pipe(
     Effect.map((found) => new Map(found.map((h) => [keyOf(h.organizationId, h.route, h.idempotencyKey), h])))
@@ -285,10 +306,12 @@ export const insertSignals = (
   return Effect.matchCauseEffect(insert(sql, rows), {
     onSuccess: (checked) => answers(sql, rows, checked, count),
     // A failed statement committed nothing: its parts again on their own (several batches sharing
-    // the statement: each batch, then its rows), else each row, isolate the one at fault.
+    // the statement: each batch, then its rows), else each row, isolate the one at fault. A
+    // database that is away has no row at fault: every row gets its failure at once (the request
+    // answers 503, and the client's retry with the same keys writes each row once).
     onFailure: (cause) =>
-      rows.length === 1
-        ? Effect.succeed([Exit.die(Cause.squash(cause))])
+      rows.length === 1 || isUnavailableCause(cause)
+        ? Effect.succeed(rows.map(() => Exit.die(Cause.squash(cause))))
         : Effect.map(
           Effect.forEach(parts !== undefined && parts.length > 1 ? parts : rows.map((row) => [row]), (part) =>
             insertSignals(sql, part, count)),

@@ -9,6 +9,7 @@
  */
 import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { constVoid } from "effect/Function"
+import { isUnavailableCause } from "../db/Faults.ts"
 import { codeOf, errorStatus, InvalidSignal, type ServiceError } from "../errors.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
 import { describeIssues } from "../schema.ts"
@@ -176,6 +177,11 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
         )
         // The writer stopped under the request (the service is stopping): the whole request is answered 503.
         if (written.some(Exit.isInterrupted)) return yield* Effect.interrupt
+        // The database is away: no item is refused for it; the whole request answers 503
+        // `database_unavailable`, and the client retries it with the same keys (an item that did
+        // commit, during a failover, answers its first rawId then).
+        const away = written.find((exit) => Exit.isFailure(exit) && isUnavailableCause(exit.cause))
+        if (away !== undefined && Exit.isFailure(away)) return yield* Effect.failCause(away.cause)
         let next = 0
         const results = new Array<SignalBatchItemResult>(items.length)
         for (let index = 0; index < items.length; index++) {
