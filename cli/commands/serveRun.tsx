@@ -16,6 +16,7 @@ import { keepAllocationsYoung, limitHeapGrowth } from "../../src/HeapGrowth.ts"
 import { DatabaseConfig } from "../../src/config.ts"
 import { TelemetryLive } from "../../src/Telemetry.ts"
 import { AppServicesLive, ServicesLive } from "../../src/app/Services.ts"
+import { ReadSqlLive } from "../../src/db/ReadSql.ts"
 import { workerJobs } from "../../src/app/Jobs.ts"
 import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
@@ -127,7 +128,7 @@ const runApiProcess = (listen: { readonly port: number; readonly host: string },
   process.on("SIGTERM", () => {})
   process.on("SIGINT", () => {})
   const server = makeHttpServer({ ...listen, logAddress: false }).pipe(
-    Layer.provide(ServicesLive.pipe(Layer.provideMerge(apiProcessDatabase(processes)))),
+    Layer.provide(ServicesLive.pipe(Layer.provide(ReadSqlLive(poolPerProcess(processes))), Layer.provideMerge(apiProcessDatabase(processes)))),
     Layer.provide(processSettings)
   )
   NodeRuntime.runMain(Layer.launch(server), { disablePrettyLogger: true })

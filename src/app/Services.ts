@@ -17,6 +17,7 @@ import { Composites } from "../composites/Composites.ts"
 import { Credits } from "../credits/Credits.ts"
 import { Entitlements } from "../entitlements/Entitlements.ts"
 import { MigratedDatabaseLive } from "../db/Migrations.ts"
+import { ReadSqlLive } from "../db/ReadSql.ts"
 import { Models } from "../models/Models.ts"
 import { OperationsStatus } from "../operations/Status.ts"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
@@ -64,5 +65,9 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   Entitlements.Default
 ))
 
-/** The services on the environment's database. */
-export const AppServicesLive = ServicesLive.pipe(Layer.provideMerge(MigratedDatabaseLive))
+/**
+ * The services on the environment's database, with the read pool of
+ * `DATABASE_READ_URL` when it is set (src/db/ReadSql.ts): it connects at its
+ * first read, so the worker, which reads nothing through it, opens none.
+ */
+export const AppServicesLive = ServicesLive.pipe(Layer.provide(ReadSqlLive()), Layer.provideMerge(MigratedDatabaseLive))

@@ -21,6 +21,7 @@
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Either, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findOne, insertRowsStatement, knownCursor, NamedWrite, pageClause, recordsetOf, writeTogether } from "../db/Sql.ts"
+import { readClient } from "../db/ReadSql.ts"
 import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
 import type { Page } from "../Page.ts"
@@ -440,6 +441,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
   dependencies: [SigningKeys.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    const read = yield* readClient
     const signingKeys = yield* SigningKeys
 
     const assemble = (row: InvoiceRow, lines: ReadonlyArray<typeof LineRow.Type>): Invoice => ({
@@ -462,13 +464,14 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
       totalCents: cents(row.total)
     })
 
-    const withLines = (organizationId: OrganizationId, rows: ReadonlyArray<InvoiceRow>) =>
+    /** `rows` with their lines, read on `on`: the client that read the rows, so that both are of one moment. */
+    const withLines = (organizationId: OrganizationId, rows: ReadonlyArray<InvoiceRow>, on: SqlClient.SqlClient = sql) =>
       Effect.gen(function*() {
         if (rows.length === 0) return []
         const lines = yield* findAll(
           LineRow,
-          sql`SELECT * FROM invoice_lines WHERE organization_id = ${organizationId}
-                AND ${sql.in("invoice_id", rows.map((r) => r.id))} ORDER BY invoice_id, position`
+          on`SELECT * FROM invoice_lines WHERE organization_id = ${organizationId}
+                AND ${on.in("invoice_id", rows.map((r) => r.id))} ORDER BY invoice_id, position`
         )
         return rows.map((row) => assemble(row, lines.filter((line) => line.invoiceId === row.id)))
       })
@@ -478,15 +481,16 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
     const get = Effect.fn("Invoices.get")((organizationId: OrganizationId, id: string) =>
       Effect.map(Effect.flatMap(findRow(organizationId, id), (row) => withLines(organizationId, [row])), (list) => list[0]!))
 
+    /** The invoice list tolerates lag: read on the read connection when there is one (docs/operations.md, "Reads off the primary"). */
     const list = Effect.fn("Invoices.list")((organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
       Effect.flatMap(
-        Effect.zipRight(knownCursor(sql, "invoices", organizationId, query.page), findAll(
+        Effect.zipRight(knownCursor(read, "invoices", organizationId, query.page), findAll(
           InvoiceRow,
-          sql`SELECT * FROM invoices WHERE organization_id = ${organizationId}
+          read`SELECT * FROM invoices WHERE organization_id = ${organizationId}
                 AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-                ${pageClause(sql, query.page)}`
+                ${pageClause(read, query.page)}`
         )),
-        (rows) => withLines(organizationId, rows)
+        (rows) => withLines(organizationId, rows, read)
       ))
 
     /**
@@ -624,12 +628,13 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         (rows) => withLines(organizationId, rows)
       ))
 
+    /** The payment list, like the invoice list, on the read connection when there is one. */
     const listPayments = Effect.fn("Invoices.listPayments")((organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
-      Effect.zipRight(knownCursor(sql, "payments", organizationId, query.page), findAll(
+      Effect.zipRight(knownCursor(read, "payments", organizationId, query.page), findAll(
         Payment,
-        sql`SELECT * FROM payments WHERE organization_id = ${organizationId}
+        read`SELECT * FROM payments WHERE organization_id = ${organizationId}
               AND (${query.customerId ?? null}::text IS NULL OR customer_id = ${query.customerId ?? null})
-              ${pageClause(sql, query.page)}`
+              ${pageClause(read, query.page)}`
       )))
 
     const findPayment = findByIdOr(sql, Payment, "payments", (id) => new PaymentNotFound({ message: `Payment ${id} not found` }))

@@ -34,11 +34,12 @@ const resultName = (name: string): string => {
 const clientOn = (
   pool: Parameters<typeof acquirePool>[0],
   connectTimeout: Duration.DurationInput,
-  options: PoolOptions
+  options: PoolOptions,
+  name = applicationName
 ) =>
   PgClient.layerFromPool({
-    acquire: acquirePool({ ...pool, application_name: applicationName }, connectTimeout, options),
-    applicationName,
+    acquire: acquirePool({ ...pool, application_name: name }, connectTimeout, options),
+    applicationName: name,
     transformResultNames: resultName,
     transformQueryNames: String.camelToSnake
   })
@@ -74,12 +75,24 @@ const hostConnectTimeout = (uri: string) => {
 }
 
 /**
+ * What a pool is for: the primary's (`DATABASE_URL`), or the read connection
+ * (`DATABASE_READ_URL`, src/db/ReadSql.ts). The read pool names itself
+ * `billing-read` to the server (so `pg_stat_activity` on a standby shows it),
+ * connects only when a read first needs it, and keeps its router to itself:
+ * listening connections follow the primary's router (registerRouter), and a
+ * read URL on the same hosts would otherwise take its place.
+ */
+export type PoolRole = "primary" | "read"
+
+export const readApplicationName = "billing-read"
+
+/**
  * A client on the PostgreSQL server(s) at `url`: one host, or several with
  * libpq's `target_session_attrs` (src/db/ConnectionString.ts, HostRouting.ts).
  * `prepareMarked` false (or a URL with `sharedSessionParameter`) for the
  * embedded database's socket, whose one session the clients share (Pool.ts).
  */
-export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMarked = true) =>
+export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMarked = true, role: PoolRole = "primary") =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const uri = Redacted.value(url)
     const target = yield* Effect.try({
@@ -87,22 +100,26 @@ export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMark
       catch: (cause) =>
         new SqlError({ cause, message: `cannot connect to PostgreSQL: ${(cause as { message?: string }).message ?? "the DATABASE_URL cannot be read"}` })
     })
+    const name = role === "read" ? readApplicationName : applicationName
     const router = new HostRouter(target, {
-      application_name: applicationName,
+      application_name: name,
       connectionTimeoutMillis: hostConnectTimeout(uri)
     })
     const driverUri = target.forHost(target.hosts[0]!)
-    registerRouter(driverUri, router)
+    if (role === "primary") registerRouter(driverUri, router)
     return clientOn(
-      { connectionString: driverUri, max: maxConnections },
+      // A read's standby that went silent answers 503 within its connect_timeout, not the kernel's TCP timeout.
+      { connectionString: driverUri, max: maxConnections, ...(role === "read" ? { connectionTimeoutMillis: hostConnectTimeout(uri) } : {}) },
       // The first connection may try each host in turn (each within its connect_timeout) and
       // check its session: on a loaded machine that took more than the 5 s it was once given.
       "20 seconds",
       {
         prepareMarked: prepareMarked && !isSharedSession(uri),
         router,
-        target: describeConnectionString(uri)
-      }
+        target: describeConnectionString(uri),
+        checkAtStart: role === "primary"
+      },
+      name
     )
   }))
 

@@ -116,6 +116,13 @@ export interface PoolOptions {
   readonly router?: HostRouter | undefined
   /** Where it connects, for messages, when `config` alone does not say (a router's hosts). */
   readonly target?: string | undefined
+  /**
+   * Whether building the pool waits for a first `SELECT 1` (default true).
+   * False for the read connection (src/db/ReadSql.ts): a standby that is away
+   * must not stop the service from starting, since writes never need it; its
+   * reads answer 503 until it is back.
+   */
+  readonly checkAtStart?: boolean | undefined
 }
 
 /**
@@ -136,7 +143,7 @@ export const acquirePool = (
         const pool = new NoCancelPool(Client === Pg.Client ? config : { ...config, Client })
         // An idle connection that drops is replaced on next use; the pool must not crash the process.
         pool.on("error", () => {})
-        await pool.query("SELECT 1")
+        if (options.checkAtStart !== false) await pool.query("SELECT 1")
         return pool
       },
       // The database named by host and name, and the cause: "Failed to connect" alone left a person guessing.

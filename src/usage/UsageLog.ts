@@ -6,6 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
+import { readClient } from "../db/ReadSql.ts"
 import { findAll, knownCursor, pageClause } from "../db/Sql.ts"
 import type { Page } from "../Page.ts"
 import { Money } from "../schema.ts"
@@ -40,6 +41,9 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
   dependencies: [Customers.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
+    // The list's rows tolerate lag: they come from the read connection when there is one
+    // (docs/operations.md, "Reads off the primary"). Lookups by id stay on the primary.
+    const read = yield* readClient
     const customers = yield* Customers
 
     /** A row's `timestamp`: when its usage happened; rows written before `occurred_at` existed have only `created_at`. */
@@ -58,15 +62,19 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
           AND (${query.to ?? null}::timestamptz IS NULL OR ${moment} < ${query.to ?? null})
           AND (${query.meter ?? null}::text IS NULL OR u.meter = ${query.meter ?? null})`
 
-    /** A customer's rows, oldest first unless the page asks for newest first; another organisation's customer is 404. */
+    /**
+     * A customer's rows, oldest first unless the page asks for newest first; another organisation's customer is 404.
+     * The customer is looked up on the primary (one just created has its usage log at once, empty, not a 404);
+     * the cursor and the rows on the read connection, where the cursor's row came from.
+     */
     const forCustomer = Effect.fn("UsageLog.forCustomer")(function*(organizationId: OrganizationId, customerId: CustomerId, query: UsageQuery) {
         yield* customers.get(organizationId, customerId)
-        yield* knownCursor(sql, "usage_log", organizationId, query.page)
+        yield* knownCursor(read, "usage_log", organizationId, query.page)
         return yield* findAll(
           UsageRecord,
-          sql`${selectRows}
+          read`${selectRows}
               WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId} AND ${filters(query)}
-                ${pageClause(sql, query.page, "u.id")}`
+                ${pageClause(read, query.page, "u.id")}`
         )
       })
 
