@@ -24,6 +24,7 @@ import { randomToken } from "../src/ids.ts"
 import { gpt4oBundle } from "./signals-fixtures.ts"
 import { spawnBilling } from "./support/Cli.ts"
 import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
+import { apiCaller, spawnServe } from "./support/ServeProcess.ts"
 import { startTcpProxy, type TcpProxy } from "./support/TcpProxy.ts"
 import { runAlone, usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -57,24 +58,11 @@ const proxy = async () => {
   return started
 }
 
-const startServe = (env: NodeJS.ProcessEnv) =>
-  new Promise<string>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, "serve", "--port", "0", "--no-worker"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
-    children.push(child)
-    let output = ""
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${output}`)), HANG_GUARD_MS)
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /Listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve(`${match[1]}/api/v1`)
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-    child.once("exit", (code) => reject(new Error(`serve exited with ${code}:\n${output}`)))
-  })
+const startServe = async (env: NodeJS.ProcessEnv) => {
+  const serve = await spawnServe(env, ["--no-worker"])
+  children.push(serve.child)
+  return serve.baseUrl
+}
 
 beforeAll(async () => {
   if (!usesRealPostgres) return
@@ -124,16 +112,7 @@ describe.skipIf(!usesRealPostgres)("the database away and back (needs real Postg
     const env = { ...process.env, DATABASE_URL: urlThrough([first.port, second.port]) }
     const org = await spawnBilling(["org", "create", "--name", "Away", "--json"], env)
     expect(org.code, org.stderr).toBe(0)
-    const baseUrl = await startServe(env)
-    const call = async (method: string, path: string, body?: unknown) => {
-      const response = await fetch(`${baseUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${org.json.apiKey}`, "content-type": "application/json" },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) })
-      })
-      const text = await response.text()
-      return { status: response.status, body: text === "" ? { empty: true } : JSON.parse(text), retryAfter: response.headers.get("retry-after") }
-    }
+    const { call } = apiCaller(await startServe(env), org.json.apiKey)
     const chat = (await call("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle })).body.result.credit.id
     const plan = (await call("POST", "/plans", {
       name: "Away",
@@ -155,7 +134,7 @@ describe.skipIf(!usesRealPostgres)("the database away and back (needs real Postg
       ["POST", "/customers", { name: "Nobody", email: "nobody@example.com" }]
     ] as const) {
       const answer = await call(method, path, body)
-      expect({ path, status: answer.status, code: answer.body.statusDetail?.code, retryAfter: answer.retryAfter })
+      expect({ path, status: answer.status, code: answer.body?.statusDetail?.code, retryAfter: answer.headers.get("retry-after") })
         .toEqual({ path, status: 503, code: "database_unavailable", retryAfter: "5" })
     }
 
@@ -181,15 +160,7 @@ describe.skipIf(!usesRealPostgres)("the database away and back (needs real Postg
     const workers = await proxy()
     const apiEnv = { ...process.env, DATABASE_URL: urlThrough([api.port]) }
     const org = await spawnBilling(["org", "create", "--name", "Worker away", "--json"], apiEnv)
-    const baseUrl = await startServe(apiEnv)
-    const call = async (method: string, path: string, body?: unknown) => {
-      const response = await fetch(`${baseUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${org.json.apiKey}`, "content-type": "application/json" },
-        ...(body === undefined ? {} : { body: JSON.stringify(body) })
-      })
-      return { status: response.status, body: await response.json() as any }
-    }
+    const { call } = apiCaller(await startServe(apiEnv), org.json.apiKey)
     const chat = (await call("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle })).body.result.credit.id
     const plan = (await call("POST", "/plans", {
       name: "Worker away",

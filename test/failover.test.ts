@@ -20,6 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { gpt4oBundle } from "./signals-fixtures.ts"
 import { spawnBilling } from "./support/Cli.ts"
 import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
+import { type Answer, apiCaller, spawnServe } from "./support/ServeProcess.ts"
 
 const haUrl = process.env.BILLING_HA_URL
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -38,48 +39,9 @@ const pause = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 
 const children: Array<ChildProcess> = []
 let env: NodeJS.ProcessEnv = {}
-let baseUrl = ""
-let apiKey = ""
 
-const startServe = () =>
-  new Promise<string>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, "serve", "--port", "0"], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
-    children.push(child)
-    let output = ""
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${output}`)), HANG_GUARD_MS)
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /Listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve(`${match[1]}/api/v1`)
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-  })
-
-interface Answer {
-  readonly status: number
-  readonly body: any
-  readonly headers: Headers
-}
-
-const call = async (method: string, path: string, body?: unknown): Promise<Answer> => {
-  const response = await fetch(`${baseUrl}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  return { status: response.status, body: text === "" ? undefined : JSON.parse(text), headers: response.headers }
-}
-
-const created = async (path: string, body: unknown, field: string): Promise<string> => {
-  const answer = await call("POST", path, body)
-  if (answer.status !== 201) throw new Error(`${path}: ${answer.status} ${JSON.stringify(answer.body)}`)
-  return answer.body.result[field].id
-}
+let call: ReturnType<typeof apiCaller>["call"] = () => Promise.reject(new Error("no server yet"))
+let created: ReturnType<typeof apiCaller>["created"] = () => Promise.reject(new Error("no server yet"))
 
 /** Every answer a client saw that was no success, by status and code: 503s are expected, 500s never. */
 const failures = new Map<string, number>()
@@ -131,8 +93,9 @@ beforeAll(async () => {
   expect(migrated.code, migrated.stderr).toBe(0)
   const org = await spawnBilling(["org", "create", "--name", `Failover ${Date.now()}`, "--json"], env)
   expect(org.code, org.stderr).toBe(0)
-  apiKey = org.json.apiKey
-  baseUrl = await startServe()
+  const serve = await spawnServe(env)
+  children.push(serve.child)
+  ;({ call, created } = apiCaller(serve.baseUrl, org.json.apiKey))
   children.push(spawn(process.execPath, [bin, "worker"], { cwd: root, env, stdio: "ignore" }))
 }, 2 * HANG_GUARD_MS)
 

@@ -17,7 +17,7 @@
  * Needs the formation: CI's formation step runs it with BILLING_HA_READS=1
  * (HA_DIR/HA_PORT say which formation, as for the script); otherwise skipped.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import Pg from "pg"
@@ -25,10 +25,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { gpt4oBundle } from "./signals-fixtures.ts"
 import { spawnBilling } from "./support/Cli.ts"
 import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
+import { apiCaller, spawnServe } from "./support/ServeProcess.ts"
 
 const enabled = process.env.BILLING_HA_READS === "1"
-const root = fileURLToPath(new URL("..", import.meta.url))
-const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
 const formation = fileURLToPath(new URL("../scripts/ha-formation.sh", import.meta.url))
 const run = promisify(execFile)
 const script = async (command: string) =>
@@ -45,39 +44,16 @@ let refused = ""
 let standby: Pg.Client | undefined
 let primary: Pg.Client | undefined
 
-const startServe = (env: NodeJS.ProcessEnv, flags: ReadonlyArray<string> = []) =>
-  new Promise<string>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, "serve", "--port", "0", ...flags], { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
-    children.push(child)
-    let output = ""
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${output}`)), HANG_GUARD_MS)
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /Listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve(`${match[1]}/api/v1`)
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-  })
-
-const call = async (base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) => {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${apiKey}`, ...headers, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-    ...(body === undefined ? {} : { body: JSON.stringify(body) })
-  })
-  const text = await response.text()
-  return { status: response.status, body: text === "" ? undefined : JSON.parse(text), headers: response.headers }
+const startServe = async (env: NodeJS.ProcessEnv, flags: ReadonlyArray<string> = []) => {
+  const serve = await spawnServe(env, flags)
+  children.push(serve.child)
+  return serve.baseUrl
 }
 
-const created = async (base: string, path: string, body: unknown, field: string): Promise<string> => {
-  const answer = await call(base, "POST", path, body)
-  if (answer.status !== 201) throw new Error(`${path}: ${answer.status} ${JSON.stringify(answer.body)}`)
-  return answer.body.result[field].id
-}
+const call = (base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) =>
+  apiCaller(base, apiKey).call(method, path, body, headers)
+
+const created = (base: string, path: string, body: unknown, field: string) => apiCaller(base, apiKey).created(path, body, field)
 
 const nodeClient = async (port: string) => {
   const client = new Pg.Client({ connectionString: `postgres://postgres@127.0.0.1:${port}/billing` })

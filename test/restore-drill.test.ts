@@ -28,6 +28,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { gpt4oBundle } from "./signals-fixtures.ts"
 import { spawnBilling } from "./support/Cli.ts"
 import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
+import { apiCaller, spawnServe } from "./support/ServeProcess.ts"
 
 const drillEnabled = process.env.BILLING_RESTORE_DRILL === "1"
 const root = fileURLToPath(new URL("..", import.meta.url))
@@ -60,27 +61,11 @@ const drill = async (...args: Array<string>) => {
 const children: Array<ChildProcess> = []
 
 /** `billing serve` on `databaseUrl`: the process and its API's base URL once it listens. */
-const startServe = (databaseUrl: string) =>
-  new Promise<{ readonly child: ChildProcess; readonly url: string }>((resolve, reject) => {
-    const child = spawn(process.execPath, [bin, "serve", "--port", "0"], {
-      cwd: root,
-      env: { ...process.env, DATABASE_URL: databaseUrl },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    children.push(child)
-    let output = ""
-    const timer = setTimeout(() => reject(new Error(`serve did not start:\n${output}`)), HANG_GUARD_MS)
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString()
-      const match = /Listening on (http:\/\/[\d.]+:\d+)/.exec(output)
-      if (match !== null) {
-        clearTimeout(timer)
-        resolve({ child, url: `${match[1]}/api/v1` })
-      }
-    }
-    child.stdout!.on("data", onData)
-    child.stderr!.on("data", onData)
-  })
+const startServe = async (databaseUrl: string) => {
+  const serve = await spawnServe({ ...process.env, DATABASE_URL: databaseUrl })
+  children.push(serve.child)
+  return { child: serve.child, url: serve.baseUrl }
+}
 
 const startWorker = (databaseUrl: string) => {
   const child = spawn(process.execPath, [bin, "worker"], {
@@ -101,15 +86,7 @@ const stop = async (child: ChildProcess) => {
 
 /** Requests to one `billing serve` as the organisation. */
 const apiOf = (baseUrl: string, apiKey: string) => {
-  const call = async (method: string, path: string, body?: unknown) => {
-    const response = await fetch(`${baseUrl}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${apiKey}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) })
-    })
-    const text = await response.text()
-    return { status: response.status, body: text === "" ? undefined : JSON.parse(text) }
-  }
+  const { call } = apiCaller(baseUrl, apiKey)
   const ok = async (method: string, path: string, body?: unknown, status = 200) => {
     const answer = await call(method, path, body)
     if (answer.status !== status) throw new Error(`${method} ${path}: ${answer.status} ${JSON.stringify(answer.body)}`)
