@@ -64,6 +64,19 @@ const startServe = async (env: NodeJS.ProcessEnv) => {
   return serve.baseUrl
 }
 
+/** A customer who bought a plan of 1,000 ADVANCE "chat" credits (gpt-4o, 20 % margin), through the API. */
+const customerOnChatPlan = async (call: ReturnType<typeof apiCaller>["call"], name: string): Promise<string> => {
+  const chat = (await call("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle })).body.result.credit.id
+  const plan = (await call("POST", "/plans", {
+    name,
+    billingCycle: "MONTHLY",
+    entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: chat, quantity: 1000 }]
+  })).body.result.plan.id
+  const customer = (await call("POST", "/customers", { name, email: `${name.replace(/\W/g, "").toLowerCase()}@example.com` })).body.result.customer.id
+  expect((await call("POST", "/purchases", { customerId: customer, planId: plan })).status).toBe(201)
+  return customer
+}
+
 beforeAll(async () => {
   if (!usesRealPostgres) return
   admin = process.env.DATABASE_URL!
@@ -113,14 +126,7 @@ describe.skipIf(!usesRealPostgres)("the database away and back (needs real Postg
     const org = await spawnBilling(["org", "create", "--name", "Away", "--json"], env)
     expect(org.code, org.stderr).toBe(0)
     const { call } = apiCaller(await startServe(env), org.json.apiKey)
-    const chat = (await call("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle })).body.result.credit.id
-    const plan = (await call("POST", "/plans", {
-      name: "Away",
-      billingCycle: "MONTHLY",
-      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: chat, quantity: 1000 }]
-    })).body.result.plan.id
-    const customer = (await call("POST", "/customers", { name: "Jo", email: "jo@example.com" })).body.result.customer.id
-    expect((await call("POST", "/purchases", { customerId: customer, planId: plan })).status).toBe(201)
+    const customer = await customerOnChatPlan(call, "Away")
     const signal = (key: string) => ({ customerId: customer, agentKey: "chat", usage, idempotencyKey: key })
     expect((await call("POST", "/signal/credit", signal("before"))).status).toBe(202)
 
@@ -161,14 +167,7 @@ describe.skipIf(!usesRealPostgres)("the database away and back (needs real Postg
     const apiEnv = { ...process.env, DATABASE_URL: urlThrough([api.port]) }
     const org = await spawnBilling(["org", "create", "--name", "Worker away", "--json"], apiEnv)
     const { call } = apiCaller(await startServe(apiEnv), org.json.apiKey)
-    const chat = (await call("POST", "/credits", { name: "Chat", agentKey: "chat", marginPercent: 20, modelBundle: gpt4oBundle })).body.result.credit.id
-    const plan = (await call("POST", "/plans", {
-      name: "Worker away",
-      billingCycle: "MONTHLY",
-      entitlements: [{ type: "CREDIT", billingMode: "ADVANCE", creditId: chat, quantity: 1000 }]
-    })).body.result.plan.id
-    const customer = (await call("POST", "/customers", { name: "Wo", email: "wo@example.com" })).body.result.customer.id
-    expect((await call("POST", "/purchases", { customerId: customer, planId: plan })).status).toBe(201)
+    const customer = await customerOnChatPlan(call, "Worker away")
 
     const worker = spawn(process.execPath, [bin, "worker"], {
       cwd: root,
