@@ -44,6 +44,7 @@ import {
 import { drain, query, sendMany } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
+import { snapshotComponent } from "./rules/fixtures.ts"
 
 const d = decimal
 const text = (value: BigDecimal.BigDecimal | null | undefined) =>
@@ -52,22 +53,9 @@ const text = (value: BigDecimal.BigDecimal | null | undefined) =>
 // ---------------------------------------------------------------------------
 // In memory
 
-const component = (fields: Partial<SnapshotComponent> & Pick<SnapshotComponent, "id" | "type" | "billingMode">): SnapshotComponent => ({
-  targetId: `tgt_${fields.id}`,
-  targetName: `Target ${fields.id}`,
-  agentKey: null,
-  quantity: null,
-  amount: null,
-  rollover: false,
-  unitPrice: null,
-  pricingType: null,
-  flatPrice: null,
-  tiers: [],
-  charge: ZERO,
-  steps: [],
-  covers: { credits: [], outcomes: [], units: [] },
-  ...fields
-})
+/** `snapshotComponent` with a target of its own, named after the component. */
+const component = (fields: Partial<SnapshotComponent> & Pick<SnapshotComponent, "id" | "type" | "billingMode">): SnapshotComponent =>
+  snapshotComponent({ targetId: `tgt_${fields.id}`, targetName: `Target ${fields.id}`, ...fields })
 
 const snapshotOf = (components: ReadonlyArray<SnapshotComponent>, extra: Partial<PlanSnapshot> = {}): PlanSnapshot => ({
   planId: "pln_1",
