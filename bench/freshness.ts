@@ -26,8 +26,7 @@
  *     result in hand: what a client waiting for the price meets), and how many
  *     were answered 200.
  */
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
-import { type ChildProcess, spawn } from "node:child_process"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, plainInsertYardstick, load, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
@@ -45,7 +44,6 @@ const reportFile = textFlag("report")
 // The looping worker's log lines (one a batch round), for a closer look at where the time goes.
 const workerLog = textFlag("worker-log")
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
-const cliPath = `${root.replace(/\/$/, "")}/bin/billing.mjs`
 
 const { adminUrl, databaseName, databaseUrl } = benchDatabase("freshness", "billing_bench_fresh_")
 const env = { ...process.env, DATABASE_URL: databaseUrl }
@@ -53,14 +51,7 @@ const progress = (text: string) => process.stderr.write(`${new Date().toISOStrin
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
-const running = new Set<ChildProcess>()
-const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
-  const child = spawn(process.execPath, [cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
-  running.add(child)
-  child.on("exit", () => running.delete(child))
-  return child
-}
-const cli = cliOutputOf(spawnCli)
+const { running, spawnCli, cli } = billingProcesses(root, env)
 
 const stats = (values: ReadonlyArray<number>) => {
   const sorted = [...values].sort((a, b) => a - b)

@@ -46,7 +46,7 @@
  * ratio with history over its ratio without (1.00: history costs nothing; the
  * issue asks for at least 0.90).
  */
-import { spawn, type ChildProcess } from "node:child_process"
+import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
@@ -59,7 +59,7 @@ import {
   benchDatabase,
   buyPlan,
   chatCreditPlan,
-  cliOutputOf,
+  billingProcesses,
   exitOf,
   flag,
   load,
@@ -252,17 +252,9 @@ const seedCommand = async () => {
 const compareCommand = async () => {
   const { adminUrl, databaseName, databaseUrl } = benchDatabase("history", "billing_bench_history_")
   const root = fileURLToPath(new URL("..", import.meta.url))
-  const cliPath = `${root}bin/billing.mjs`
   // History left in the inbox (`--into inbox`) is the service before retention: its history job must not move it meanwhile.
   const env = { ...process.env, DATABASE_URL: databaseUrl, ...(textFlag("into") === "inbox" ? { BILLING_SIGNAL_RETENTION_DAYS: "0" } : {}) }
-  const running = new Set<ChildProcess>()
-  const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
-    const child = spawn(process.execPath, [cliPath, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
-    running.add(child)
-    child.on("exit", () => running.delete(child))
-    return child
-  }
-  const cli = cliOutputOf(spawnCli)
+  const { running, spawnCli, cli } = billingProcesses(root, env)
   const stopChild = async (child: ChildProcess) => {
     const done = exitOf(child)
     child.kill("SIGTERM")

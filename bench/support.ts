@@ -167,6 +167,22 @@ export const wrkLoad = async (options: {
   return { ...result, rate: (result.requests - result.statusErrors) / result.seconds }
 }
 
+/**
+ * The bench's `billing` processes: `spawnCli(args)` starts one in `env` from
+ * `root` (its stdout ignored or piped), `running` holds those not exited yet
+ * (to stop at the end), `cli(args)` runs one to its end for its output.
+ */
+export const billingProcesses = (root: string, env: NodeJS.ProcessEnv) => {
+  const running = new Set<ChildProcess>()
+  const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
+    const child = spawn(process.execPath, [`${root.replace(/\/$/, "")}/bin/billing.mjs`, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
+    running.add(child)
+    child.on("exit", () => running.delete(child))
+    return child
+  }
+  return { running, spawnCli, cli: cliOutputOf(spawnCli) }
+}
+
 /** `billing ...args` through a bench's `spawnCli`, its stdout piped: the output, or a throw when it fails. */
 export const cliOutputOf =
   (spawnCli: (args: ReadonlyArray<string>, stdout: "pipe") => ChildProcess) => async (args: ReadonlyArray<string>) => {
