@@ -36,6 +36,8 @@ export interface ConnectionString {
   readonly targetSessionAttrs: SessionAttrs
   /** The database's name, for messages (`postgres` when the URI names none). */
   readonly database: string
+  /** libpq's `connect_timeout` in milliseconds (at least 2 s, as libpq), or undefined when the URI sets none. */
+  readonly connectTimeoutMs: number | undefined
   /** The URI for one host: the same user, database and parameters, one host, no `target_session_attrs`. */
   readonly forHost: (host: Host) => string
 }
@@ -128,10 +130,13 @@ export const parseConnectionString = (uri: string): ConnectionString => {
   const database = decodeURIComponent(path.slice(1)) || "postgres"
   const single = isSingle(hosts, targetSessionAttrs) && ![...routingParameters].some((key) => parameters.has(key))
 
+  const timeoutText = parameters.get("connect_timeout")
+  const timeoutSeconds = timeoutText === null ? Number.NaN : Number(timeoutText)
   return {
     hosts,
     targetSessionAttrs,
     database,
+    connectTimeoutMs: Number.isInteger(timeoutSeconds) && timeoutSeconds > 0 ? Math.max(timeoutSeconds, 2) * 1000 : undefined,
     // A URI that names one host and no routing goes to the driver as it was written.
     forHost: (host) => single ? uri : `${scheme}${userinfo}${formatHost(host)}${path}${driverQuery}`
   }

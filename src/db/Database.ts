@@ -69,10 +69,6 @@ const isSharedSession = (url: string) => {
  */
 const DEFAULT_HOST_CONNECT_TIMEOUT_MS = 5_000
 
-const hostConnectTimeout = (uri: string) => {
-  const seconds = Number(/[?&]connect_timeout=(\d+)/.exec(uri)?.[1] ?? Number.NaN)
-  return Number.isFinite(seconds) && seconds > 0 ? Math.max(seconds, 2) * 1000 : DEFAULT_HOST_CONNECT_TIMEOUT_MS
-}
 
 /**
  * What a pool is for: the primary's (`DATABASE_URL`), or the read connection
@@ -103,13 +99,13 @@ export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMark
     const name = role === "read" ? readApplicationName : applicationName
     const router = new HostRouter(target, {
       application_name: name,
-      connectionTimeoutMillis: hostConnectTimeout(uri)
+      connectionTimeoutMillis: target.connectTimeoutMs ?? DEFAULT_HOST_CONNECT_TIMEOUT_MS
     })
     const driverUri = target.forHost(target.hosts[0]!)
     if (role === "primary") registerRouter(driverUri, router)
     return clientOn(
       // A read's standby that went silent answers 503 within its connect_timeout, not the kernel's TCP timeout.
-      { connectionString: driverUri, max: maxConnections, ...(role === "read" ? { connectionTimeoutMillis: hostConnectTimeout(uri) } : {}) },
+      { connectionString: driverUri, max: maxConnections, ...(role === "read" ? { connectionTimeoutMillis: target.connectTimeoutMs ?? DEFAULT_HOST_CONNECT_TIMEOUT_MS } : {}) },
       // The first connection may try each host in turn (each within its connect_timeout) and
       // check its session: on a loaded machine that took more than the 5 s it was once given.
       "20 seconds",

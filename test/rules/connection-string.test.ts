@@ -14,6 +14,10 @@ describe("a multi-host DATABASE_URL", () => {
     expect(parsed.hosts).toEqual([{ host: "127.0.0.1", port: 6001 }, { host: "127.0.0.1", port: 6002 }])
     expect(parsed.targetSessionAttrs).toBe("read-write")
     expect(parsed.database).toBe("billing")
+    expect(parsed.connectTimeoutMs).toBe(undefined)
+    // libpq's connect_timeout, in seconds, at least 2.
+    expect(parseConnectionString("postgres://h1,h2/db?connect_timeout=7").connectTimeoutMs).toBe(7000)
+    expect(parseConnectionString("postgres://h1,h2/db?connect_timeout=1").connectTimeoutMs).toBe(2000)
     expect(parsed.forHost(parsed.hosts[1]!)).toBe("postgres://postgres:s%40cret@127.0.0.1:6002/billing?sslmode=disable")
     // What node-postgres's own parser reads from the one-host URI: the right host, port, user and password.
     expect(new URL(parsed.forHost(parsed.hosts[0]!)).port).toBe("6001")
