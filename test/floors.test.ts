@@ -30,7 +30,7 @@ const floors: ReadonlyArray<{ readonly name: string; readonly paths: ReadonlyArr
   { name: "catalogue", paths: ["src/units/", "src/credits/", "src/outcomes/", "src/composites/", "src/plans/"] },
   { name: "customers", paths: ["src/customers/", "src/members/"] },
   { name: "billing", paths: ["src/billing/", "src/usage/"] },
-  { name: "signals and views", paths: ["src/signals/", "src/portal/", "src/operations/", "src/toolkit/", "src/entitlements/"] },
+  { name: "signals and views", paths: ["src/signals/", "src/portal/", "src/operations/", "src/toolkit/", "src/entitlements/", "src/history/"] },
   { name: "composition", paths: ["src/app/", "src/index.ts"] },
   { name: "doors", paths: ["cli/", "worker/"] }
 ]
