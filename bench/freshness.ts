@@ -26,7 +26,8 @@
  *     result in hand: what a client waiting for the price meets), and how many
  *     were answered 200.
  */
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, plainInsertYardstick, load, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
+import { freshnessOf, openLoopArrivals } from "./arrivals.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, plainInsertYardstick, load, secondsUntil, exitOf, textFlag } from "./support.ts"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
@@ -52,11 +53,6 @@ const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const { running, spawnCli, cli } = billingProcesses(root, env)
-
-const stats = (values: ReadonlyArray<number>) => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return { n: sorted.length, p50Ms: round(percentile(sorted, 0.5)), p99Ms: round(percentile(sorted, 0.99)), maxMs: round(sorted.at(-1) ?? NaN) }
-}
 
 const main = async () => {
   const admin = new pg.Client({ connectionString: adminUrl })
@@ -118,83 +114,19 @@ const main = async () => {
     await secondsUntil(async () => (await queued()) === 0, 300_000)
     progress("worker started; the intake's queue is priced")
 
-    /**
-     * Signals at `arrivalRate` for `seconds`; `track` says when each was priced, in ms after `from`
-     * (its 202, or its sending), or undefined when the answer tells nothing.
-     */
     // Requests that wait for their price each hold a connection meanwhile: as many as arrive in the wait.
     const waiting = apiClient(port, apiKey, 20_000)
     const arrivals = async (client: typeof api, headers: Record<string, string>) => {
-      const count = Math.round(arrivalRate * seconds)
-      const sentAt = new Array<number>(count)
-      const acceptedAt = new Array<number>(count)
-      const statuses = new Array<number>(count)
-      const rawIds = new Array<string>(count)
-      const seenAt = new Map<string, number>()
-      const unseen = new Set<string>()
-      let sending = true
-      // The observer: the signals accepted and not yet seen priced, every 5 ms.
-      const watching = (async () => {
-        while (sending || unseen.size > 0) {
-          if (unseen.size > 0) {
-            const ids = [...unseen]
-            // By primary key, one look-up an id (the LIMIT keeps the planner from a join): `id = ANY($2)`, and
-            // a join, were planned as a scan of the organisation's rows (statistics taken while the table was
-            // small), 12,000-27,000 rows and 6-20 ms of a PostgreSQL core every 5 ms: a load on the machine it
-            // measured, and a late stamp (docs/benchmarks.md "The observer").
-            const { rows } = await observer.query(
-              `SELECT u.id FROM unnest($2::text[]) AS u(id)
-               CROSS JOIN LATERAL (SELECT 1 FROM signals s
-                                   WHERE s.organization_id = $1 AND s.id = u.id AND s.status <> 'QUEUED' LIMIT 1) priced`,
-              [organizationId, ids]
-            )
-            const now = performance.now()
-            for (const row of rows) {
-              seenAt.set(row.id, now)
-              unseen.delete(row.id)
-            }
-          }
-          await sleep(5)
-        }
-      })()
-      const started = performance.now()
-      const requests: Array<Promise<void>> = []
-      for (let i = 0; i < count; i++) {
-        const due = started + (i * 1000) / arrivalRate
-        const wait = due - performance.now()
-        if (wait > 1) await sleep(wait)
-        const body = signal()
-        requests.push((async () => {
-          sentAt[i] = performance.now()
-          // A connection reset (keep-alive sockets closed by the server under load) is sent again: the key
-          // makes the repeat answer the original signal.
-          const answer = await client.request("POST", "/signal/credit", body, headers)
-            .catch(() => client.request("POST", "/signal/credit", body, headers))
-          acceptedAt[i] = performance.now()
-          statuses[i] = answer.status
-          rawIds[i] = answer.json.result.rawId ?? answer.json.result.usageLog?.rawId
-          if (answer.status === 202) unseen.add(rawIds[i]!)
-          else seenAt.set(rawIds[i]!, acceptedAt[i]!)
-        })())
-      }
-      const sendSeconds = (performance.now() - started) / 1000
-      await Promise.all(requests)
-      const deadline = performance.now() + 60_000
-      while (unseen.size > 0 && performance.now() < deadline) await sleep(10)
-      sending = false
-      await watching
-      const byStatus: Record<string, number> = {}
-      for (const status of statuses) byStatus[status] = (byStatus[status] ?? 0) + 1
-      return {
-        signals: count,
-        arrivalRate,
-        achievedRate: Math.round(count / sendSeconds),
-        byStatus,
-        acceptedToPriced: stats(rawIds.flatMap((id, i) => statuses[i] === 202 && seenAt.has(id) ? [seenAt.get(id)! - acceptedAt[i]!] : [])),
-        sentToPriced: stats(rawIds.flatMap((id, i) => seenAt.has(id) ? [seenAt.get(id)! - sentAt[i]!] : [])),
-        answerMs: stats(acceptedAt.map((t, i) => t - sentAt[i]!)),
-        neverSeen: unseen.size
-      }
+      const run = await openLoopArrivals({
+        client,
+        observer,
+        organizationId,
+        rate: arrivalRate,
+        seconds,
+        headers,
+        signal: () => ({ path: "/signal/credit", body: signal(), group: "all" })
+      })
+      return { arrivalRate, achievedRate: run.achievedRate, ...freshnessOf(run.arrivals), neverSeen: run.neverSeen }
     }
 
     report.freshness = await arrivals(api, {})

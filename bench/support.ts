@@ -169,13 +169,13 @@ export const wrkLoad = async (options: {
 
 /**
  * The bench's `billing` processes: `spawnCli(args)` starts one in `env` from
- * `root` (its stdout ignored or piped), `running` holds those not exited yet
+ * `root` (its stdout ignored or piped, node's own flags before the bin), `running` holds those not exited yet
  * (to stop at the end), `cli(args)` runs one to its end for its output.
  */
 export const billingProcesses = (root: string, env: NodeJS.ProcessEnv) => {
   const running = new Set<ChildProcess>()
-  const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore") => {
-    const child = spawn(process.execPath, [`${root.replace(/\/$/, "")}/bin/billing.mjs`, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
+  const spawnCli = (args: ReadonlyArray<string>, stdout: "ignore" | "pipe" = "ignore", nodeArgs: ReadonlyArray<string> = []) => {
+    const child = spawn(process.execPath, [...nodeArgs, `${root.replace(/\/$/, "")}/bin/billing.mjs`, ...args], { cwd: root, env, stdio: ["ignore", stdout, "inherit"] })
     running.add(child)
     child.on("exit", () => running.delete(child))
     return child

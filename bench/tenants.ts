@@ -1,0 +1,277 @@
+/**
+ * bench/tenants: the drain, freshness and the check as a real tenant mix meets
+ * them (issue 40; docs/benchmarks.md "Many customers at once"). Run by hand
+ * against real PostgreSQL, never by `npm test`:
+ *
+ *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/tenants.ts --mix 16|256|4096|hot \
+ *     [--others 1000] [--backlog 30000] [--seconds 10] [--checks 4000] [--check-connections 8] \
+ *     [--connections 64] [--yardstick 20000] [--root OTHER_CHECKOUT] [--report results.json]
+ *
+ * `--mix N` spreads the signals evenly over N customers, in turn; `--mix hot`
+ * sends every other signal from one customer and the rest over `--others`
+ * customers in turn (the hot one sends half of all signals). On a database of
+ * its own (dropped at the end), every process started through the checkout's
+ * bin:
+ *  1. the yardstick (bench/support.ts `plainInsertYardstick`);
+ *  2. `billing serve --no-worker`, a credit plan, the mix's customers each with
+ *     a purchase (over the API, 16 at a time);
+ *  3. single intake: `--backlog` credit signals to /signal/credit over
+ *     `--connections` keep-alive connections, the mix's order, no worker: the
+ *     single-signal intake rate R, and the backlog of the drain;
+ *  4. the drain from spawn: one looping `billing worker` started, the backlog
+ *     priced (spawn to an empty queue: the backlog over that time);
+ *  5. the check: `--checks` POST /entitlements/check over `--check-connections`
+ *     connections, the mix's customers in turn (the worker idle beside it);
+ *  6. freshness: signals open-loop at R/2 for `--seconds`, the mix's order,
+ *     each seen priced by an observer (bench/arrivals.ts); with `--mix hot`,
+ *     first the others alone at their share (R/4), then the others and the hot
+ *     one together (R/2): the others' p99 with the hot customer over without.
+ * Progress is read from the database (one count of the queued rows every
+ * 20 ms during the drain, the observer's look-ups by primary key), never
+ * through the API. CPU per signal: the user and system time of the measured
+ * processes (serve, the worker, every PostgreSQL process) over the step, from
+ * /proc, divided by its signals (or checks).
+ */
+import * as fs from "node:fs"
+import * as os from "node:os"
+import { fileURLToPath } from "node:url"
+import pg from "pg"
+import { freshnessOf, openLoopArrivals } from "./arrivals.ts"
+import {
+  apiClient,
+  benchCustomer,
+  benchDatabase,
+  billingProcesses,
+  buyPlan,
+  chatCreditPlan,
+  exitOf,
+  flag,
+  load,
+  plainInsertYardstick,
+  secondsUntil,
+  textFlag
+} from "./support.ts"
+
+const mixName = textFlag("mix") ?? "16"
+const others = flag("others", 1000)
+const backlogCount = flag("backlog", 30_000)
+const seconds = flag("seconds", 10)
+const checkCount = flag("checks", 4000)
+const checkConnections = flag("check-connections", 8)
+const connections = flag("connections", 64)
+const yardstickCount = flag("yardstick", 20_000)
+const reportFile = textFlag("report")
+const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
+
+// BENCH_WORKER_NODE_ARGS: node's flags for the worker, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" or
+// "--import ./bench/count-statements.mjs" (with BENCH_STATEMENTS_FILE).
+const workerNodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? "").split(" ").filter((arg) => arg !== "")
+
+const hot = mixName === "hot"
+const customerCount = hot ? others + 1 : Number(mixName)
+if (!Number.isInteger(customerCount) || customerCount < 1) {
+  process.stderr.write(`--mix is a number of customers or "hot", not ${mixName}\n`)
+  process.exit(2)
+}
+
+const { adminUrl, databaseName, databaseUrl } = benchDatabase("tenants", "billing_bench_tenants_")
+const env = { ...process.env, DATABASE_URL: databaseUrl }
+const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
+const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
+const { running, spawnCli, cli } = billingProcesses(root, env)
+
+/** CPU seconds (user + system) of one process, or of every PostgreSQL process, from /proc. */
+const TICKS = 100
+const cpuOfStat = (stat: string) => {
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / TICKS
+}
+const cpuOf = (pid: number | undefined) => {
+  try {
+    return pid === undefined ? 0 : cpuOfStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
+  } catch {
+    return 0
+  }
+}
+const postgresCpu = () =>
+  fs.readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).reduce((sum, pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      return stat.includes("(postgres)") ? sum + cpuOfStat(stat) : sum
+    } catch {
+      return sum
+    }
+  }, 0)
+
+/** CPU of `pids` and PostgreSQL from now: `msPer(units)` gives the ms of CPU a unit since. */
+const cpuMeter = (pids: () => ReadonlyArray<number | undefined>) => {
+  const sample = () => pids().reduce<number>((sum, pid) => sum + cpuOf(pid), 0) + postgresCpu()
+  const start = sample()
+  return { msPer: (units: number) => round(((sample() - start) * 1000) / units, 3) }
+}
+
+const main = async () => {
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE "${databaseName}"`)
+  const observer = new pg.Client({ connectionString: databaseUrl })
+  const report: Record<string, unknown> = {
+    date: new Date().toISOString(),
+    mix: hot ? `hot + ${others}` : `${customerCount} customers`,
+    root,
+    loadAverage: os.loadavg().map((v) => round(v)),
+    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
+  }
+  try {
+    await cli(["migrate"])
+    await observer.connect()
+    const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
+    const organizationId: string = organization?.id ?? (await observer.query("SELECT id FROM organizations LIMIT 1")).rows[0].id
+
+    const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
+    report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
+    progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
+    const ofYardstick = (rate: number) => round(rate / yardstick.rate)
+
+    const port = 20000 + Math.floor(Math.random() * 20000)
+    const api = apiClient(port, apiKey, connections)
+    const serve = spawnCli(["serve", "--no-worker", "--port", String(port)])
+    await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
+    const planId = await chatCreditPlan(api)
+    const customers: Array<string> = []
+    await load(customerCount, 16, async (index) => {
+      const customerId = await benchCustomer(api, index)
+      await buyPlan(api, customerId, planId)
+      customers[index] = customerId
+    })
+    progress(`${customerCount} customers, each with a purchase`)
+
+    /** Signal i's customer and group: the mix's order. */
+    const customerOf = (index: number) =>
+      hot
+        ? index % 2 === 0 ? { customerId: customers[0]!, group: "hot" } : { customerId: customers[1 + ((index >> 1) % others)]!, group: "others" }
+        : { customerId: customers[index % customerCount]!, group: "all" }
+    let keys = 0
+    const credit = (customerId: string) => ({
+      path: "/signal/credit",
+      body: { customerId, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 }, idempotencyKey: `k-${keys++}` }
+    })
+
+    // 3. Single intake, no worker: the rate R and the drain's backlog.
+    const intakeCpu = cpuMeter(() => [serve.pid])
+    const intake = await load(backlogCount, connections, async (index) => {
+      const { body, path } = credit(customerOf(index).customerId)
+      const answer = await api.request("POST", path, body)
+      if (answer.status !== 202) throw new Error(`signal: ${answer.status} ${JSON.stringify(answer.json)}`)
+    })
+    report.intake = { signals: backlogCount, connections, rate: intake.rate, ofYardstick: ofYardstick(intake.rate), cpuMsPerSignal: intakeCpu.msPer(backlogCount) }
+    progress(`intake: ${JSON.stringify(report.intake)}`)
+
+    // 4. The drain from spawn, progress read from the database.
+    const queued = async () => Number((await observer.query("SELECT count(*) AS n FROM signals WHERE status = 'QUEUED'")).rows[0].n)
+    let worker: ReturnType<typeof spawnCli> | undefined
+    const drainCpu = cpuMeter(() => [worker?.pid])
+    const spawned = performance.now()
+    worker = spawnCli(["worker"], "ignore", workerNodeArgs)
+    let drained = NaN
+    while (performance.now() - spawned < 600_000) {
+      if ((await queued()) === 0) {
+        drained = (performance.now() - spawned) / 1000
+        break
+      }
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    const drainRate = Math.round(backlogCount / drained)
+    report.drain = { signals: backlogCount, secondsFromSpawn: round(drained), rate: drainRate, ofYardstick: ofYardstick(drainRate), cpuMsPerSignal: drainCpu.msPer(backlogCount) }
+    progress(`drain: ${JSON.stringify(report.drain)}`)
+
+    // 5. The check at `--check-connections`.
+    const checker = apiClient(port, apiKey, checkConnections)
+    const checkCpu = cpuMeter(() => [serve.pid, worker?.pid])
+    const checks = await load(checkCount, checkConnections, async (index) => {
+      const answer = await checker.request("POST", "/entitlements/check", {
+        customerId: customerOf(index).customerId,
+        meter: "CREDIT",
+        agentKey: "chat",
+        usage: { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 }
+      })
+      if (answer.status !== 200) throw new Error(`check: ${answer.status} ${JSON.stringify(answer.json)}`)
+    })
+    report.check = {
+      checks: checkCount,
+      connections: checkConnections,
+      rate: checks.rate,
+      ofYardstick: ofYardstick(checks.rate),
+      p50Ms: round(checks.p50, 1),
+      p99Ms: round(checks.p99, 1),
+      cpuMsPerCheck: checkCpu.msPer(checkCount)
+    }
+    checker.close()
+    progress(`check: ${JSON.stringify(report.check)}`)
+
+    // 6. Freshness at R/2 (with the hot customer: the others alone first, at their share).
+    const arrivalsAt = async (rate: number, signalAt: (index: number) => { customerId: string; group: string }) => {
+      const cpu = cpuMeter(() => [serve.pid, worker?.pid])
+      const run = await openLoopArrivals({
+        client: api,
+        observer,
+        organizationId,
+        rate,
+        seconds,
+        signal: (index) => {
+          const { customerId, group } = signalAt(index)
+          return { ...credit(customerId), group }
+        }
+      })
+      const cpuMsPerSignal = cpu.msPer(run.arrivals.length)
+      const groups = [...new Set(run.arrivals.map((a) => a.group))]
+      return {
+        rate,
+        achievedRate: run.achievedRate,
+        neverSeen: run.neverSeen,
+        cpuMsPerSignal,
+        ...Object.fromEntries(groups.map((group) => [group, freshnessOf(run.arrivals.filter((a) => a.group === group))]))
+      }
+    }
+    if (hot) {
+      const withoutHot = await arrivalsAt(intake.rate / 4, (index) => customerOf(2 * index + 1))
+      progress(`freshness, the others alone: ${JSON.stringify(withoutHot)}`)
+      const withHot = await arrivalsAt(intake.rate / 2, customerOf)
+      progress(`freshness, with the hot customer: ${JSON.stringify(withHot)}`)
+      const p99 = (run: Record<string, any>) => run.others.acceptedToPriced.p99Ms as number
+      report.freshness = { withoutHot, withHot, othersP99WithOverWithout: round(p99(withHot) / p99(withoutHot)) }
+    } else {
+      report.freshness = await arrivalsAt(intake.rate / 2, customerOf)
+      progress(`freshness: ${JSON.stringify(report.freshness)}`)
+    }
+
+    const stopped = exitOf(worker)
+    worker.kill("SIGTERM")
+    const timer = setTimeout(() => worker?.kill("SIGKILL"), 10_000)
+    await stopped
+    clearTimeout(timer)
+    api.close()
+  } finally {
+    for (const child of running) child.kill("SIGTERM")
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    for (const child of running) child.kill("SIGKILL")
+    await observer.end().catch(() => {})
+    await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
+    await admin.end()
+  }
+  report.loadAverageAfter = os.loadavg().map((v) => round(v))
+  const text = JSON.stringify(report, null, 2)
+  process.stdout.write(`${text}\n`)
+  if (reportFile) fs.writeFileSync(reportFile, `${text}\n`)
+}
+
+process.on("SIGINT", () => {
+  for (const child of running) child.kill("SIGKILL")
+  process.exit(130)
+})
+
+main().catch((error) => {
+  for (const child of running) child.kill("SIGKILL")
+  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`)
+  process.exit(1)
+})
