@@ -1,13 +1,13 @@
 /**
  * A batch's context gets the customers its claimed signals name, and only
- * those (SignalProcessor.ts `customersOf`): the context locks each one's
+ * those (Claim.ts `customersOf`): the context locks each one's
  * purchase and balance rows until the commit, so a candidate whose advisory
  * lock another batch took must not be among them, or side-by-side batches
  * wait on each other's rows. Pure: candidates and signals as the claim reads them.
  */
 import { describe, expect, it } from "vitest"
 import type { SignalRecord } from "../src/signals/BatchContext.ts"
-import { type Candidate, customersOf } from "../src/signals/SignalProcessor.ts"
+import { type Candidate, CUSTOMERS_PER_CLAIM, customersOf, shareOf, wholeHead } from "../src/signals/Claim.ts"
 
 const candidate = (organizationId: string, customerId: string, externalId: string | null = null): typeof Candidate.Type => ({
   organizationId,
@@ -55,5 +55,32 @@ describe("the customers a batch's context locks", () => {
     const candidates = [candidate("org_a", "cus_1"), candidate("org_b", "cus_1")]
     expect(customersOf(candidates, [])).toEqual([])
     expect(customersOf(candidates, [signal("org_b", "cus_1")]).map((customer) => customer.organizationId)).toEqual(["org_b"])
+  })
+})
+
+describe("a round's batches share out the head's customers (Claim.ts `shareOf`)", () => {
+  const head = Array.from({ length: 10 }, (_, i) => candidate("org_a", `cus_${i}`))
+  const keys = (share: { index: number; of: number }, candidates = head) =>
+    shareOf(candidates, share).map((candidate) => candidate.customerKey)
+
+  it("gives each of n batches every n-th customer, so no two try the same lock, and together all of them", () => {
+    const shares = [0, 1, 2, 3].map((index) => keys({ index, of: 4 }))
+    expect(shares[1]).toEqual(["cus_1", "cus_5", "cus_9"])
+    expect(shares.flat().sort()).toEqual(head.map((candidate) => candidate.customerKey).sort())
+    expect(new Set(shares.flat()).size).toBe(head.length)
+  })
+
+  it("gives a batch alone every customer, and never the row of an empty lane", () => {
+    expect(keys(wholeHead)).toEqual(head.map((candidate) => candidate.customerKey))
+    const emptyLane = [{ ...candidate("org_a", "x"), organizationId: null, customerKey: null }]
+    expect(keys(wholeHead, emptyLane)).toEqual([])
+  })
+
+  it("tries at most CUSTOMERS_PER_CLAIM locks, the oldest customers first", () => {
+    const many = Array.from({ length: CUSTOMERS_PER_CLAIM * 2 + 5 }, (_, i) => candidate("org_a", `cus_${i}`))
+    const share = keys(wholeHead, many)
+    expect(share).toHaveLength(CUSTOMERS_PER_CLAIM)
+    expect(share[0]).toBe("cus_0")
+    expect(share.at(-1)).toBe(`cus_${CUSTOMERS_PER_CLAIM - 1}`)
   })
 })

@@ -1,5 +1,5 @@
 /**
- * When the next round of the drain is one batch (SignalProcessor.ts
+ * When the next round of the drain is one batch (Claim.ts
  * `isShortLane`): the claim's head held the whole lane, or found it empty. A
  * round of several batches is for a long queue; after a batch found the lane
  * empty (its siblings had claimed everything), several batches would only
@@ -7,7 +7,7 @@
  * head's candidates as the claim reads them.
  */
 import { describe, expect, it } from "vitest"
-import { type Candidate, isEmptyLane, isShortLane, isWholeLane } from "../src/signals/SignalProcessor.ts"
+import { type Candidate, CUSTOMERS_PER_SHORT_BATCH, isEmptyLane, isShortLane, isWholeLane, roundSizeOf } from "../src/signals/Claim.ts"
 
 const candidate = (customerKey: string | null, queued: number | null): typeof Candidate.Type => ({
   organizationId: customerKey === null ? null : "org_a",
@@ -43,5 +43,19 @@ describe("whether the next round is one batch", () => {
     expect(isShortLane(full, head, limit)).toBe(false)
     // Nor when the head's rows are more than a batch takes.
     expect(isShortLane([candidate("cus_1", 300)], 500, 200)).toBe(false)
+  })
+})
+
+describe("how many batches the next round runs (Claim.ts `roundSizeOf`)", () => {
+  it("runs every batch for a long queue, however few its customers", () => {
+    expect(roundSizeOf(4, false, 2)).toBe(4)
+  })
+
+  it("runs one batch for a short queue of few customers, more as its customers grow, never more than allowed", () => {
+    expect(roundSizeOf(4, true, 0)).toBe(1)
+    expect(roundSizeOf(4, true, CUSTOMERS_PER_SHORT_BATCH)).toBe(1)
+    expect(roundSizeOf(4, true, CUSTOMERS_PER_SHORT_BATCH + 1)).toBe(2)
+    expect(roundSizeOf(4, true, 1000)).toBe(4)
+    expect(roundSizeOf(1, true, 1000)).toBe(1)
   })
 })

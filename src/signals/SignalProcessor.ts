@@ -29,7 +29,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Cause, Config, Data, Effect, Either, Option, Schema } from "effect"
 import { DatabaseConfig } from "../config.ts"
 import { faultOf, transientBackoff } from "../db/Faults.ts"
-import { findAll, insertRowsStatement, orDie, withoutBitmapScans } from "../db/Sql.ts"
+import { findAll, insertRowsStatement, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
 import { addSpentStatement, customerKey, Ledger, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
@@ -42,13 +42,10 @@ import { QUEUE_DEPTH_CAP, reportQueue, tally } from "../worker/Stats.ts"
 import { waitForHeldWork } from "../worker/HeldWork.ts"
 import {
   type BatchContext,
-  ClaimedSignal,
   type Customer,
   decodeSignal,
   type DecodedSignal,
   loadBatchContext,
-  momentColumns,
-  scoped,
   type SignalRecord
 } from "./BatchContext.ts"
 import { refusalMessage } from "./RefusalMoment.ts"
@@ -64,6 +61,7 @@ import { inboxRowOf, momentAt } from "./InboxRow.ts"
 import type { SignalInput } from "./Signal.ts"
 import { insertSignals } from "./InboxWriter.ts"
 import { type Settlement, settleReservationsStatement } from "./Settlements.ts"
+import { makeClaims, type Share, wholeHead } from "./Claim.ts"
 import { makeQueueWake } from "./QueueWake.ts"
 import { announceEnded } from "./PricedWaits.ts"
 import { PgClient } from "@effect/sql-pg"
@@ -85,18 +83,6 @@ const BATCH_SIZE = Math.max(1, Number(process.env.BILLING_SIGNAL_BATCH ?? 1000))
  * BATCH_SIZE (100, 200, 400, 800, 1,000): four batches more per process.
  */
 const FIRST_BATCH_SIZE = Math.min(BATCH_SIZE, 100)
-
-/** Customers tried per claim: enough to fill a batch from many small customers. */
-const CLAIM_CANDIDATES = 64
-
-/**
- * Queued signals read at the head of a lane to find its customers: a quarter
- * of a batch finds every customer of a queue where many send at once; a
- * claim that finds them all held reads four batches' worth (`claimWidening`).
- */
-const headOf = (limit: number) => Math.max(CLAIM_CANDIDATES, Math.ceil(limit / 4))
-
-const byId = (a: { readonly id: string }, b: { readonly id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
 type Ended =
   | { readonly _tag: "Processed"; readonly customerId: string; readonly usageLogId: string }
@@ -126,88 +112,8 @@ interface Waiting {
   readonly periodEnd: Date
 }
 
-/** The queue's two lanes: today's signals, and late ones (a backfill: `signals.late`). */
-type Lane = "ON_TIME" | "LATE"
-
 /** A batch that failed for a reason that passes (src/db/Faults.ts): tried again whole. */
 class TransientBatchFailure extends Data.TaggedError("TransientBatchFailure")<{ readonly cause: Cause.Cause<unknown> }> {}
-
-export const Candidate = Schema.Struct({
-  organizationId: Schema.NullOr(Schema.String),
-  customerKey: Schema.NullOr(Schema.String),
-  /** The externalId the customer (when the key is its id) holds. */
-  heldExternalId: Schema.NullOr(Schema.String),
-  /** Whether the other lane has queued signals (asked in the same statement). */
-  otherLane: Schema.Boolean,
-  /** The customer's signals among the head's (`claimWhole`: whether the head is the whole lane). */
-  queued: Schema.NullOr(Schema.NumberFromString),
-  /**
-   * The customer the key names, as the batch's context reads it (any state),
-   * when the key is a customer's id: the claim's signals are resolved from
-   * these, without a statement of their own.
-   */
-  customerId: Schema.NullOr(Schema.String),
-  customerExternalId: Schema.NullOr(Schema.String),
-  customerArchivedAt: Schema.NullOr(Timestamp)
-})
-
-/** A batch's claimed signals, and the customers their claim read (`Candidate.customerId`) that those signals name. */
-interface Claimed {
-  readonly signals: ReadonlyArray<SignalRecord>
-  readonly customers: ReadonlyArray<Customer>
-}
-
-/**
- * The candidates' customers that `signals` name, by id or by the externalId
- * they hold, for the batch's context. Only those: the context locks each
- * customer's purchase and balance rows until the commit, and a candidate
- * whose advisory lock went to another batch is that batch's to lock. Given
- * every candidate, side-by-side batches waited on each other's rows (the
- * drain's batches ran one after the other; docs/benchmarks.md, "Side-by-side
- * batches that waited on each other").
- */
-export const customersOf = (
-  candidates: ReadonlyArray<typeof Candidate.Type>,
-  signals: ReadonlyArray<SignalRecord>
-): Array<Customer> => {
-  // Each signal under its queue key, as the claim reads it: coalesce(customer_id, 'ext:' || external_id).
-  const claimedKeys = new Set(signals.map((signal) =>
-    scoped(signal.organizationId, signal.customerId ?? `ext:${signal.externalId}`)
-  ))
-  return candidates.flatMap(({ customerArchivedAt, customerExternalId, customerId, organizationId }) =>
-    organizationId !== null && customerId !== null && (
-        claimedKeys.has(scoped(organizationId, customerId)) ||
-        (customerExternalId !== null && claimedKeys.has(scoped(organizationId, `ext:${customerExternalId}`)))
-      )
-      ? [{ organizationId, id: customerId, externalId: customerExternalId, archivedAt: customerArchivedAt }]
-      : []
-  )
-}
-
-/**
- * Whether a head of `head` rows held the whole lane (fewer rows than it
- * read, of fewer customers than a head lists) and fits in a batch of
- * `limit`: a short queue, the queue of a worker keeping up with its arrivals.
- */
-export const isWholeLane = (candidates: ReadonlyArray<typeof Candidate.Type>, head: number, limit: number) => {
-  if (candidates.length === 0 || candidates.length >= CLAIM_CANDIDATES || candidates[0]!.customerKey === null) return false
-  const rows = candidates.reduce((sum, candidate) => sum + (candidate.queued ?? 0), 0)
-  return rows < head && rows <= limit
-}
-
-/** Whether the head found the lane empty (its one row names no customer). */
-export const isEmptyLane = (candidates: ReadonlyArray<typeof Candidate.Type>) =>
-  candidates.every((candidate) => candidate.customerKey === null)
-
-/**
- * Whether the next round should be one batch: the head held the whole lane,
- * or found it empty. An empty lane counts as short: else, in a round of
- * several batches, one that came after its siblings had claimed everything
- * kept the next round at several batches, which only found each other's
- * customers held (and read the lane again, wider) while a short queue waited.
- */
-export const isShortLane = (candidates: ReadonlyArray<typeof Candidate.Type>, head: number, limit: number) =>
-  isWholeLane(candidates, head, limit) || isEmptyLane(candidates)
 
 const PurchaseEnd = Schema.Struct({
   organizationId: Schema.String,
@@ -404,10 +310,6 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         ? sql.literal("")
         : sql`AND NOT (organization_id || '/' || coalesce(customer_id, 'ext:' || external_id) = ANY(${keys}::text[]))`
 
-    /** A filter on `signals` rows keeping only `only` (a failed batch's half, see `isolateOnDataFault`); empty when unset. */
-    const onlyIds = (only: ReadonlyArray<string> | undefined) =>
-      only === undefined ? sql.literal("") : sql`AND id = ANY(${only}::text[])`
-
     /** Lets back in the customers whose purchase renewed (or ended): one statement, only while some wait. */
     const lapseDeferrals = Effect.suspend(() => {
       if (deferred.size === 0) return Effect.void
@@ -431,234 +333,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
       )
     })
 
-    /**
-     * The lane the next claim tries first. Late signals (a backfill) are
-     * claimed in batches of their own, alternating with today's when both
-     * lanes have work, so a backfill of any size holds today's signals for
-     * at most about one batch. Whether the other lane has work is asked in
-     * the claim's own statement (its partial index), so a queue with no late
-     * signal costs no statement more.
-     */
-    let nextLane: Lane = "ON_TIME"
-
-    /**
-     * Whether the last claim saw work in both lanes. Then a claim passes the
-     * turn on as it starts, so the batches of one round (claimed side by
-     * side, `SignalConcurrency`) alternate between the lanes too.
-     */
-    let bothLanesBusy = false
-
-    /**
-     * The customers at the head of one lane (its first `head` queued
-     * signals), and whether the other lane has queued signals. A customer
-     * named by its id comes with the externalId it holds, so that its
-     * signals sent by that externalId are claimed with it.
-     */
-    const candidatesOf = (
-      lane: Lane,
-      head: number,
-      keys: ReadonlyArray<string>,
-      only: ReadonlyArray<string> | undefined
-    ) =>
-      findAll(
-        Candidate,
-        sql`/* prepared */ SELECT c.organization_id, c.customer_key,
-                   CASE WHEN named.archived_at IS NULL THEN named.external_id END AS held_external_id, f.other_lane, c.queued,
-                   named.id AS customer_id, named.external_id AS customer_external_id, named.archived_at AS customer_archived_at
-            FROM (
-              SELECT EXISTS (SELECT 1 FROM signals WHERE status = 'QUEUED' AND ${
-          sql.literal(lane === "LATE" ? "NOT late" : "late")
-        } ${notDeferred(keys)} ${onlyIds(only)}) AS other_lane) f
-            LEFT JOIN LATERAL (
-              SELECT organization_id, customer_key, first, queued FROM (
-                SELECT head.organization_id, coalesce(head.customer_id, held.id, 'ext:' || head.external_id) AS customer_key,
-                       min(head.id) AS first, count(*) AS queued
-                FROM (SELECT organization_id, customer_id, external_id, id FROM signals
-                      WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${notDeferred(keys)}
-                        ${onlyIds(only)}
-                      ORDER BY id LIMIT ${head}) head
-                LEFT JOIN customers held
-                  ON head.customer_id IS NULL AND held.organization_id = head.organization_id
-                 AND held.external_id = head.external_id AND held.archived_at IS NULL
-                GROUP BY 1, 2) grouped
-              ORDER BY first LIMIT ${CLAIM_CANDIDATES}) c ON true
-            LEFT JOIN customers named ON named.organization_id = c.organization_id AND named.id = c.customer_key
-            ORDER BY c.first`
-      )
-
-    /**
-     * A customer's oldest queued signals of one lane under one key (its id,
-     * or `ext:` and an externalId): one equality on signals_queued_by_customer,
-     * a plan the planner keeps even before the table has statistics (an OR of
-     * the key's forms made it filter the whole organisation's queue).
-     */
-    const signalsUnder = (
-      lane: Lane,
-      organizationId: string,
-      key: string,
-      limit: number,
-      only: ReadonlyArray<string> | undefined
-    ) =>
-      findAll(
-        ClaimedSignal,
-        sql`SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                   composite_value, member, body, ${sql.literal(momentColumns)}
-            FROM signals
-            WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
-              AND organization_id = ${organizationId}
-              AND coalesce(customer_id, 'ext:' || external_id) = ${key}
-            ORDER BY id LIMIT ${limit}
-            FOR UPDATE SKIP LOCKED`
-      )
-
-    /**
-     * Claims up to `limit` of the oldest queued signals of one lane, whole
-     * customers at a time: it looks at the customers at the head of the
-     * lane, takes the advisory lock of the first one no other worker holds,
-     * and that customer's oldest signals of the lane, until the batch is
-     * full. Another worker skips the locked customers and takes the next
-     * ones. One customer's signals are priced by one worker at a time in
-     * either lane (the same advisory lock).
-     *
-     * A customer is one key whether its signals name it by customerId or by
-     * an externalId it holds: two keys for one customer would let a full
-     * batch take the later signals of one key before the earlier ones of the
-     * other, and price them out of the order they were sent.
-     */
-    const claimLane = (
-      lane: Lane,
-      limit: number,
-      candidates: ReadonlyArray<typeof Candidate.Type>,
-      only: ReadonlyArray<string> | undefined
-    ) =>
-      Effect.gen(function*() {
-        const claimed: Array<SignalRecord> = []
-        for (const candidate of candidates) {
-          if (claimed.length >= limit) break
-          if (candidate.organizationId === null || candidate.customerKey === null) continue
-          const [lock] = yield* orDie(sql<{ locked: boolean }>`
-            SELECT pg_try_advisory_xact_lock(hashtext(${candidate.organizationId}), hashtext(${candidate.customerKey})) AS locked`)
-          if (!lock?.locked) continue
-          const wanted = limit - claimed.length
-          const rows = [...yield* signalsUnder(lane, candidate.organizationId, candidate.customerKey, wanted, only)]
-          if (candidate.heldExternalId !== null) {
-            // Its signals sent by externalId before they were resolved: the oldest `wanted` of both keys, in send order
-            // (the surplus stays locked until the commit, and QUEUED).
-            rows.push(...yield* signalsUnder(lane, candidate.organizationId, `ext:${candidate.heldExternalId}`, wanted, only))
-            rows.sort(byId)
-            rows.length = Math.min(rows.length, wanted)
-          }
-          claimed.push(...rows)
-        }
-        return claimed.sort(byId)
-      })
-
-    /**
-     * Whether the last claim found the whole lane in one batch, or found it
-     * empty (`isShortLane`): then the next round is one batch, which takes it
-     * all at once, rather than `SignalConcurrency` batches whose others would
-     * only find its customers held (a short queue is priced by one small
-     * batch at once; a long one still by several big ones side by side).
-     */
-    let queueIsShort = false
-
-    /**
-     * `claimLane` for a short queue, in one statement whatever the number of
-     * customers: the advisory locks of the head's customers, and the queued
-     * signals of those it got, oldest first. `claimLane` takes two statements
-     * a customer, one after the other: for a worker keeping up with signals
-     * from many customers, that was most of a small batch's time (a round of
-     * 250 signals over 16 customers took 0.5-0.7 s on a loaded host,
-     * docs/benchmarks.md "Fresh balances"), and every signal waits for it.
-     * A signal comes back only under a key whose lock this statement took
-     * (a key's row of `held` exists only once its lock was taken), whichever
-     * of the two the planner reads first.
-     */
-    const claimWhole = (
-      lane: Lane,
-      limit: number,
-      candidates: ReadonlyArray<typeof Candidate.Type>,
-      only: ReadonlyArray<string> | undefined
-    ) => {
-      const named = candidates.filter((candidate) => candidate.organizationId !== null && candidate.customerKey !== null)
-      if (named.length === 0) return Effect.succeed([])
-      return findAll(
-        ClaimedSignal,
-        sql`/* prepared */ WITH held AS MATERIALIZED (
-              SELECT k.org, k.key, k.held_external_id
-              FROM unnest(${named.map((c) => c.organizationId)}::text[], ${named.map((c) => c.customerKey)}::text[],
-                          ${named.map((c) => c.heldExternalId)}::text[]) AS k(org, key, held_external_id)
-              WHERE pg_try_advisory_xact_lock(hashtext(k.org), hashtext(k.key))),
-            claimable AS (
-              SELECT org, key FROM held
-              -- Its signals sent by externalId before they were resolved, with it, in send order.
-              UNION ALL SELECT org, 'ext:' || held_external_id FROM held WHERE held_external_id IS NOT NULL)
-            SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                   composite_value, member, body, ${sql.literal(momentColumns)}
-            FROM signals
-            WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
-              AND (organization_id, coalesce(customer_id, 'ext:' || external_id)) IN (SELECT org, key FROM claimable)
-            ORDER BY id LIMIT ${limit}
-            FOR UPDATE OF signals SKIP LOCKED`
-      )
-    }
-
-    const other = (lane: Lane): Lane => (lane === "ON_TIME" ? "LATE" : "ON_TIME")
-
-    /**
-     * One lane's batch: the preferred lane, or the other one when the
-     * preferred has nothing to claim. With `only`, just those signals (the
-     * half of a failed batch), leaving the lanes' turns as they were.
-     */
-    const claim = (limit: number, only?: ReadonlyArray<string>) =>
-      withoutBitmapScans(sql, Effect.gen(function*() {
-        yield* lapseDeferrals
-        const keys = deferredKeys()
-        const lane = nextLane
-        if (only === undefined && bothLanesBusy) nextLane = other(lane)
-        const candidates = yield* candidatesOf(lane, headOf(limit), keys, only)
-        const otherHasWork = candidates[0]?.otherLane ?? false
-        const claimed = yield* claimWidening(lane, limit, candidates, keys, only)
-        if (claimed.signals.length > 0 || !otherHasWork) {
-          if (only === undefined) {
-            nextLane = otherHasWork ? other(lane) : lane
-            bothLanesBusy = otherHasWork
-          }
-          return claimed
-        }
-        // This lane had nothing this worker could take: the other lane's batch now.
-        const fallback = yield* candidatesOf(other(lane), headOf(limit), keys, only)
-        if (only === undefined) {
-          bothLanesBusy = fallback[0]?.otherLane ?? false
-          nextLane = bothLanesBusy ? lane : other(lane)
-        }
-        return yield* claimWidening(other(lane), limit, fallback, keys, only)
-      }))
-
-    /**
-     * `claimLane` on the customers of a short head of the lane; when every one
-     * of them is held by another batch (a few customers own the head), once
-     * more on a head four batches long. Reading the long head every time cost
-     * a fifth of the drain's statement time (docs/benchmarks.md).
-     */
-    const claimWidening = (
-      lane: Lane,
-      limit: number,
-      candidates: ReadonlyArray<typeof Candidate.Type>,
-      keys: ReadonlyArray<string>,
-      only: ReadonlyArray<string> | undefined
-    ): Effect.Effect<Claimed> =>
-      Effect.gen(function*() {
-        const whole = isWholeLane(candidates, headOf(limit), limit)
-        if (only === undefined) queueIsShort = isShortLane(candidates, headOf(limit), limit)
-        const claimed = yield* (whole ? claimWhole(lane, limit, candidates, only) : claimLane(lane, limit, candidates, only))
-        if (claimed.length > 0 || isEmptyLane(candidates)) {
-          return { signals: claimed, customers: customersOf(candidates, claimed) }
-        }
-        const wider = yield* candidatesOf(lane, limit * 4, keys, only)
-        const widened = yield* claimLane(lane, limit, wider, only)
-        return { signals: widened, customers: customersOf(wider, widened) }
-      })
+    const claims = makeClaims(sql, { lapse: lapseDeferrals, keys: deferredKeys, notDeferred })
 
     /** The signal's customer: missing (404), archived (409), or None when its externalId is not held yet. */
     const customerOf = (signal: SignalRecord, context: BatchContext): Either.Either<Customer | null, CustomerNotFound | CustomerArchived> => {
@@ -850,9 +525,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     const batch = Effect.fn("SignalProcessor.priceBatch")(function*(
         limit: number,
         only: ReadonlyArray<string> | undefined,
+        share: Share,
         tried: BatchTry
       ) {
-        const { customers: claimedCustomers, signals: records } = yield* claim(limit, only)
+        const { customers: claimedCustomers, signals: records } = yield* claims.claim(limit, only, share)
         tried.claimed = records
         if (records.length === 0) return 0
         const results: Array<readonly [SignalRecord, Ended]> = []
@@ -951,10 +627,10 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
      * that answers again within half a second. Once it commits, what it did is
      * counted and its waiting customers sit out the claims.
      */
-    const attempt = (limit: number, only?: ReadonlyArray<string>) => {
+    const attempt = (limit: number, only?: ReadonlyArray<string>, share: Share = wholeHead) => {
       let failures = 0
       let tried = newTry()
-      return Effect.zipRight(ensurePartitions, Effect.suspend(() => batch(limit, only, tried = newTry()))).pipe(
+      return Effect.zipRight(ensurePartitions, Effect.suspend(() => batch(limit, only, share, tried = newTry()))).pipe(
         Effect.catchAllCause((cause) =>
           !Cause.isInterruptedOnly(cause) && faultOf(cause) === "Transient"
             ? Effect.fail(new TransientBatchFailure({ cause }))
@@ -1012,9 +688,9 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
         return attempt(ids.length, ids)
       })
 
-    /** One batch, its size ramped up after each that commits. */
-    const oneBatch = Effect.suspend(() =>
-      attempt(rampedSize).pipe(
+    /** One batch of a round (its `share` of the head's customers), its size ramped up after each that commits. */
+    const oneBatch = (share: Share) => Effect.suspend(() =>
+      attempt(rampedSize, undefined, share).pipe(
         Effect.tap((handled) =>
           Effect.sync(() => {
             if (handled > 0) rampedSize = Math.min(BATCH_SIZE, rampedSize * 2)
@@ -1051,7 +727,7 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
 
     /**
      * Whether the last round priced anything. Only then does a round run
-     * `concurrency` batches: the first round of a process or after an idle
+     * several batches (`roundSize`: `concurrency` for a long queue): the first round of a process or after an idle
      * spell is one batch, so the first signals of a backlog are priced by one
      * batch (of FIRST_BATCH_SIZE at start) with the process's CPU to itself,
      * not by several that finish together later, and an idle poll costs one
@@ -1060,11 +736,12 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     let lastRoundBusy = false
 
     /** One round of batches side by side, each its own transaction; what they handled together. */
-    const round = Effect.suspend(() =>
-      Effect.all(Array.from({ length: lastRoundBusy && !queueIsShort ? concurrency : 1 }, () => oneBatch), {
+    const round = Effect.suspend(() => {
+      const batches = lastRoundBusy ? claims.roundSize(concurrency) : 1
+      return Effect.all(Array.from({ length: batches }, (_, index) => oneBatch({ index, of: batches })), {
         concurrency: "unbounded"
       })
-    ).pipe(
+    }    ).pipe(
       Effect.map((handled) => handled.reduce((a, b) => a + b, 0)),
       Effect.tap((handled) =>
         Effect.sync(() => {
