@@ -23,12 +23,16 @@
  *  5. the check: `--checks` POST /entitlements/check over `--check-connections`
  *     connections, the mix's customers in turn (the worker idle beside it);
  *  6. freshness: signals open-loop at R/2 for `--seconds`, the mix's order,
- *     each seen priced by an observer (bench/arrivals.ts); with `--mix hot`,
- *     first the others alone at their share (R/4), then the others and the hot
- *     one together (R/2): the others' p99 with the hot customer over without.
+ *     each seen priced when the worker announces it (a listener on
+ *     `billing_signals_priced`, bench/arrivals.ts); with `--mix hot`,
+ *     first the same rate spread evenly over the same customers (no hot one:
+ *     what the others would meet at that load from well-spread traffic), then
+ *     the hot mix: the others' p99 with the hot customer over without. The
+ *     load is the same in both, so the ratio tells what the hot customer does
+ *     to the others, not what twice the load does to the machine.
  * Progress is read from the database (one count of the queued rows every
- * 20 ms during the drain, the observer's look-ups by primary key), never
- * through the API. CPU per signal: the user and system time of the measured
+ * 20 ms during the drain; the worker's own announcements, and a look-up by
+ * primary key of what they missed, during freshness), never through the API. CPU per signal: the user and system time of the measured
  * processes (serve, the worker, every PostgreSQL process) over the step, from
  * /proc, divided by its signals (or checks).
  */
@@ -80,11 +84,17 @@ const progress = (text: string) => process.stderr.write(`${new Date().toISOStrin
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 const { running, spawnCli, cli } = billingProcesses(root, env)
 
-/** CPU seconds (user + system) of one process, or of every PostgreSQL process, from /proc. */
+/**
+ * CPU seconds (user + system) of one process from /proc; with `reaped`, its
+ * exited children's too (the postmaster's: a backend that exits passes its
+ * time to it, so the sum over PostgreSQL's processes never loses a
+ * connection closed during a step).
+ */
 const TICKS = 100
-const cpuOfStat = (stat: string) => {
+const cpuOfStat = (stat: string, reaped = false) => {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-  return (Number(fields[11]) + Number(fields[12])) / TICKS
+  const own = Number(fields[11]) + Number(fields[12])
+  return (reaped ? own + Number(fields[13]) + Number(fields[14]) : own) / TICKS
 }
 const cpuOf = (pid: number | undefined) => {
   try {
@@ -97,17 +107,26 @@ const postgresCpu = () =>
   fs.readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).reduce((sum, pid) => {
     try {
       const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
-      return stat.includes("(postgres)") ? sum + cpuOfStat(stat) : sum
+      return stat.includes("(postgres)") ? sum + cpuOfStat(stat, true) : sum
     } catch {
       return sum
     }
   }, 0)
 
-/** CPU of `pids` and PostgreSQL from now: `msPer(units)` gives the ms of CPU a unit since. */
-const cpuMeter = (pids: () => ReadonlyArray<number | undefined>) => {
-  const sample = () => pids().reduce<number>((sum, pid) => sum + cpuOf(pid), 0) + postgresCpu()
+/**
+ * CPU of the named processes and of PostgreSQL from now: `msPer(units)` gives
+ * the ms of CPU a unit since, in all and by process.
+ */
+const cpuMeter = (pids: () => Record<string, number | undefined>) => {
+  const sample = (): Record<string, number> => ({ ...Object.fromEntries(Object.entries(pids()).map(([name, pid]) => [name, cpuOf(pid)])), postgres: postgresCpu() })
   const start = sample()
-  return { msPer: (units: number) => round(((sample() - start) * 1000) / units, 3) }
+  return {
+    msPer: (units: number) => {
+      const now = sample()
+      const byProcess = Object.fromEntries(Object.entries(now).map(([name, seconds]) => [name, round(((seconds - (start[name] ?? 0)) * 1000) / units, 3)]))
+      return { total: round(Object.values(byProcess).reduce((a, b) => a + b, 0), 3), byProcess }
+    }
+  }
 }
 
 const main = async () => {
@@ -158,7 +177,7 @@ const main = async () => {
     })
 
     // 3. Single intake, no worker: the rate R and the drain's backlog.
-    const intakeCpu = cpuMeter(() => [serve.pid])
+    const intakeCpu = cpuMeter(() => ({ serve: serve.pid }))
     const intake = await load(backlogCount, connections, async (index) => {
       const { body, path } = credit(customerOf(index).customerId)
       const answer = await api.request("POST", path, body)
@@ -170,7 +189,7 @@ const main = async () => {
     // 4. The drain from spawn, progress read from the database.
     const queued = async () => Number((await observer.query("SELECT count(*) AS n FROM signals WHERE status = 'QUEUED'")).rows[0].n)
     let worker: ReturnType<typeof spawnCli> | undefined
-    const drainCpu = cpuMeter(() => [worker?.pid])
+    const drainCpu = cpuMeter(() => ({ worker: worker?.pid }))
     const spawned = performance.now()
     worker = spawnCli(["worker"], "ignore", workerNodeArgs)
     let drained = NaN
@@ -187,7 +206,7 @@ const main = async () => {
 
     // 5. The check at `--check-connections`.
     const checker = apiClient(port, apiKey, checkConnections)
-    const checkCpu = cpuMeter(() => [serve.pid, worker?.pid])
+    const checkCpu = cpuMeter(() => ({ serve: serve.pid, worker: worker?.pid }))
     const checks = await load(checkCount, checkConnections, async (index) => {
       const answer = await checker.request("POST", "/entitlements/check", {
         customerId: customerOf(index).customerId,
@@ -211,13 +230,15 @@ const main = async () => {
 
     // 6. Freshness at R/2 (with the hot customer: the others alone first, at their share).
     const arrivalsAt = async (rate: number, signalAt: (index: number) => { customerId: string; group: string }) => {
-      const cpu = cpuMeter(() => [serve.pid, worker?.pid])
+      const cpu = cpuMeter(() => ({ serve: serve.pid, worker: worker?.pid }))
       const run = await openLoopArrivals({
         client: api,
         observer,
         organizationId,
         rate,
         seconds,
+        watch: "listen",
+        databaseUrl,
         signal: (index) => {
           const { customerId, group } = signalAt(index)
           return { ...credit(customerId), group }
@@ -234,8 +255,12 @@ const main = async () => {
       }
     }
     if (hot) {
-      const withoutHot = await arrivalsAt(intake.rate / 4, (index) => customerOf(2 * index + 1))
-      progress(`freshness, the others alone: ${JSON.stringify(withoutHot)}`)
+      // The same load without a hot customer: the same rate spread evenly over the same 1 + `others` customers.
+      const withoutHot = await arrivalsAt(intake.rate / 2, (index) => {
+        const position = index % customerCount
+        return { customerId: customers[position]!, group: position === 0 ? "hot" : "others" }
+      })
+      progress(`freshness, the same rate spread evenly: ${JSON.stringify(withoutHot)}`)
       const withHot = await arrivalsAt(intake.rate / 2, customerOf)
       progress(`freshness, with the hot customer: ${JSON.stringify(withHot)}`)
       const p99 = (run: Record<string, any>) => run.others.acceptedToPriced.p99Ms as number
