@@ -394,6 +394,23 @@ describe("the usage log", () => {
     expect(hidden.body.result).toEqual({ usageLogs: [], notFound: [all[0].id] })
   })
 
+  it("counts a row in a range by its timestamp, even one stamped minutes ahead of its creation", async () => {
+    // The range's `from` also bounds the months read (UsageLog.ts `createdSince`): a row's created_at may be up
+    // to 5 minutes before its timestamp, never more, and such a row still belongs to a range from its timestamp.
+    const customer = await newCustomer()
+    const ahead = new Date(Date.now() + 4 * 60_000)
+    const rawId = await customer.signal("/signal/credit", {
+      agentKey: "chat",
+      usage: { model: "gpt-4o", inputTokens: 1000 },
+      timestamp: ahead.toISOString()
+    })
+    await drain()
+    const from = encodeURIComponent(new Date(ahead.getTime() - 1000).toISOString())
+    expect((await customer.usageRows(`&from=${from}`)).map((row) => row.rawId)).toEqual([rawId])
+    const later = encodeURIComponent(new Date(ahead.getTime() + 1000).toISOString())
+    expect(await customer.usageRows(`&from=${later}`)).toEqual([])
+  })
+
   it("keeps rows in the partition of their month, never the default one", async () => {
     await customerWithUsage()
     const partitions = await query<{ partition: string; rows: string }>(
