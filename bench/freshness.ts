@@ -27,7 +27,7 @@
  *     were answered 200.
  */
 import { freshnessOf, openLoopArrivals } from "./arrivals.ts"
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, plainInsertYardstick, load, secondsUntil, exitOf, textFlag } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, plainInsertYardstick, load, printReport, runBench, secondsUntil, stopProcesses, exitOf, textFlag } from "./support.ts"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
@@ -50,7 +50,6 @@ const { adminUrl, databaseName, databaseUrl } = benchDatabase("freshness", "bill
 const env = { ...process.env, DATABASE_URL: databaseUrl }
 const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms))
 
 const { running, spawnCli, cli } = billingProcesses(root, env)
 
@@ -143,26 +142,13 @@ const main = async () => {
     api.close()
     waiting.close()
   } finally {
-    for (const child of running) child.kill("SIGTERM")
-    await sleep(500)
-    for (const child of running) child.kill("SIGKILL")
+    await stopProcesses(running)
     await observer.end().catch(() => {})
     await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
     await admin.end()
   }
   report.loadAverageAfter = os.loadavg().map((v) => round(v, 2))
-  const text = JSON.stringify(report, null, 2)
-  process.stdout.write(`${text}\n`)
-  if (reportFile) fs.writeFileSync(reportFile, `${text}\n`)
+  printReport(report, reportFile)
 }
 
-process.on("SIGINT", () => {
-  for (const child of running) child.kill("SIGKILL")
-  process.exit(130)
-})
-
-main().catch((error) => {
-  for (const child of running) child.kill("SIGKILL")
-  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`)
-  process.exit(1)
-})
+runBench(main, running)

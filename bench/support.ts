@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
 import * as http from "node:http"
 import pg from "pg"
 import { randomToken } from "../src/ids.ts"
@@ -302,3 +303,30 @@ export const buyPlan = async (api: BenchApi, customerId: string, planId: string)
   if (bought.status !== 201) throw new Error(`purchase: ${bought.status} ${JSON.stringify(bought.json)}`)
 }
 
+
+/** Stops a bench's processes still running: SIGTERM, then SIGKILL half a second later. */
+export const stopProcesses = async (running: ReadonlySet<ChildProcess>) => {
+  for (const child of running) child.kill("SIGTERM")
+  await new Promise((resolve) => setTimeout(resolve, 500))
+  for (const child of running) child.kill("SIGKILL")
+}
+
+/** A bench's report: printed as JSON, and written to `file` when one is given. */
+export const printReport = (report: unknown, file: string | undefined) => {
+  const text = JSON.stringify(report, null, 2)
+  process.stdout.write(`${text}\n`)
+  if (file) fs.writeFileSync(file, `${text}\n`)
+}
+
+/** Runs a bench's `main`; on Ctrl-C or a failure its processes are killed, the failure printed, the exit code non-zero. */
+export const runBench = (main: () => Promise<void>, running: ReadonlySet<ChildProcess>) => {
+  process.on("SIGINT", () => {
+    for (const child of running) child.kill("SIGKILL")
+    process.exit(130)
+  })
+  main().catch((error) => {
+    for (const child of running) child.kill("SIGKILL")
+    process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`)
+    process.exit(1)
+  })
+}

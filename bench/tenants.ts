@@ -52,7 +52,10 @@ import {
   flag,
   load,
   plainInsertYardstick,
+  printReport,
+  runBench,
   secondsUntil,
+  stopProcesses,
   textFlag
 } from "./support.ts"
 
@@ -277,26 +280,13 @@ const main = async () => {
     clearTimeout(timer)
     api.close()
   } finally {
-    for (const child of running) child.kill("SIGTERM")
-    await new Promise((resolve) => setTimeout(resolve, 500))
-    for (const child of running) child.kill("SIGKILL")
+    await stopProcesses(running)
     await observer.end().catch(() => {})
     await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
     await admin.end()
   }
   report.loadAverageAfter = os.loadavg().map((v) => round(v))
-  const text = JSON.stringify(report, null, 2)
-  process.stdout.write(`${text}\n`)
-  if (reportFile) fs.writeFileSync(reportFile, `${text}\n`)
+  printReport(report, reportFile)
 }
 
-process.on("SIGINT", () => {
-  for (const child of running) child.kill("SIGKILL")
-  process.exit(130)
-})
-
-main().catch((error) => {
-  for (const child of running) child.kill("SIGKILL")
-  process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`)
-  process.exit(1)
-})
+runBench(main, running)
