@@ -27,7 +27,7 @@
  *     were answered 200.
  */
 import { freshnessOf, openLoopArrivals } from "./arrivals.ts"
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, plainInsertYardstick, load, printReport, runBench, secondsUntil, stopProcesses, exitOf, textFlag } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, load, printReport, runBench, secondsUntil, startServedBench, stopProcesses, exitOf, textFlag } from "./support.ts"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
@@ -65,19 +65,10 @@ const main = async () => {
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
   }
   try {
-    await cli(["migrate"])
-    await observer.connect()
-    const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
-    const organizationId: string = organization?.id ?? (await observer.query("SELECT id FROM organizations LIMIT 1")).rows[0].id
-
-    const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
+    const { api, organizationId, yardstick, port, apiKey } = await startServedBench({
+      cli, spawnCli, observer, databaseUrl, yardstickCount, connections, progress
+    })
     report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
-    progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
-
-    const port = 20000 + Math.floor(Math.random() * 20000)
-    const api = apiClient(port, apiKey, connections)
-    spawnCli(["serve", "--no-worker", "--port", String(port)])
-    await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
 
     const planId = await chatCreditPlan(api)
     const customers: Array<string> = []

@@ -330,3 +330,31 @@ export const runBench = (main: () => Promise<void>, running: ReadonlySet<ChildPr
     process.exit(1)
   })
 }
+
+/**
+ * The start both open-loop benches share, on a bench database already created:
+ * `billing migrate`, an organisation, the yardstick, then `billing serve
+ * --no-worker` on a random port, waited for. `observer` is connected here.
+ */
+export const startServedBench = async (options: {
+  readonly cli: (args: ReadonlyArray<string>) => Promise<string>
+  readonly spawnCli: (args: ReadonlyArray<string>) => ChildProcess
+  readonly observer: pg.Client
+  readonly databaseUrl: string
+  readonly yardstickCount: number
+  readonly connections: number
+  readonly progress: (text: string) => void
+}) => {
+  const { cli, connections, databaseUrl, observer, progress, spawnCli, yardstickCount } = options
+  await cli(["migrate"])
+  await observer.connect()
+  const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
+  const organizationId: string = organization?.id ?? (await observer.query("SELECT id FROM organizations LIMIT 1")).rows[0].id
+  const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
+  progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
+  const port = 20000 + Math.floor(Math.random() * 20000)
+  const api = apiClient(port, apiKey, connections)
+  const serve = spawnCli(["serve", "--no-worker", "--port", String(port)])
+  await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
+  return { apiKey, organizationId, yardstick, port, api, serve }
+}

@@ -51,10 +51,9 @@ import {
   exitOf,
   flag,
   load,
-  plainInsertYardstick,
   printReport,
   runBench,
-  secondsUntil,
+  startServedBench,
   stopProcesses,
   textFlag
 } from "./support.ts"
@@ -145,20 +144,12 @@ const main = async () => {
     machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
   }
   try {
-    await cli(["migrate"])
-    await observer.connect()
-    const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "Bench", "--json"]))
-    const organizationId: string = organization?.id ?? (await observer.query("SELECT id FROM organizations LIMIT 1")).rows[0].id
-
-    const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
+    const { api, organizationId, serve, yardstick, port, apiKey } = await startServedBench({
+      cli, spawnCli, observer, databaseUrl, yardstickCount, connections, progress
+    })
     report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
-    progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
     const ofYardstick = (rate: number) => round(rate / yardstick.rate)
 
-    const port = 20000 + Math.floor(Math.random() * 20000)
-    const api = apiClient(port, apiKey, connections)
-    const serve = spawnCli(["serve", "--no-worker", "--port", String(port)])
-    await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
     const planId = await chatCreditPlan(api)
     const customers: Array<string> = []
     await load(customerCount, 16, async (index) => {
