@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest"
 import type { SignalRecord } from "../src/signals/BatchContext.ts"
-import { type Candidate, CUSTOMERS_PER_CLAIM, customersOf, shareOf, wholeHead } from "../src/signals/Claim.ts"
+import { type Candidate, claimStep, CUSTOMERS_PER_CLAIM, customersOf, shareOf, wholeHead } from "../src/signals/Claim.ts"
 
 const candidate = (organizationId: string, customerId: string, externalId: string | null = null): typeof Candidate.Type => ({
   organizationId,
@@ -82,5 +82,22 @@ describe("a round's batches share out the head's customers (Claim.ts `shareOf`)"
     expect(share).toHaveLength(CUSTOMERS_PER_CLAIM)
     expect(share[0]).toBe("cus_0")
     expect(share.at(-1)).toBe(`cus_${CUSTOMERS_PER_CLAIM - 1}`)
+  })
+})
+
+describe("how many customers the claim's next statement tries (Claim.ts `claimStep`)", () => {
+  const counted = (queued: ReadonlyArray<number>) =>
+    queued.map((count, i) => ({ ...candidate("org_a", `cus_${i}`), queued: count }))
+
+  it("when the head held the whole lane: as many customers as their counts fill the batch, no more", () => {
+    const customers = counted([300, 500, 400, 100])
+    expect(claimStep(customers, 0, 1000, true, 0)).toBe(3)
+    expect(claimStep(customers, 0, 300, true, 0)).toBe(1)
+    expect(claimStep(customers, 3, 1000, true, 1)).toBe(1)
+  })
+
+  it("when the lane goes on past the head: 1, 2, 4, ... customers, whatever the head's counts", () => {
+    const customers = counted([62, 62, 62, 62])
+    expect([0, 1, 2, 3].map((step) => claimStep(customers, 0, 1000, false, step))).toEqual([1, 2, 4, 8])
   })
 })

@@ -158,6 +158,34 @@ export const shareOf = (candidates: ReadonlyArray<typeof Candidate.Type>, share:
 export const roundSizeOf = (concurrency: number, queueIsShort: boolean, headCustomers: number) =>
   queueIsShort ? Math.min(concurrency, Math.max(1, Math.ceil(headCustomers / CUSTOMERS_PER_SHORT_BATCH))) : concurrency
 
+/**
+ * How many customers, from the `next`-th, the claim's next statement tries
+ * (`claimInSteps`), to get `wanted` signals. When the head held the whole
+ * lane its counts are each customer's whole queue: as many customers as
+ * those counts say fill the batch, so usually one statement. Otherwise a
+ * customer may have far more queued than the head shows: 1, 2, 4, ...
+ * customers, a statement each, so a busy customer fills the batch alone and
+ * 1,000 signals over as many customers take about ten statements.
+ */
+export const claimStep = (
+  customers: ReadonlyArray<typeof Candidate.Type>,
+  next: number,
+  wanted: number,
+  countsAreWhole: boolean,
+  step: number
+) => {
+  if (!countsAreWhole) return 2 ** Math.min(step, 16)
+  let count = 0
+  let signals = 0
+  while (next + count < customers.length && signals < wanted) {
+    signals += customers[next + count]!.queued ?? 1
+    count++
+  }
+  return Math.max(1, count)
+}
+
+const byId = (a: { readonly id: string }, b: { readonly id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
+
 /** What the claim needs of the processor's deferrals (customers whose signals wait for their renewal). */
 export interface Deferrals {
   /** Lets back in the customers whose purchase renewed: one statement, only while some wait. */
@@ -342,14 +370,42 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
         queueIsShort = isShortLane(candidates, shortHeadOf(limit), limit)
         headCustomers = candidates.filter((candidate) => candidate.customerKey !== null).length
       }
+      const whole = isWholeLane(candidates, headOf(limit), limit)
       const mine = shareOf(candidates, share)
-      const claimed = yield* claimCustomers(lane, limit, mine, only)
-      if (claimed.length > 0 || mine.length === 0 || isWholeLane(candidates, headOf(limit), limit)) {
+      const claimed = yield* claimInSteps(lane, limit, mine, only, whole)
+      if (claimed.length > 0 || mine.length === 0 || whole) {
         return { signals: claimed, customers: customersOf(candidates, claimed) }
       }
       const wider = yield* candidatesOf(lane, limit * 4, keys, only)
-      const widened = yield* claimCustomers(lane, limit, shareOf(wider, share), only)
+      const widened = yield* claimInSteps(lane, limit, shareOf(wider, share), only, false)
       return { signals: widened, customers: customersOf(wider, widened) }
+    })
+
+  /**
+   * `customers` claimed a group at a time, until the batch is full: no more
+   * customers locked than fill it, so that what a batch does not need is left
+   * to the other workers (a batch that locked its whole share of 16 busy
+   * customers to price 1,000 signals of one of them left a second worker
+   * nothing to claim; docs/benchmarks.md "Many customers at once"). Each
+   * group is one statement (`claimCustomers`), sized by `claimStep`.
+   */
+  const claimInSteps = (
+    lane: Lane,
+    limit: number,
+    customers: ReadonlyArray<typeof Candidate.Type>,
+    only: ReadonlyArray<string> | undefined,
+    countsAreWhole: boolean
+  ) =>
+    Effect.gen(function*() {
+      const claimed: Array<SignalRecord> = []
+      let next = 0
+      for (let step = 0; next < customers.length && claimed.length < limit; step++) {
+        const wanted = limit - claimed.length
+        const group = customers.slice(next, next + claimStep(customers, next, wanted, countsAreWhole, step))
+        claimed.push(...(yield* claimCustomers(lane, wanted, group, only)))
+        next += group.length
+      }
+      return claimed.sort(byId)
     })
 
   return { claim, roundSize } as const
