@@ -1,6 +1,6 @@
 /**
  * `billing`: the operator CLI. Commander parses; Ink shows; every command calls
- * the same services as the API (never the API itself). See DESIGN.md §8 for the
+ * the same services as the API (never the API itself). See docs/cli.md for the
  * stable forms that scripts rely on, and cli/program.ts for the command tree.
  */
 import * as fs from "node:fs"

@@ -12,7 +12,7 @@ export const DecimalFromString = Schema.BigDecimal
 /** A JSON number on the wire. */
 export const DecimalFromNumber = Schema.BigDecimalFromNumber
 
-/** Usage amounts keep this many decimal places (DESIGN.md §2). */
+/** Usage amounts keep this many decimal places (docs/signals.md "Pricing per meter"). */
 export const USAGE_SCALE = 12
 
 export const ZERO = BigDecimal.fromBigInt(0n)

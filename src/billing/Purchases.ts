@@ -1,5 +1,5 @@
 /**
- * Purchases and their MONTHLY cycles (DESIGN.md §5).
+ * Purchases and their MONTHLY cycles (docs/billing.md).
  *
  * A purchase freezes its plan snapshot, then lives SCHEDULED -> ACTIVE ->
  * CANCELLED. At every cycle start ADVANCE components are granted (the wallet

@@ -7,7 +7,7 @@
  * active taxes), locks the wallets `needsWallet` names, settles the wallet
  * steps against them (`settleWallet`) and writes everything set-based.
  *
- * The rules (docs/billing.md, DESIGN §5):
+ * The rules (docs/billing.md "Batch renewal"):
  * - at a cycle end, each ARREAR component's uninvoiced charges become a line
  *   of a USAGE invoice (none when nothing was charged);
  * - at a cycle start, ADVANCE components are granted their quantity, plus the

@@ -1,6 +1,6 @@
 /**
  * A model of the organisation's catalogue and the model bundle that credits and
- * outcome steps are priced from (DESIGN §4). Rates are USD per million tokens.
+ * outcome steps are priced from (docs/catalogue-credits-outcomes.md). Rates are USD per million tokens.
  */
 import { BigDecimal, Schema } from "effect"
 import { Money, MoneyInput, strict, Timestamp } from "../schema.ts"

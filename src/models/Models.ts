@@ -1,5 +1,5 @@
 /**
- * The organisation's model catalogue (DESIGN §4): the built-in models copied in
+ * The organisation's model catalogue (docs/catalogue-credits-outcomes.md): the built-in models copied in
  * when the organisation was created, plus its own models and rates.
  *
  * Lookups other features use:

@@ -3,8 +3,8 @@
  *
  * Contract for other features (stable):
  * - `get(organizationId, planId)`: the `Plan`, active or archived (`isActive`),
- *   with `walletFundedArrear`, `priceAdjustment`, `currencyCode`, `cost` (DESIGN
- *   §4, from the catalogue's prices at the time of the call) and `entitlements`:
+ *   with `walletFundedArrear`, `priceAdjustment`, `currencyCode`, `cost` (from the
+ *   catalogue's prices at the time of the call; docs/catalogue-units-composites-plans.md "Plans") and `entitlements`:
  *   components with `type`, `billingMode`, the target id (`targetIdOf`),
  *   `targetName`, `quantity`, `amount` and `rollover`. 404 when missing or
  *   another organisation's.
@@ -69,7 +69,7 @@ export interface PricedPlan {
 }
 
 /**
- * One component's ADVANCE charge (DESIGN §4): credit qty * pricePerCredit,
+ * One component's ADVANCE charge (docs/catalogue-units-composites-plans.md "Plans"): credit qty * pricePerCredit,
  * outcome qty * pricePerOutcome, unit total(qty), composite qty * price,
  * wallet amount. ARREAR components are charged by usage, so 0 here.
  */

@@ -1,5 +1,5 @@
 /**
- * The plan snapshot a purchase freezes (DESIGN §5): the plan, its components
+ * The plan snapshot a purchase freezes (docs/billing.md): the plan, its components
  * and the catalogue prices they had at purchase time, so later plan or
  * catalogue edits change new purchases only. Stored as jsonb with every
  * decimal written as a string, so nothing passes through a float.

@@ -1,5 +1,5 @@
 /**
- * DESIGN.md §4 as functions: every price the service computes, in exact
+ * The pricing rules of docs/catalogue-credits-outcomes.md as functions: every price the service computes, in exact
  * decimals. Nothing here touches the database; callers load rates and records.
  *
  * Rates are USD per million tokens. A bundle item's four weights are whole

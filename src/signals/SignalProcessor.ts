@@ -1,5 +1,5 @@
 /**
- * The worker job that prices queued signals, as sets (DESIGN §6).
+ * The worker job that prices queued signals, as sets (docs/signals.md "The worker").
  *
  * A batch is one transaction:
  * 1. claim: the oldest queued signals of customers no other worker holds

@@ -1,4 +1,4 @@
-/** A unit: a counted event priced FLAT, SLAB or VOLUME (DESIGN.md §4), with no model and no tokens. */
+/** A unit: a counted event priced FLAT, SLAB or VOLUME (docs/catalogue-units-composites-plans.md "Units"), with no model and no tokens. */
 import { Schema } from "effect"
 import { AgentKey, Description, Money, MoneyInput, Name, strict, Timestamp } from "../schema.ts"
 

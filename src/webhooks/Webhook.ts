@@ -1,4 +1,4 @@
-/** Webhook endpoints, events, deliveries and attempts (DESIGN.md §7). */
+/** Webhook endpoints, events, deliveries and attempts (docs/webhooks.md). */
 import { BigDecimal, Schema } from "effect"
 import { Money, MoneyInput, Timestamp } from "../schema.ts"
 import { DEFAULT_EVENT_TYPES, EVENT_TYPES } from "./EventBody.ts"

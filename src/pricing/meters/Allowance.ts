@@ -1,5 +1,5 @@
 /**
- * Drawing usage from a purchase (DESIGN §4, §5), as a pure function of the
+ * Drawing usage from a purchase (docs/billing.md "Metering"), as a pure function of the
  * purchase's snapshot and balances:
  * - A target is billed by a component of its own (CREDIT, OUTCOME, UNIT,
  *   PRICING_METRIC). A credit, outcome or unit with no component of its own but
