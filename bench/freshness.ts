@@ -27,11 +27,10 @@
  *     were answered 200.
  */
 import { freshnessOf, openLoopArrivals } from "./arrivals.ts"
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, load, printReport, runBench, secondsUntil, startServedBench, stopProcesses, exitOf, textFlag } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, billingProcesses, flag, load, createBenchDatabase, printReport, reportHead, runBench, secondsUntil, startServedBench, stopProcesses, exitOf, textFlag } from "./support.ts"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
-import pg from "pg"
 
 const customerCount = flag("customers", 16)
 const connections = flag("connections", 64)
@@ -54,16 +53,8 @@ const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 
 const { running, spawnCli, cli } = billingProcesses(root, env)
 
 const main = async () => {
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE "${databaseName}"`)
-  const observer = new pg.Client({ connectionString: databaseUrl })
-  const report: Record<string, unknown> = {
-    date: new Date().toISOString(),
-    root,
-    loadAverage: os.loadavg().map((v) => round(v, 2)),
-    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
-  }
+  const { admin, observer } = await createBenchDatabase(adminUrl, databaseName, databaseUrl)
+  const report = reportHead(root)
   try {
     const { api, organizationId, yardstick, port, apiKey } = await startServedBench({
       cli, spawnCli, observer, databaseUrl, yardstickCount, connections, progress

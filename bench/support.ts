@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
+import * as os from "node:os"
 import pg from "pg"
 import { randomToken } from "../src/ids.ts"
 
@@ -358,3 +359,24 @@ export const startServedBench = async (options: {
   await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
   return { apiKey, organizationId, yardstick, port, api, serve }
 }
+
+/**
+ * A bench's own database created on the server of `adminUrl`: `admin`
+ * (connected) drops it at the end, `observer` is a client of it, not yet
+ * connected (`startServedBench` connects it once it is migrated).
+ */
+export const createBenchDatabase = async (adminUrl: string, databaseName: string, databaseUrl: string) => {
+  const admin = new pg.Client({ connectionString: adminUrl })
+  await admin.connect()
+  await admin.query(`CREATE DATABASE "${databaseName}"`)
+  return { admin, observer: new pg.Client({ connectionString: databaseUrl }) }
+}
+
+/** The head of a bench's report: when, what (`extra`), which checkout, the load and the machine. */
+export const reportHead = (root: string, extra: Record<string, unknown> = {}): Record<string, unknown> => ({
+  date: new Date().toISOString(),
+  ...extra,
+  root,
+  loadAverage: os.loadavg().map((v) => Math.round(v * 100) / 100),
+  machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
+})

@@ -39,7 +39,6 @@
 import * as fs from "node:fs"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
-import pg from "pg"
 import { freshnessOf, openLoopArrivals } from "./arrivals.ts"
 import {
   apiClient,
@@ -51,7 +50,9 @@ import {
   exitOf,
   flag,
   load,
+  createBenchDatabase,
   printReport,
+  reportHead,
   runBench,
   startServedBench,
   stopProcesses,
@@ -132,17 +133,8 @@ const cpuMeter = (pids: () => Record<string, number | undefined>) => {
 }
 
 const main = async () => {
-  const admin = new pg.Client({ connectionString: adminUrl })
-  await admin.connect()
-  await admin.query(`CREATE DATABASE "${databaseName}"`)
-  const observer = new pg.Client({ connectionString: databaseUrl })
-  const report: Record<string, unknown> = {
-    date: new Date().toISOString(),
-    mix: hot ? `hot + ${others}` : `${customerCount} customers`,
-    root,
-    loadAverage: os.loadavg().map((v) => round(v)),
-    machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
-  }
+  const { admin, observer } = await createBenchDatabase(adminUrl, databaseName, databaseUrl)
+  const report = reportHead(root, { mix: hot ? `hot + ${others}` : `${customerCount} customers` })
   try {
     const { api, organizationId, serve, yardstick, port, apiKey } = await startServedBench({
       cli, spawnCli, observer, databaseUrl, yardstickCount, connections, progress
