@@ -23,7 +23,9 @@
  *     interleaved over the customers; then one looping `billing worker` spawned, and
  *     progress read only from `GET /customers/{id}/balances` every 50 ms: signals/s
  *     from spawn to the last signal priced, the first priced signal's delay after
- *     spawn, the steady rate (first to last priced);
+ *     spawn, the steady rate (first to last priced); for the backlog's intake and
+ *     for the drain, the CPU a signal of the service's process and of every
+ *     PostgreSQL process on the machine (`cpuMeter`, bench/support.ts);
  *  4. `drain2`: the same with two looping workers spawned at once;
  *  5. `batch`: `--batches` requests of `--batch-size` credit signals to
  *     `/signal/batch` over `--connections` connections: signals/s, request p50 and
@@ -45,7 +47,7 @@
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, cpuMeter, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -223,12 +225,17 @@ const main = async () => {
 
     const drain = async (workers: number) => {
       const before = await usedByAll()
+      // CPU a signal of the whole service: its processes and every PostgreSQL process on the machine
+      // (on a formation: both nodes and the monitor, so the standby's replay is counted).
+      const intakeCpu = cpuMeter(() => ({ serve: server.pid }))
       const intake = await send(backlog)
+      const intakeCpuMs = intakeCpu.msPer(backlog)
       progress(`backlog of ${backlog} queued through the intake at ${intake.rate}/s`)
       const backendsAtSpawn = await backendCpu(admin)
       const spawnedAt = performance.now()
       const workerEnv = workerPgOptions === undefined ? env : { ...env, PGOPTIONS: workerPgOptions }
       const children = Array.from({ length: workers }, () => spawnCli(["worker"], "ignore", workerEnv))
+      const drainCpu = cpuMeter(() => Object.fromEntries(children.map((child, index) => [`worker${index}`, child.pid])))
       let first = NaN
       let last = NaN
       for (;;) {
@@ -244,6 +251,7 @@ const main = async () => {
       }
       // CPU per signal: the workers', and their database's (every backend of the bench's database, the API's reads included).
       const workerCpuMs = children.reduce((sum, child) => sum + cpuMsOf(child.pid), 0)
+      const drainCpuMs = drainCpu.msPer(backlog)
       let databaseCpuMs = 0
       for (const [pid, ms] of await backendCpu(admin)) databaseCpuMs += ms - (backendsAtSpawn.get(pid) ?? 0)
       await Promise.all(children.map(stop))
@@ -254,13 +262,15 @@ const main = async () => {
         workers,
         signals: backlog,
         intakeRate: intake.rate,
+        intakeCpuMsPerSignal: intakeCpuMs,
         seconds: round(last),
         rate: Math.round(rate),
         ofYardstick: ofYardstick(rate),
         steadyRate: Math.round(steady),
         firstPricedSeconds: round(first),
         workerCpuUsPerSignal: Math.round(workerCpuMs * 1e3 / backlog),
-        databaseCpuUsPerSignal: Math.round(databaseCpuMs * 1e3 / backlog)
+        databaseCpuUsPerSignal: Math.round(databaseCpuMs * 1e3 / backlog),
+        drainCpuMsPerSignal: drainCpuMs
       }
     }
     // `backlog`: only queue the backlog (with `--keep`, a database to EXPLAIN the claim on).

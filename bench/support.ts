@@ -380,3 +380,50 @@ export const reportHead = (root: string, extra: Record<string, unknown> = {}): R
   loadAverage: os.loadavg().map((v) => Math.round(v * 100) / 100),
   machine: { cpus: os.cpus().length, model: os.cpus()[0]?.model }
 })
+
+const roundTo = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits
+
+/**
+ * CPU seconds (user + system) of one process from /proc; with `reaped`, its
+ * exited children's too (the postmaster's: a backend that exits passes its
+ * time to it, so the sum over PostgreSQL's processes never loses a
+ * connection closed during a step).
+ */
+const TICKS = 100
+const cpuOfStat = (stat: string, reaped = false) => {
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  const own = Number(fields[11]) + Number(fields[12])
+  return (reaped ? own + Number(fields[13]) + Number(fields[14]) : own) / TICKS
+}
+const cpuOf = (pid: number | undefined) => {
+  try {
+    return pid === undefined ? 0 : cpuOfStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
+  } catch {
+    return 0
+  }
+}
+const postgresCpu = () =>
+  fs.readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).reduce((sum, pid) => {
+    try {
+      const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+      return stat.includes("(postgres)") ? sum + cpuOfStat(stat, true) : sum
+    } catch {
+      return sum
+    }
+  }, 0)
+
+/**
+ * CPU of the named processes and of PostgreSQL from now: `msPer(units)` gives
+ * the ms of CPU a unit since, in all and by process.
+ */
+export const cpuMeter = (pids: () => Record<string, number | undefined>) => {
+  const sample = (): Record<string, number> => ({ ...Object.fromEntries(Object.entries(pids()).map(([name, pid]) => [name, cpuOf(pid)])), postgres: postgresCpu() })
+  const start = sample()
+  return {
+    msPer: (units: number) => {
+      const now = sample()
+      const byProcess = Object.fromEntries(Object.entries(now).map(([name, seconds]) => [name, roundTo(((seconds - (start[name] ?? 0)) * 1000) / units, 3)]))
+      return { total: roundTo(Object.values(byProcess).reduce((a, b) => a + b, 0), 3), byProcess }
+    }
+  }
+}

@@ -9,7 +9,8 @@
 #
 #   scripts/ha-formation.sh up && bench/sync-price.sh [--backlog 20000]
 #
-# Prints each pass's report (JSON); docs/benchmarks.md "The price of synchronous replication".
+# Prints each pass's rates and CPU a signal (every PostgreSQL process of the formation, serve, the
+# worker) as JSON; docs/benchmarks.md "The price of synchronous replication".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 primary="$(scripts/ha-formation.sh primary)"
@@ -24,6 +25,7 @@ for mode in on local; do
   node -e '
     const r = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"))
     const d = r.drain ?? {}
-    console.log(JSON.stringify({ yardstick: r.yardstick.rate, intake: d.intakeRate, intakeOfYardstick: +(d.intakeRate / r.yardstick.rate).toFixed(2), drain: d.rate, drainOfYardstick: d.ofYardstick }))
+    console.log(JSON.stringify({ yardstick: r.yardstick.rate, intake: d.intakeRate, intakeOfYardstick: +(d.intakeRate / r.yardstick.rate).toFixed(2),
+      intakeCpuMsPerSignal: d.intakeCpuMsPerSignal, drain: d.rate, drainOfYardstick: d.ofYardstick, drainCpuMsPerSignal: d.drainCpuMsPerSignal }))
   ' "/tmp/sync-price-$mode.json"
 done

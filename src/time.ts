@@ -24,3 +24,10 @@ export const timeFromNow = (millis: number): Effect.Effect<Date> =>
 /** `at` when one is given (a test's or an operator's `--now`), else the current instant. */
 export const givenOrCurrentTime = (at: Date | undefined): Effect.Effect<Date> =>
   at === undefined ? currentTime : Effect.succeed(at)
+
+/**
+ * How far ahead of the service's clock a signal's `timestamp` may be (clock
+ * skew), in milliseconds: the intake refuses one further ahead, so a usage
+ * row's `timestamp` is never more than this after its `created_at`.
+ */
+export const maxTimestampLeadMs = 5 * 60_000

@@ -2,14 +2,15 @@
  * The check's one-statement read (src/entitlements/QuickRead.ts) is sent to
  * PostgreSQL as a named prepared statement (src/db/Pool.ts), so that each
  * connection plans it once; so is every statement marked `/* prepared *\/`
- * (the drain's hot path, a sale's statements), named after its text. Real PostgreSQL only: the embedded database's
+ * (the drain's hot path, a sale's statements, a customer's usage-log page), named after its text. Real PostgreSQL only: the embedded database's
  * clients share one session, where it is sent unnamed.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Purchases } from "../src/billing/Purchases.ts"
-import type { OrganizationId } from "../src/ids.ts"
+import type { CustomerId, OrganizationId } from "../src/ids.ts"
+import { UsageLog } from "../src/usage/UsageLog.ts"
 import { Entitlements } from "../src/entitlements/Entitlements.ts"
 import { clientOf, makeCustomer, makePlan, makeUnit } from "./billing-support.ts"
 import { customerWithChatCredits } from "./signals-fixtures.ts"
@@ -84,5 +85,34 @@ describe.skipIf(!usesRealPostgres)("the check's quick read (needs real PostgreSQ
     expect(texts.some((text) => text.startsWith('/* prepared */ SELECT * FROM "customers" WHERE organization_id = $1 AND id = $2'))).toBe(true)
     expect(texts.some((text) => text.startsWith("/* prepared */ SELECT p.id AS plan_row_id"))).toBe(true)
     expect(texts.some((text) => text.startsWith("/* prepared */ WITH write_0 AS (INSERT INTO purchases"))).toBe(true)
+  })
+})
+
+describe.skipIf(!usesRealPostgres)("a customer's usage log (needs real PostgreSQL)", () => {
+  it("keeps one generic plan for a customer's usage-log page, so a request does not plan the months again", async () => {
+    // PostgreSQL plans a prepared statement for its values five times, then keeps a generic plan when it is
+    // estimated no dearer: with `LIMIT $n` or `$n IS NULL OR ...` filters it never was, and every request
+    // planned every month of the usage log again (src/usage/UsageLog.ts, docs/operations.md).
+    const plans = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const usageLog = yield* UsageLog
+      // A customer with history: with its statistics, a generic plan that reads a tenth of the customer's rows
+      // for `LIMIT $n` is estimated ten times dearer than a page's custom plan (and was never kept).
+      yield* sql`INSERT INTO usage_log (organization_id, id, customer_id, meter, quantity, provider_cost, customer_cost, signal_id, message_id)
+                 SELECT ${acme.organizationId}, 'usg_history' || lpad(n::text, 6, '0'), ${customerId}, 'CREDIT', 1, 0, 0,
+                        'sig_history' || n, 'msg_history' || n
+                 FROM generate_series(1, 5000) n`
+      yield* sql`ANALYZE usage_log`
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        for (let run = 0; run < 8; run++) {
+          const page = yield* usageLog.forCustomer(acme.organizationId as OrganizationId, customerId as CustomerId, { page: { limit: 50, cursor: undefined } })
+          expect(page.length).toBe(50)
+        }
+        return yield* sql<{ generic: number; custom: number }>`
+          SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements
+          WHERE statement LIKE '/* prepared */ SELECT u.*%FROM usage_log u%'`
+      }))
+    }))
+    expect(plans).toEqual([{ generic: 3, custom: 5 }])
   })
 })

@@ -113,15 +113,20 @@ export const findByIdOr = <A, I, R, E>(
 /**
  * The end of a list statement: the rows after the page's cursor (before it
  * when the page is newest first), in id order, at most the page's limit:
- * `AND (cursor IS NULL OR id > cursor) ORDER BY id LIMIT limit`. `id` names
- * the id column where the statement joins (`u.id`).
+ * `AND id > cursor ORDER BY id LIMIT 50`. `id` names the id column where the
+ * statement joins (`u.id`). The text has the cursor's condition only when
+ * there is a cursor, and the limit (an integer the edge decoded) as a literal:
+ * a prepared list statement then gets a generic plan as good as a custom one
+ * (src/usage/UsageLog.ts says why that matters).
  */
 export const pageClause = (sql: SqlClient.SqlClient, page: Page, id = "id") => {
   const column = sql.literal(id)
-  const cursor = page.cursor ?? null
+  if (!Number.isSafeInteger(page.limit) || page.limit < 1) throw new RangeError(`a page's limit is a positive integer, not ${page.limit}`)
+  const limit = sql.literal(`${page.limit}`)
+  const cursor = page.cursor
   return page.newestFirst
-    ? sql`AND (${cursor}::text IS NULL OR ${column} < ${cursor}) ORDER BY ${column} DESC LIMIT ${page.limit}`
-    : sql`AND (${cursor}::text IS NULL OR ${column} > ${cursor}) ORDER BY ${column} LIMIT ${page.limit}`
+    ? sql`${cursor === undefined ? sql`` : sql`AND ${column} < ${cursor}`} ORDER BY ${column} DESC LIMIT ${limit}`
+    : sql`${cursor === undefined ? sql`` : sql`AND ${column} > ${cursor}`} ORDER BY ${column} LIMIT ${limit}`
 }
 
 /**

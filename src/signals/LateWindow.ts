@@ -9,7 +9,8 @@
  */
 import { Either } from "effect"
 import { InvalidSignal, TimestampTooOld } from "../errors.ts"
-import { instantOf, lateAfterMs, maxTimestampLeadMs } from "./Signal.ts"
+import { maxTimestampLeadMs } from "../time.ts"
+import { instantOf, lateAfterMs } from "./Signal.ts"
 
 /** When a signal's usage happened, as the inbox stores it (`signals.occurred_at`, `signals.late`). */
 export interface Moment {

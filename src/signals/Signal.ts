@@ -121,8 +121,6 @@ export const instantOf = (text: string): number | undefined => {
   return date.getTime() - offset
 }
 
-/** How far ahead of the service's clock a signal's `timestamp` may be (clock skew), in milliseconds. */
-export const maxTimestampLeadMs = 5 * 60_000
 /** A signal whose moment is this much before its intake is late: it queues in the backfill lane. */
 export const lateAfterMs = 60 * 60_000
 
