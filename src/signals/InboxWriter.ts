@@ -168,8 +168,18 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
                  coalesce(input.occurred_at < input.intake_at - o.late_usage_days * interval '86400 seconds', false) AS too_old,
                  o.late_usage_days
           FROM input
-          LEFT JOIN customers c ON c.organization_id = input.organization_id AND c.id = input.customer_id
-          LEFT JOIN organizations o ON input.occurred_at IS NOT NULL AND o.id = input.organization_id
+          -- One primary-key probe a row, whatever the planner thinks of the input (it guesses 100 rows for
+          -- any json_to_recordset): as plain joins, an organisation with 10,000 customers got a hash join
+          -- that read and hashed all of them on every statement, 35 µs a signal of PostgreSQL's CPU
+          -- (docs/benchmarks.md "History and the present"). OFFSET 0 keeps each a subquery of its own.
+          LEFT JOIN LATERAL (
+            SELECT c.id, c.archived_at FROM customers c
+            WHERE c.organization_id = input.organization_id AND c.id = input.customer_id OFFSET 0
+          ) c ON true
+          LEFT JOIN LATERAL (
+            SELECT o.late_usage_days FROM organizations o
+            WHERE input.occurred_at IS NOT NULL AND o.id = input.organization_id OFFSET 0
+          ) o ON true
         ),
         inserted AS (
           INSERT INTO signals (organization_id, id, message_id, route, customer_id, external_id, idempotency_key,
