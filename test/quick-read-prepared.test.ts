@@ -11,6 +11,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Purchases } from "../src/billing/Purchases.ts"
 import type { CustomerId, OrganizationId } from "../src/ids.ts"
 import { UsageLog } from "../src/usage/UsageLog.ts"
+import { insertSignals } from "../src/signals/InboxWriter.ts"
+import { makeId } from "../src/ids.ts"
 import { Entitlements } from "../src/entitlements/Entitlements.ts"
 import { clientOf, makeCustomer, makePlan, makeUnit } from "./billing-support.ts"
 import { customerWithChatCredits } from "./signals-fixtures.ts"
@@ -114,5 +116,42 @@ describe.skipIf(!usesRealPostgres)("a customer's usage log (needs real PostgreSQ
       }))
     }))
     expect(plans).toEqual([{ generic: 3, custom: 5 }])
+  })
+})
+
+describe.skipIf(!usesRealPostgres)("the intake in an organisation with many customers (needs real PostgreSQL)", () => {
+  it("looks each row's customer up by its key, never reading the organisation's customers whole", async () => {
+    // The planner guesses 100 rows for any json_to_recordset: as a plain join, 10,000 customers got a hash
+    // join that read and hashed all of them on every intake statement (src/signals/InboxWriter.ts).
+    const scans = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
+                 SELECT ${acme.organizationId}, 'cus_many' || lpad(n::text, 6, '0'), 'many-' || n, 'many-' || n,
+                        'Many ' || n, 'many-' || n || '@example.com', 'USD'
+                 FROM generate_series(1, 10000) n`
+      yield* sql`ANALYZE customers`
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        const rows = Array.from({ length: 20 }, (_, index) => ({
+          organizationId: acme.organizationId,
+          id: makeId("sig"),
+          messageId: makeId("msg"),
+          route: "CREDIT" as const,
+          customerId: index % 2 === 0 ? customerId : `cus_many${String(index).padStart(6, "0")}`,
+          externalId: null,
+          idempotencyKey: `many-${index}`,
+          agentKey: "chat",
+          runId: null,
+          compositeRef: null,
+          compositeValue: null,
+          member: null,
+          body: { customerId, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
+        }))
+        const written = yield* insertSignals(sql, rows)
+        expect(written.every((exit) => exit._tag === "Success")).toBe(true)
+        return yield* sql<{ seqScan: number }>`
+          SELECT seq_scan::int AS seq_scan FROM pg_stat_xact_user_tables WHERE relname = 'customers'`
+      }))
+    }))
+    expect(scans).toEqual([{ seqScan: 0 }])
   })
 })
