@@ -166,7 +166,7 @@ describe("POST /plans", () => {
     expect(plan.entitlements.find((c: any) => c.type === "OUTCOME").outcomeId).toBe(cat.outcome.id)
   })
 
-  it("prices each component type to the exact decimal (DESIGN §4)", async () => {
+  it("prices each component type to the exact decimal", async () => {
     expect(cat.credit.pricePerCredit).toBe(0.0075)
     expect(cat.outcome.pricePerOutcome).toBe(0.009375)
     expect(await costOf(creditAdvance(1000))).toBe(7.5)

@@ -1,5 +1,5 @@
 /**
- * Ready to shard (DESIGN.md §2, docs/scaling.md): in every tenant table the
+ * Ready to shard (docs/scaling.md): in every tenant table the
  * primary key, every unique (or exclusion) index, partial ones included, and
  * every foreign key lead with organization_id, and a foreign key pairs it with
  * the referenced table's organization_id. That is what lets Citus distribute
