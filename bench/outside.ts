@@ -47,7 +47,7 @@
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, cpuMeter, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
+import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, cpuMeter, cpuOf, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -113,14 +113,7 @@ const stop = async (child: ChildProcess) => {
 }
 
 /** User plus system CPU of a process in ms (Linux /proc; 0 elsewhere or once it is gone). */
-const cpuMsOf = (pid: number | undefined) => {
-  try {
-    const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").replace(/^.*\) /, "").split(" ")
-    return ((Number(fields[11]) + Number(fields[12])) * 1000) / 100 // utime + stime, at USER_HZ 100
-  } catch {
-    return 0
-  }
-}
+const cpuMsOf = (pid: number | undefined) => cpuOf(pid) * 1000
 
 /**
  * What the machine has spent so far on the server and on the bench database's

@@ -395,7 +395,8 @@ const cpuOfStat = (stat: string, reaped = false) => {
   const own = Number(fields[11]) + Number(fields[12])
   return (reaped ? own + Number(fields[13]) + Number(fields[14]) : own) / TICKS
 }
-const cpuOf = (pid: number | undefined) => {
+/** User plus system CPU seconds of a process (Linux /proc; 0 elsewhere or once it is gone). */
+export const cpuOf = (pid: number | undefined) => {
   try {
     return pid === undefined ? 0 : cpuOfStat(fs.readFileSync(`/proc/${pid}/stat`, "utf8"))
   } catch {

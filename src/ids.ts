@@ -4,7 +4,7 @@
  * ids sort in creation order and cursor pagination by id is creation order.
  */
 import { randomBytes } from "node:crypto"
-import { Schema } from "effect"
+import { Order, Schema } from "effect"
 
 /**
  * The ids that cross most services, branded so one cannot be passed where
@@ -86,3 +86,6 @@ export const makeId = (prefix: string): string => `${prefix}_${nextSuffix()}`
 
 /** A random secret of `bytes` bytes, as base-32 text, for keys and signing secrets. */
 export const randomToken = (bytes = 24): string => encode(BigInt(`0x${randomBytes(bytes).toString("hex")}`), Math.ceil(bytes * 8 / 5))
+
+/** Rows in the order of their ids: the order ids were made in (their time part first). */
+export const idOrder: Order.Order<{ readonly id: string }> = Order.mapInput(Order.string, (row) => row.id)

@@ -8,11 +8,16 @@
  * And a claim reads a short head of the queue first: when every customer
  * there is held, it reads a longer one, so a held customer at the head never
  * stops the others behind it.
+ * A claim locks no more customers than fill its batch: what it does not need
+ * is left to the other workers.
  * It needs two sessions at once, so real PostgreSQL.
  */
 import { SqlClient } from "@effect/sql"
 import { Deferred, type Duration, Effect, Fiber, Option } from "effect"
+import { makeClaims, wholeHead } from "../src/signals/Claim.ts"
+import { insertSignals } from "../src/signals/InboxWriter.ts"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
+import { makeId } from "../src/ids.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
@@ -104,5 +109,52 @@ describe.skipIf(!usesRealPostgres)("the worker's claim (needs real PostgreSQL)",
       [acme.organizationId, customerId]
     )
     expect(Number(queued!.count)).toBe(300)
+  })
+})
+
+describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill its batch (needs real PostgreSQL)", () => {
+  it("takes a busy customer alone when its signals fill the batch, leaving the 15 others unlocked", async () => {
+    const outcome = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const claims = makeClaims(sql, { lapse: Effect.void, keys: () => [], notDeferred: () => sql.literal("") })
+      const others = Array.from({ length: 15 }, (_, index) => `cus_fill${String(index).padStart(2, "0")}`)
+      const signal = (customer: string, index: number) => ({
+        organizationId: acme.organizationId,
+        id: makeId("sig"),
+        messageId: makeId("msg"),
+        route: "CREDIT" as const,
+        customerId: customer,
+        externalId: null,
+        idempotencyKey: `fill-${customer}-${index}`,
+        agentKey: "chat",
+        runId: null,
+        compositeRef: null,
+        compositeValue: null,
+        member: null,
+        body: { customerId: customer, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
+      })
+      // Everything in one transaction, rolled back: the other tests' drains never see these signals.
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
+                   SELECT ${acme.organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${others}::text[]) AS id`
+        // The busy customer's oldest first, then one of its own between each of the others' 150 (so the
+        // queue's head lists all 16 customers), then 150 more of its own: 300 of its own fill a batch of 100.
+        // Made in queue order: an id's time part orders the queue.
+        const queue = others.flatMap((customer, c) =>
+          Array.from({ length: 10 }, (_, index) => [signal(customerId, c * 10 + index), signal(customer, index)]).flat())
+        queue.push(...Array.from({ length: 150 }, (_, index) => signal(customerId, 150 + index)))
+        yield* insertSignals(sql, queue)
+        // Only these signals: the other tests of the file leave some of their own queued.
+        const claimed = yield* claims.claim(100, queue.map((row) => row.id), wholeHead)
+        const [locks] = yield* sql<{ count: number }>`
+          SELECT count(*)::int AS count FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`
+        return yield* Effect.fail({
+          signals: claimed.signals.length,
+          customers: [...new Set(claimed.signals.map((record) => record.customerId))],
+          customerLocks: locks!.count
+        })
+      })).pipe(Effect.flip)
+    }))
+    expect(outcome).toEqual({ signals: 100, customers: [customerId], customerLocks: 1 })
   })
 })

@@ -110,6 +110,13 @@ describe.skipIf(!usesRealPostgres)("a customer's usage log (needs real PostgreSQ
           const page = yield* usageLog.forCustomer(acme.organizationId as OrganizationId, customerId as CustomerId, { page: { limit: 50, cursor: undefined } })
           expect(page.length).toBe(50)
         }
+        // A range is planned for its values each time (how many of a customer's rows fall in it differs by
+        // customer): never prepared, so it adds no statement of its own.
+        const ranged = yield* usageLog.forCustomer(acme.organizationId as OrganizationId, customerId as CustomerId, {
+          page: { limit: 50, cursor: undefined },
+          from: new Date(Date.now() - 3_600_000)
+        })
+        expect(ranged.length).toBe(50)
         return yield* sql<{ generic: number; custom: number }>`
           SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements
           WHERE statement LIKE '/* prepared */ SELECT u.*%FROM usage_log u%'`

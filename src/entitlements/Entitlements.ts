@@ -25,7 +25,7 @@ import { constVoid } from "effect/Function"
 import { makeCoalescer } from "../db/Coalesce.ts"
 import { dieOnSqlError, findAll, orDie } from "../db/Sql.ts"
 import { CustomerNotFound, ReservationNotFound } from "../errors.ts"
-import { makeId } from "../ids.ts"
+import { idOrder, makeId } from "../ids.ts"
 import { type CustomerRef, type NamedCustomer, namedCustomer } from "../customers/Customer.ts"
 import { Ledger } from "../ledger/Ledger.ts"
 import { toSql, ZERO } from "../money.ts"
@@ -164,7 +164,7 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
           customer.externalId === null ? Effect.succeed([]) : queuedUnder(customer.organizationId, `ext:${customer.externalId}`)
         ]),
         ([byId, byExternalId]) => {
-          const records = [...byId, ...byExternalId].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, MAX_QUEUED)
+          const records = [...byId, ...byExternalId].sort(idOrder).slice(0, MAX_QUEUED)
           const decoded: Array<DecodedSignal> = []
           for (const record of records) {
             try {

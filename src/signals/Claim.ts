@@ -10,6 +10,7 @@
 import type { SqlClient } from "@effect/sql"
 import type { Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
+import { idOrder } from "../ids.ts"
 import { findAll, withoutBitmapScans } from "../db/Sql.ts"
 import { Timestamp } from "../schema.ts"
 import { ClaimedSignal, type Customer, momentColumns, scoped, type SignalRecord } from "./BatchContext.ts"
@@ -183,8 +184,6 @@ export const claimStep = (
   }
   return Math.max(1, count)
 }
-
-const byId = (a: { readonly id: string }, b: { readonly id: string }) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)
 
 /** What the claim needs of the processor's deferrals (customers whose signals wait for their renewal). */
 export interface Deferrals {
@@ -405,7 +404,7 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
         claimed.push(...(yield* claimCustomers(lane, wanted, group, only)))
         next += group.length
       }
-      return claimed.sort(byId)
+      return claimed.sort(idOrder)
     })
 
   return { claim, roundSize } as const

@@ -103,9 +103,10 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
     const forCustomer = Effect.fn("UsageLog.forCustomer")(function*(organizationId: OrganizationId, customerId: CustomerId, query: UsageQuery) {
         yield* customers.get(organizationId, customerId)
         yield* knownCursor(read, "usage_log", organizationId, query.page)
+        const hasRange = query.from !== undefined || query.to !== undefined
         return yield* findAll(
           UsageRecord,
-          read`${query.from === undefined && query.to === undefined ? read`/* prepared */ ` : read``}${selectRows}
+          read`${hasRange ? read`` : read`/* prepared */ `}${selectRows}
               WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId} AND ${filters(query)}
                 ${pageClause(read, query.page, "u.id")}`
         )
