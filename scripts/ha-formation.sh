@@ -18,7 +18,10 @@
 #
 # HA_DIR (default /tmp/billing-ha) holds the data; HA_PORT (default 6000) is the
 # monitor's port, the nodes take the next two. HA_DATABASE (default billing) is
-# the database the formation serves.
+# the database the formation serves. HA_TIMEOUTS=short (CI's formation) makes
+# the monitor declare a silent primary lost after 6 s instead of 20 and wait
+# 10 s instead of 30 before promoting, with each keeper's own self-demotion cut
+# to 5 s so that it still comes first (docs/operations.md, "Failover").
 set -euo pipefail
 dir="${HA_DIR:-/tmp/billing-ha}"
 monitor_port="${HA_PORT:-6000}"
@@ -86,6 +89,7 @@ up() {
   fi
   pgrep -f "pg_autoctl run --pgdata $dir/monitor" >/dev/null || run_keeper "$dir/monitor"
   for _ in $(seq 1 60); do as_postgres pg_isready -q -h 127.0.0.1 -p "$monitor_port" && break; sleep 1; done
+  [ "${HA_TIMEOUTS:-}" != short ] || short_monitor_timeouts
   local n=1
   for port in "${node_ports[@]}"; do
     if [ ! -f "$dir/node$n/PG_VERSION" ]; then
@@ -95,11 +99,25 @@ up() {
         --monitor "$monitor_uri" --auth trust --no-ssl --dbname "$database" --pg-hba-lan \
         >"$dir/create-node$n.log" 2>&1
     fi
+    [ "${HA_TIMEOUTS:-}" != short ] || autoctl config set --pgdata "$dir/node$n" timeout.network_partition_timeout 5 >/dev/null
     pgrep -f "pg_autoctl run --pgdata $dir/node$n" >/dev/null || run_keeper "$dir/node$n"
     n=$((n + 1))
   done
   wait_healthy 240
   echo "formation up: $(uri)"
+}
+
+# The monitor's side of HA_TIMEOUTS=short. The keepers' network_partition_timeout (5 s) stays below
+# primary_demote_timeout (10 s): a primary cut off from the monitor and its standby stops taking
+# writes before the standby can be promoted, as with the defaults (20 s below 30 s).
+short_monitor_timeouts() {
+  as_postgres psql -q -h 127.0.0.1 -p "$monitor_port" -d pg_auto_failover -U postgres -v ON_ERROR_STOP=1 \
+    -c "ALTER SYSTEM SET pgautofailover.health_check_period = 2000" \
+    -c "ALTER SYSTEM SET pgautofailover.health_check_timeout = 2000" \
+    -c "ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 1000" \
+    -c "ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 6000" \
+    -c "ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 10000" \
+    -c "SELECT pg_reload_conf()" >/dev/null
 }
 
 wait_for_primary() {

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 /**
- * `npm test` after the build: the type check and the suite at once. The suite
+ * `npm test`: the build (scripts/build.mjs), then the type check and the suite at once. The suite
  * leaves a core idle much of the time (it waits on child processes, sockets
  * and timers), and `tsc` needs one for some 20 s: run at the lowest priority,
  * it takes only that idle time, so the suite is not slowed and the type
@@ -11,13 +11,21 @@
  * interleave; the exit code is non-zero when either fails. Arguments go to
  * vitest (`npm test -- test/x.test.ts`). `BILLING_TYPECHECK=skip` leaves the
  * type check out (`.ci/run`'s second run: the same code, checked by its first).
+ * `BILLING_BUILD=skip` leaves the build out: `.ci/run` builds once (`npm ci`)
+ * and runs its two suites side by side, and a build removes `dist/` first,
+ * under the feet of the other suite's processes.
  */
-import { spawn } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import { setPriority } from "node:os"
 import { fileURLToPath } from "node:url"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const bin = (name) => fileURLToPath(new URL(`../node_modules/.bin/${name}`, import.meta.url))
+
+if (process.env.BILLING_BUILD !== "skip") {
+  const build = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: root, stdio: "inherit" })
+  if (build.status !== 0) process.exit(build.status ?? 1)
+}
 
 const started = Date.now()
 const seconds = (since) => `${Math.round((Date.now() - since) / 1000)} s`
