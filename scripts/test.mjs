@@ -12,8 +12,8 @@
  * vitest (`npm test -- test/x.test.ts`). `BILLING_TYPECHECK=skip` leaves the
  * type check out (`.ci/run`'s second run: the same code, checked by its first).
  * `BILLING_BUILD=skip` leaves the build out: `.ci/run` builds once (`npm ci`)
- * and runs its two suites side by side, and a build removes `dist/` first,
- * under the feet of the other suite's processes.
+ * and runs the restore drill and the formation's tests from `dist/` beside the
+ * suite, and a build removes `dist/` first, under their feet.
  */
 import { spawn, spawnSync } from "node:child_process"
 import { setPriority } from "node:os"
@@ -22,13 +22,6 @@ import getExePath from "../node_modules/typescript-7/lib/getExePath.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const bin = (name) => fileURLToPath(new URL(`../node_modules/.bin/${name}`, import.meta.url))
-/**
- * The type check runs TypeScript 7, the native compiler (devDependency `typescript-7`): the same
- * verdict on this code for a quarter of 5.9's CPU (docs/testing.md). Its executable is started
- * directly, not through its node launcher, so that the priorities set below reach the process
- * doing the work. TypeScript 5.9 (`typescript`) stays for the tools that use its JavaScript API.
- */
-const nativeTsc = () => getExePath()
 
 if (process.env.BILLING_BUILD !== "skip") {
   const build = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: root, stdio: "inherit" })
@@ -41,8 +34,12 @@ const seconds = (since) => `${Math.round((Date.now() - since) / 1000)} s`
 const skipTypecheck = process.env.BILLING_TYPECHECK === "skip"
 let typecheckPid
 
+// The type check runs TypeScript 7, the native compiler (devDependency `typescript-7`): the same
+// verdict on this code for a quarter of 5.9's CPU (docs/testing.md). Its executable is started
+// directly, not through its node launcher, so that the priorities set below reach the process
+// doing the work. TypeScript 5.9 (`typescript`) stays for the tools that use its JavaScript API.
 const typecheck = skipTypecheck ? Promise.resolve({ code: 0, output: "", took: "0 s" }) : new Promise((resolve) => {
-  const child = spawn(nativeTsc(), ["--noEmit", "-p", "tsconfig.json"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(getExePath(), ["--noEmit", "-p", "tsconfig.json"], { cwd: root, stdio: ["ignore", "pipe", "pipe"] })
   try {
     setPriority(child.pid, 19)
     typecheckPid = child.pid
