@@ -99,7 +99,7 @@ up() {
         --monitor "$monitor_uri" --auth trust --no-ssl --dbname "$database" --pg-hba-lan \
         >"$dir/create-node$n.log" 2>&1
     fi
-    [ "${HA_TIMEOUTS:-}" != short ] || autoctl config set --pgdata "$dir/node$n" timeout.network_partition_timeout 5 >/dev/null
+    [ "${HA_TIMEOUTS:-}" != short ] || autoctl config set --pgdata "$dir/node$n" timeout.network_partition_timeout "$short_partition_s" >/dev/null
     pgrep -f "pg_autoctl run --pgdata $dir/node$n" >/dev/null || run_keeper "$dir/node$n"
     n=$((n + 1))
   done
@@ -107,16 +107,19 @@ up() {
   echo "formation up: $(uri)"
 }
 
-# The monitor's side of HA_TIMEOUTS=short. The keepers' network_partition_timeout (5 s) stays below
-# primary_demote_timeout (10 s): a primary cut off from the monitor and its standby stops taking
-# writes before the standby can be promoted, as with the defaults (20 s below 30 s).
+# HA_TIMEOUTS=short. The keepers' network_partition_timeout stays below the monitor's
+# primary_demote_timeout (derived from it, so the two cannot be edited apart): a primary cut off from
+# the monitor and its standby stops taking writes before the standby can be promoted, as with the
+# defaults (20 s below 30 s).
+short_partition_s=5
+short_demote_ms=$(( (short_partition_s + 5) * 1000 ))
 short_monitor_timeouts() {
   as_postgres psql -q -h 127.0.0.1 -p "$monitor_port" -d pg_auto_failover -U postgres -v ON_ERROR_STOP=1 \
     -c "ALTER SYSTEM SET pgautofailover.health_check_period = 2000" \
     -c "ALTER SYSTEM SET pgautofailover.health_check_timeout = 2000" \
     -c "ALTER SYSTEM SET pgautofailover.health_check_retry_delay = 1000" \
     -c "ALTER SYSTEM SET pgautofailover.node_considered_unhealthy_timeout = 6000" \
-    -c "ALTER SYSTEM SET pgautofailover.primary_demote_timeout = 10000" \
+    -c "ALTER SYSTEM SET pgautofailover.primary_demote_timeout = $short_demote_ms" \
     -c "SELECT pg_reload_conf()" >/dev/null
 }
 

@@ -10,8 +10,8 @@
 import type { SqlClient } from "@effect/sql"
 import type { Statement } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { idOrder } from "../ids.ts"
 import { findAll, withoutBitmapScans } from "../db/Sql.ts"
+import { idOrder } from "../ids.ts"
 import { Timestamp } from "../schema.ts"
 import { ClaimedSignal, type Customer, momentColumns, scoped, type SignalRecord } from "./BatchContext.ts"
 
