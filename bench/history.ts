@@ -26,7 +26,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/history.ts compare \
  *     [--signals 10000000] [--customers 10000] [--months 24] [--into archive|inbox] \
  *     [--intake 20000] [--checks 20000] [--reads 5000] [--connections 64] [--bench-customers 16] \
- *     [--yardstick 10000] [--rounds 3] [--report results.json] [--keep]
+ *     [--yardstick 10000] [--rounds 3] [--report results.json] [--keep] [--reuse EMPTY_DB,HISTORY_DB] [--no-vacuum]
  *
  *  1. two databases, "empty" and "history", each with `billing migrate`, an
  *     organisation, its own `billing serve --no-worker`, and through the API a
@@ -49,6 +49,16 @@
  * costs nothing; the issue asks for at least 0.90), and the report their median.
  * Interleaving the two databases, not measuring one before the other, is what
  * makes 10 % visible on a VM whose speed moves by a third between minutes.
+ * Each measure also gives the CPU it cost a unit (signal, check, read): serve's,
+ * every PostgreSQL process's and, for the drain, its worker's; their ratio,
+ * history over empty, does not move with the VM's speed. `--keep` leaves both
+ * databases behind; `--reuse EMPTY_DB,HISTORY_DB` measures such a pair again,
+ * without a new seed (a new API key for each side's organisation, the bench's
+ * customers found by their names). Before each round both databases are
+ * vacuumed and analysed, untimed (`--no-vacuum` leaves that out): a server
+ * whose autovacuum is off (this machine's is) otherwise carries every round's
+ * dead rows and stale statistics into the next, and the measures drift
+ * apart round by round for a reason no production server has.
  */
 import type { ChildProcess } from "node:child_process"
 import * as fs from "node:fs"
@@ -64,6 +74,8 @@ import {
   buyPlan,
   chatCreditPlan,
   billingProcesses,
+  cpuMeter,
+  cpuOf,
   exitOf,
   flag,
   load,
@@ -269,6 +281,7 @@ interface Side {
   readonly spawnCli: ReturnType<typeof billingProcesses>["spawnCli"]
   readonly cli: ReturnType<typeof billingProcesses>["cli"]
   readonly running: ReturnType<typeof billingProcesses>["running"]
+  readonly serve: ChildProcess
 }
 
 const PHASES = ["intake", "drain", "check", "usageLogFirstPage", "usageLogThisMonth"] as const
@@ -297,6 +310,12 @@ const compareCommand = async () => {
   const rounds = flag("rounds", 3)
   const reportFile = textFlag("report")
   const keep = process.argv.includes("--keep")
+  // In the intake's keys, so that a measure of reused databases never meets an earlier run's keys.
+  const runToken = randomToken(4)
+  // Two databases kept by an earlier `--keep` run (empty, history): measured again without a new seed.
+  const vacuum = !process.argv.includes("--no-vacuum")
+  const reuse = textFlag("reuse")?.split(",")
+  if (reuse !== undefined && reuse.length !== 2) throw new Error("--reuse takes two database names: EMPTY,HISTORY")
 
   const admin = new pg.Client({ connectionString: adminUrl })
   await admin.connect()
@@ -311,37 +330,55 @@ const compareCommand = async () => {
   const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 200 }
   const monthStart = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1)).toISOString()
 
-  const openSide = async (name: string): Promise<Side> => {
-    const { databaseName, databaseUrl } = benchDatabase("history", "billing_bench_history_")
-    await admin.query(`CREATE DATABASE "${databaseName}"`)
+  const openSide = async (name: string, kept?: string): Promise<Side> => {
+    const fresh = benchDatabase("history", "billing_bench_history_")
+    const databaseName = kept ?? fresh.databaseName
+    const databaseUrl = Object.assign(new URL(fresh.databaseUrl), { pathname: `/${databaseName}` }).toString()
+    if (kept === undefined) await admin.query(`CREATE DATABASE "${databaseName}"`)
     // History left in the inbox (`--into inbox`) is the service before retention: its history job must not move it meanwhile.
     const env = { ...process.env, DATABASE_URL: databaseUrl, ...(textFlag("into") === "inbox" ? { BILLING_SIGNAL_RETENTION_DAYS: "0" } : {}) }
     const { running, spawnCli, cli } = billingProcesses(root, env)
     const db = new pg.Pool({ connectionString: databaseUrl, max: 2 })
     created.push({ databaseName, db })
-    const side = { name, databaseName, databaseUrl, db, spawnCli, cli, running }
-    await cli(["migrate"])
-    const { apiKey, organization } = JSON.parse(await cli(["org", "create", "--name", "History", "--json"]))
+    let organizationId: string
+    let apiKey: string
+    if (kept === undefined) {
+      await cli(["migrate"])
+      const made = JSON.parse(await cli(["org", "create", "--name", "History", "--json"]))
+      organizationId = made.organization.id
+      apiKey = made.apiKey
+    } else {
+      organizationId = (await db.query("SELECT id FROM organizations ORDER BY created_at LIMIT 1")).rows[0].id
+      apiKey = JSON.parse(await cli(["key", "create", "--org", organizationId, "--name", "bench", "--json"])).apiKey
+    }
     const port = 20000 + Math.floor(Math.random() * 20000)
     const api = apiClient(port, apiKey, connections)
-    servers.push(spawnCli(["serve", "--no-worker", "--port", String(port)]))
+    const serve = spawnCli(["serve", "--no-worker", "--port", String(port)])
+    servers.push(serve)
+    const side = { name, databaseName, databaseUrl, db, spawnCli, cli, running, serve }
     await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 120_000)
-    const planId = await chatCreditPlan(api)
     const customers: Array<string> = []
-    await load(benchCustomers, 8, async (index) => {
-      customers[index] = await benchCustomer(api, index)
-      await buyPlan(api, customers[index]!, planId)
-    })
+    if (kept === undefined) {
+      const planId = await chatCreditPlan(api)
+      await load(benchCustomers, 8, async (index) => {
+        customers[index] = await benchCustomer(api, index)
+        await buyPlan(api, customers[index]!, planId)
+      })
+    } else {
+      // The bench's customers are the ones it named "Customer N" (the seed's have no name of that form).
+      const named = await db.query("SELECT id, name FROM customers WHERE organization_id = $1 AND name LIKE 'Customer %'", [organizationId])
+      for (const row of named.rows) customers[Number(String(row.name).slice("Customer ".length))] = row.id
+    }
     // Untimed: the server's and PostgreSQL's first requests of each kind (JIT of Node, plans, caches).
     await load(1000, connections, async (index) => {
-      await api.request("POST", "/signal/credit", { customerId: customers[index % customers.length], agentKey: "chat", usage, idempotencyKey: `warm-${index}` })
+      await api.request("POST", "/signal/credit", { customerId: customers[index % customers.length], agentKey: "chat", usage, idempotencyKey: `warm-${runToken}-${index}` })
     })
     await cli(["worker", "--once"])
     await load(500, connections, async (index) => {
       await api.request("POST", "/entitlements/check", { customerId: customers[index % customers.length], meter: "CREDIT", agentKey: "chat", usage })
       await api.request("GET", `/signal/usage-log?customerId=${customers[index % customers.length]}`)
     })
-    const opened = { ...side, organizationId: organization.id as string, customers, api }
+    const opened = { ...side, organizationId, customers, api }
     sides.push(opened)
     return opened
   }
@@ -353,30 +390,40 @@ const compareCommand = async () => {
   const measureRound = async (side: Side, round_: number) => {
     const { api, customers, db, spawnCli } = side
     const label = `${side.name} ${round_}`
-    const measure = async (phase: Phase, run: () => Promise<{ rate: number; p50?: number; p99?: number; extra?: Record<string, unknown> }>) => {
+    const measure = async (
+      phase: Phase,
+      units: number,
+      run: () => Promise<{ rate: number; p50?: number; p99?: number; workerCpuSeconds?: number; extra?: Record<string, unknown> }>
+    ) => {
       const yardstick = await plainInsertYardstick(side.databaseUrl, yardstickCount)
+      // serve's and every PostgreSQL process's CPU over the measure (the drain adds its worker's), a unit.
+      const cpu = cpuMeter(() => ({ serve: side.serve.pid }))
       const result = await run()
+      const measured = cpu.msPer(units)
+      const cpuMs = round(measured.total + ((result.workerCpuSeconds ?? 0) * 1000) / units, 3)
       const ofYardstick = round(result.rate / yardstick.rate, 4)
-      progress(`${label}: ${phase} ${result.rate}/s, yardstick ${yardstick.rate}/s: ${ofYardstick} x`)
+      progress(`${label}: ${phase} ${result.rate}/s, yardstick ${yardstick.rate}/s: ${ofYardstick} x, ${cpuMs} ms of CPU each`)
       return {
         rate: result.rate,
         yardstick: yardstick.rate,
         ofYardstick,
+        cpuMs,
+        cpuMsByProcess: { ...measured.byProcess, ...(result.workerCpuSeconds === undefined ? {} : { worker: round((result.workerCpuSeconds * 1000) / units, 3) }) },
         ...(result.p50 === undefined ? {} : { p50Ms: round(result.p50, 1), p99Ms: round(result.p99 ?? 0, 1) }),
         ...result.extra
       }
     }
-    const intake = await measure("intake", () =>
+    const intake = await measure("intake", intakeCount, () =>
       load(intakeCount, connections, async (index) => {
         const answer = await api.request("POST", "/signal/credit", {
           customerId: customers[index % customers.length],
           agentKey: "chat",
           usage,
-          idempotencyKey: `${label}-${index}`
+          idempotencyKey: `${label}-${runToken}-${index}`
         })
         if (answer.status !== 202) throw new Error(`signal: ${answer.status} ${JSON.stringify(answer.json)}`)
       }))
-    const drain = await measure("drain", async () => {
+    const drain = await measure("drain", intakeCount, async () => {
       const queued = async () => Number((await db.query("SELECT count(*) AS n FROM signals WHERE status = 'QUEUED'")).rows[0].n)
       const spawnedAt = performance.now()
       const worker = spawnCli(["worker"])
@@ -393,12 +440,13 @@ const compareCommand = async () => {
         if (seconds > 900) throw new Error(`drain stalled with ${left} queued`)
         await new Promise((resolve) => setTimeout(resolve, 50))
       }
+      const workerCpuSeconds = cpuOf(worker.pid)
       await stopChild(worker)
-      return { rate: Math.round(intakeCount / last), extra: { steadyRate: Math.round(intakeCount / (last - first)), firstPricedSeconds: round(first) } }
+      return { rate: Math.round(intakeCount / last), workerCpuSeconds, extra: { steadyRate: Math.round(intakeCount / (last - first)), firstPricedSeconds: round(first) } }
     })
     const check = (index: number) =>
       api.request("POST", "/entitlements/check", { customerId: customers[index % customers.length], meter: "CREDIT", agentKey: "chat", usage })
-    const checks = await measure("check", () =>
+    const checks = await measure("check", checkCount, () =>
       load(checkCount, connections, async (index) => {
         const answer = await check(index)
         if (answer.status !== 200 || answer.json.result.allowed !== true) throw new Error(`check: ${answer.status} ${JSON.stringify(answer.json)}`)
@@ -408,15 +456,17 @@ const compareCommand = async () => {
         const answer = await api.request("GET", `/signal/usage-log?customerId=${customers[index % customers.length]}${query}`)
         if (answer.status !== 200 || answer.json.result.usageLogs.length === 0) throw new Error(`usage log: ${answer.status}`)
       })
-    const usageLogFirstPage = await measure("usageLogFirstPage", read(""))
-    const usageLogThisMonth = await measure("usageLogThisMonth", read(`&from=${encodeURIComponent(monthStart)}`))
+    const usageLogFirstPage = await measure("usageLogFirstPage", readCount, read(""))
+    const usageLogThisMonth = await measure("usageLogThisMonth", readCount, read(`&from=${encodeURIComponent(monthStart)}`))
     return { intake, drain, check: checks, usageLogFirstPage, usageLogThisMonth }
   }
 
   try {
-    const empty = await openSide("empty")
-    const history = await openSide("history")
-    const seeded = await seedHistory(history.databaseUrl, history.organizationId, optionsOf(history.customers))
+    const empty = await openSide("empty", reuse?.[0])
+    const history = await openSide("history", reuse?.[1])
+    const seeded = reuse === undefined
+      ? await seedHistory(history.databaseUrl, history.organizationId, optionsOf(history.customers))
+      : { reused: reuse }
     progress(`history seeded: ${JSON.stringify(seeded)}`)
     // An old database's autovacuum is done with its history; a fresh seed's is not, for minutes (it took the
     // first round's CPU in an earlier run). Wait for it, at most 15 minutes, and say how long.
@@ -434,6 +484,9 @@ const compareCommand = async () => {
     // Interleaved, so that both databases meet the machine's slow minutes and fast ones alike.
     const measured: Array<{ empty: Awaited<ReturnType<typeof measureRound>>; history: Awaited<ReturnType<typeof measureRound>> }> = []
     for (let index = 1; index <= rounds; index++) {
+      // What autovacuum would have done since the last round (this machine's server runs with it off):
+      // untimed, both databases alike, so neither meets the other's dead rows or stale statistics.
+      if (vacuum) for (const side of [empty, history]) await side.db.query("VACUUM ANALYZE")
       const emptyRound = await measureRound(empty, index)
       const historyRound = await measureRound(history, index)
       measured.push({ empty: emptyRound, history: historyRound })
@@ -446,14 +499,21 @@ const compareCommand = async () => {
       return sorted.length % 2 === 1 ? sorted[middle]! : (sorted[middle - 1]! + sorted[middle]!) / 2
     }
     const ratiosOf = (phase: Phase) => measured.map((pair) => round(pair.history[phase].ofYardstick / pair.empty[phase].ofYardstick))
-    const historyOverEmpty = Object.fromEntries(PHASES.map((phase) => [phase, { rounds: ratiosOf(phase), median: round(median(ratiosOf(phase))) }]))
+    // CPU a unit, history over empty: above 1.00 history costs more work, whatever the VM's speed did meanwhile.
+    const cpuRatiosOf = (phase: Phase) => measured.map((pair) => round(pair.history[phase].cpuMs / pair.empty[phase].cpuMs))
+    const historyOverEmpty = Object.fromEntries(PHASES.map((phase) => [phase, {
+      rounds: ratiosOf(phase),
+      median: round(median(ratiosOf(phase))),
+      cpuRounds: cpuRatiosOf(phase),
+      cpuMedian: round(median(cpuRatiosOf(phase)))
+    }]))
     Object.assign(report, { seeded, settleSeconds, rounds: measured, sizes, historyOverEmpty, loadAfter: os.loadavg() })
     const table = [
-      `| measure | ${measured.map((_, index) => `round ${index + 1}: empty, history (× yardstick)`).join(" | ")} | history / empty by round | median |`,
-      `|---|${measured.map(() => "---|").join("")}---|---|`,
+      `| measure | ${measured.map((_, index) => `round ${index + 1}: empty, history (× yardstick; ms of CPU each)`).join(" | ")} | history / empty by round | median | CPU each, history / empty by round | median |`,
+      `|---|${measured.map(() => "---|").join("")}---|---|---|---|`,
       ...PHASES.map((phase) =>
-        `| ${phase} | ${measured.map((pair) => `${pair.empty[phase].ofYardstick}, ${pair.history[phase].ofYardstick}`).join(" | ")} | ` +
-        `${ratiosOf(phase).join(", ")} | ${historyOverEmpty[phase]!.median} |`
+        `| ${phase} | ${measured.map((pair) => `${pair.empty[phase].ofYardstick}, ${pair.history[phase].ofYardstick}; ${pair.empty[phase].cpuMs}, ${pair.history[phase].cpuMs}`).join(" | ")} | ` +
+        `${ratiosOf(phase).join(", ")} | ${historyOverEmpty[phase]!.median} | ${cpuRatiosOf(phase).join(", ")} | ${historyOverEmpty[phase]!.cpuMedian} |`
       )
     ]
     process.stdout.write(`${table.join("\n")}\n`)
