@@ -39,7 +39,7 @@ sql() { as_postgres psql -X -v ON_ERROR_STOP=1 -At -h "$socket" -p "${PSQL_PORT:
 
 install() {
   if ! command -v pgbackrest >/dev/null 2>&1; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbackrest >/dev/null
+    "$(dirname "$0")/apt-install.sh" pgbackrest
   fi
 }
 

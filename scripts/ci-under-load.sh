@@ -14,7 +14,7 @@ cpus="${CI_UNDER_LOAD_CPUS:-2}"
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 
 if ! command -v stress-ng >/dev/null 2>&1; then
-  apt-get update -qq && apt-get install -y -qq stress-ng
+  "$repo/scripts/apt-install.sh" stress-ng
 fi
 
 dir="$(mktemp -d /tmp/ci-under-load.XXXXXX)"

@@ -42,8 +42,7 @@ install() {
   if ! command -v pg_autoctl >/dev/null 2>&1; then
     local version
     version="$(basename "$(dirname "$pg_bin")")"
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-      "postgresql-${version}-auto-failover" pg-auto-failover-cli >/dev/null
+    "$(dirname "$0")/apt-install.sh" "postgresql-${version}-auto-failover" pg-auto-failover-cli
   fi
 }
 
