@@ -5,7 +5,7 @@
  *
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/tenants.ts --mix 16|256|4096|hot \
  *     [--others 1000] [--backlog 30000] [--seconds 10] [--checks 4000] [--check-connections 8] \
- *     [--connections 64] [--yardstick 20000] [--root OTHER_CHECKOUT] [--report results.json]
+ *     [--connections 64] [--yardstick 20000] [--root OTHER_CHECKOUT] [--report results.json] [--no-vacuum]
  *
  * `--mix N` spreads the signals evenly over N customers, in turn; `--mix hot`
  * sends every other signal from one customer and the rest over `--others`
@@ -20,6 +20,9 @@
  *     single-signal intake rate R, and the backlog of the drain;
  *  4. the drain from spawn: one looping `billing worker` started, the backlog
  *     priced (spawn to an empty queue: the backlog over that time);
+ *  4b. VACUUM ANALYZE, untimed, as autovacuum would after a drain (`--no-vacuum`
+ *     leaves it out: this machine's server runs with autovacuum off, and the
+ *     drained backlog's dead rows and stale queue-index entries then stay);
  *  5. the check: `--checks` POST /entitlements/check over `--check-connections`
  *     connections, the mix's customers in turn (the worker idle beside it);
  *  6. freshness: signals open-loop at R/2 for `--seconds`, the mix's order,
@@ -29,7 +32,9 @@
  *     what the others would meet at that load from well-spread traffic), then
  *     the hot mix: the others' p99 with the hot customer over without. The
  *     load is the same in both, so the ratio tells what the hot customer does
- *     to the others, not what twice the load does to the machine.
+ *     to the others, not what twice the load does to the machine. Each
+ *     freshness run also counts the batches that priced its signals (a batch
+ *     is one transaction: one `processed_at` a batch) and their mean size.
  * Progress is read from the database (one count of the queued rows every
  * 20 ms during the drain; the worker's own announcements, and a look-up by
  * primary key of what they missed, during freshness), never through the API. CPU per signal: the user and system time of the measured
@@ -68,6 +73,7 @@ const checkConnections = flag("check-connections", 8)
 const connections = flag("connections", 64)
 const yardstickCount = flag("yardstick", 20_000)
 const reportFile = textFlag("report")
+const vacuum = !process.argv.includes("--no-vacuum")
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 
 // BENCH_WORKER_NODE_ARGS: node's flags for the worker, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" or
@@ -144,6 +150,13 @@ const main = async () => {
     const drainRate = Math.round(backlogCount / drained)
     report.drain = { signals: backlogCount, secondsFromSpawn: round(drained), rate: drainRate, ofYardstick: ofYardstick(drainRate), cpuMsPerSignal: drainCpu.msPer(backlogCount) }
     progress(`drain: ${JSON.stringify(report.drain)}`)
+    if (vacuum) {
+      // What autovacuum would do after a drain (this machine's server runs with it off): the drained backlog's
+      // dead rows and the queue indexes' stale entries gone, statistics taken. Untimed.
+      const vacuumStarted = performance.now()
+      await observer.query("VACUUM ANALYZE")
+      report.vacuumSeconds = round((performance.now() - vacuumStarted) / 1000)
+    }
 
     // 5. The check at `--check-connections`.
     const checker = apiClient(port, apiKey, checkConnections)
@@ -172,6 +185,7 @@ const main = async () => {
     // 6. Freshness at R/2 (with the hot customer: the others alone first, at their share).
     const arrivalsAt = async (rate: number, signalAt: (index: number) => { customerId: string; group: string }) => {
       const cpu = cpuMeter(() => ({ serve: serve.pid, worker: worker?.pid }))
+      const startedAt = (await observer.query("SELECT clock_timestamp() AS t")).rows[0].t as Date
       const run = await openLoopArrivals({
         client: api,
         observer,
@@ -186,12 +200,20 @@ const main = async () => {
         }
       })
       const cpuMsPerSignal = cpu.msPer(run.arrivals.length)
+      // The batches that priced them: each is one transaction, so one processed_at (its now()) a batch.
+      const [shape] = (await observer.query(
+        `SELECT count(*)::int AS signals, count(DISTINCT processed_at)::int AS batches FROM signals
+         WHERE received_at >= $1 AND status = 'PROCESSED'`,
+        [startedAt]
+      )).rows
+      const batches = { count: shape.batches, signalsPerBatch: round(shape.signals / Math.max(1, shape.batches), 1) }
       const groups = [...new Set(run.arrivals.map((a) => a.group))]
       return {
         rate,
         achievedRate: run.achievedRate,
         neverSeen: run.neverSeen,
         cpuMsPerSignal,
+        batches,
         ...Object.fromEntries(groups.map((group) => [group, freshnessOf(run.arrivals.filter((a) => a.group === group))]))
       }
     }

@@ -493,11 +493,13 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             ${column((_, o) => (o._tag === "Processed" || o._tag === "Failed" ? o.customerId : null))}::text[],
             ${column((_, o) => (o._tag === "Processed" ? o.usageLogId : null))}::text[]
           ) AS v(organization_id, id, status, error_status, error_code, error_message, customer_id, usage_log_id)
-          -- The keys again as a semi-join, so each row is found by its primary key: joined to v alone, a table of
-          -- fewer rows than some hundreds of batches was read whole and hashed for every batch (docs/benchmarks.md).
-          WHERE (s.organization_id, s.id) IN (SELECT * FROM unnest(${column((signal) => signal.organizationId)}::text[],
-                                                                   ${column((signal) => signal.id)}::text[]))
-            AND s.organization_id = v.organization_id AND s.id = v.id`
+          -- Each row found by its primary key (a LATERAL probe of its own), then updated by its ctid: joined to v
+          -- by key, an inbox of some tens of thousands of rows was read whole and hashed for every batch, as the
+          -- planner guesses 100 rows for any unnest (docs/benchmarks.md "Many customers at once"). The ctid
+          -- is stable: the claim locked these rows (FOR UPDATE) for this transaction.
+          CROSS JOIN LATERAL (SELECT r.ctid AS row_ctid FROM signals r
+                              WHERE r.organization_id = v.organization_id AND r.id = v.id OFFSET 0) found
+          WHERE s.ctid = found.row_ctid`
     }
 
     /**
