@@ -3,8 +3,10 @@
  * folders goes to the same floor or a lower one, except the exceptions listed
  * here, each with its reason. A new folder must be given a floor. Imports are
  * read as the import-cycles tool reads them: relative `import`/`export ... from`
- * and `import(...)`, types included. No database.
+ * and `import(...)`, types included. The same reader (scripts/import-cycles.mjs)
+ * finds no import cycle between files or folders. No database.
  */
+import { execFileSync } from "node:child_process"
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { dirname, join, relative, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -72,5 +74,11 @@ describe("the floors (docs/architecture.md)", () => {
     expect(upward.filter((edge) => exceptions[edge] === undefined)).toEqual([])
     // An exception that no longer happens is taken off the list.
     expect(Object.keys(exceptions).filter((edge) => !upward.includes(edge))).toEqual([])
+  })
+
+  it("leave no import cycle between files or between folders (scripts/import-cycles.mjs)", () => {
+    // The script exits non-zero when it finds one, with the cycles' files in its output.
+    const output = execFileSync(process.execPath, [join(root, "scripts/import-cycles.mjs"), root], { encoding: "utf8" })
+    expect(output.trim().split("\n").at(-1)).toMatch(/^cycles: 0 .*; folder cycles: 0$/)
   })
 })
