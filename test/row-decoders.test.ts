@@ -2,13 +2,14 @@
  * The hand-written row decoders (src/db/RowDecoders.ts) read a row exactly as
  * its Schema does: the same values for rows that decode, a defect for rows
  * that do not. Checked against a Struct of the same fields, on the balance row
- * the cycle job reads by the thousand, and on the check's quick read (nested
- * json objects and arrays, a snapshot as text).
+ * the cycle job reads by the thousand, on the rows the cycle job locks (its
+ * purchases and their balance rows, against their own Schemas), and on the
+ * check's quick read (nested json objects and arrays, a snapshot as text).
  */
 import { BigDecimal, Cause, Effect, Equal, Exit, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { BalanceRow } from "../src/billing/Purchase.ts"
-import { balanceRowFields } from "../src/billing/Purchases.ts"
+import { balanceRowFields, LockedBalance, lockedBalances, LockedRow, lockedRows } from "../src/billing/PurchaseRows.ts"
 import * as Rows from "../src/db/RowDecoders.ts"
 import { decodeQuickRows, QuickRowOf } from "../src/entitlements/QuickRead.ts"
 import { Timestamp } from "../src/schema.ts"
@@ -79,6 +80,73 @@ describe("row decoders", () => {
     expect(Exit.isFailure(Effect.runSyncExit(bySchema(input)))).toBe(true)
     const exit = Effect.runSyncExit(byHand(input))
     expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+  })
+
+  describe("the cycle job's locked rows", () => {
+    const purchaseRow = (overrides: Record<string, unknown> = {}) => ({
+      organizationId: "org_1",
+      id: "pur_1",
+      customerId: "cus_1",
+      planId: "pln_1",
+      status: "ACTIVE",
+      billingDate: new Date("2026-01-01T00:00:00.000Z"),
+      cycleIndex: 2,
+      periodStart: new Date("2026-03-01T00:00:00.000Z"),
+      periodEnd: "2026-04-01T00:00:00Z",
+      autoPayment: false,
+      spentThisCycle: "12.500000000000",
+      snapshot: "{\"planId\":\"pln_1\"}",
+      cancelledAt: null,
+      createdAt: new Date("2026-01-01T00:00:00.000Z"),
+      updatedAt: new Date("2026-03-01T00:00:00.000Z"),
+      scheduledPlanId: null,
+      scheduledSnapshot: null,
+      hasRecurringGrant: true,
+      invoiceGraceHours: 0,
+      extra: "not a field",
+      ...overrides
+    })
+    const purchasesBySchema = Schema.decodeUnknown(Schema.Array(LockedRow))
+    const balancesBySchema = Schema.decodeUnknown(Schema.Array(LockedBalance))
+    const balance = (overrides: Record<string, unknown> = {}) => {
+      const { at: _at, flag: _flag, n: _n, ...columns } = row(overrides)
+      return columns
+    }
+
+    it("decode the purchases the cycle job locks as LockedRow does", () => {
+      const rows = [
+        purchaseRow(),
+        purchaseRow({ status: "SCHEDULED", periodStart: null, periodEnd: null, spentThisCycle: "0", hasRecurringGrant: false }),
+        purchaseRow({ status: "CANCELLED", cancelledAt: "2026-03-15T12:00:00Z", scheduledPlanId: "pln_2", scheduledSnapshot: "{}", invoiceGraceHours: 48 })
+      ]
+      const expected = Effect.runSync(purchasesBySchema(rows))
+      const actual = Effect.runSync(lockedRows(rows))
+      expect(actual).toHaveLength(rows.length)
+      actual.forEach((decoded, i) => expect(same(decoded, expected[i]), `row ${i}`).toBe(true))
+    })
+
+    it("decode their balance rows as LockedBalance does", () => {
+      const rows = [balance(), balance({ targetId: "crd_1", originalGranted: "900" }), balance({ remaining: "0E-12" })]
+      const expected = Effect.runSync(balancesBySchema(rows))
+      const actual = Effect.runSync(lockedBalances(rows))
+      expect(actual).toHaveLength(rows.length)
+      actual.forEach((decoded, i) => expect(same(decoded, expected[i]), `row ${i}`).toBe(true))
+    })
+
+    it.each([
+      ["a status outside its set", { status: "PAUSED" }],
+      ["a spend that is not a decimal", { spentThisCycle: "12,5" }],
+      ["a missing organisation", { organizationId: undefined }],
+      ["an invalid period end", { periodEnd: "next month" }],
+      ["a snapshot that is not text", { snapshot: { planId: "pln_1" } }],
+      ["a grace period as text", { invoiceGraceHours: "24" }],
+      ["a flag as text", { hasRecurringGrant: "true" }]
+    ])("fail where LockedRow fails: %s", (_, overrides) => {
+      const input = [purchaseRow(overrides)]
+      expect(Exit.isFailure(Effect.runSyncExit(purchasesBySchema(input)))).toBe(true)
+      const exit = Effect.runSyncExit(lockedRows(input))
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+    })
   })
 
   describe("the check's quick read", () => {

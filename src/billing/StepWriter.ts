@@ -1,0 +1,195 @@
+/**
+ * The step writer: writes the steps Renewal.ts computes (a cycle's renewal, a
+ * cancellation, a plan change NOW), set-based, in a fixed number of
+ * statements whatever the number of steps. The wallets are locked and posted
+ * through the ledger (Ledger.lockWallets, Ledger.postToWallets); every other
+ * write of the steps goes in one statement of data-modifying WITH clauses
+ * (`writeTogether`): purchases, balance rows, invoices with their lines and
+ * payments, the ended cycles and their balance rows, the late rows billed.
+ * A new purchase whose first cycle moves no wallet takes a shorter path, one
+ * prepared statement (`insertInFirstCycle`).
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { insertRowsStatement, writeTogether, writeTogetherStatement } from "../db/Sql.ts"
+import { balanceColumns, createBalancesStatement, customerKey, type Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
+import { toSql } from "../money.ts"
+import { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
+import { issuedStatements, type WalletPayment } from "./Invoices.ts"
+import { type LockedPurchase, scalarColumns, snapshotText } from "./PurchaseRows.ts"
+import { needsWallet, type Renewal, settleWallet, type WalletState } from "./Renewal.ts"
+
+/**
+ * Writes the steps, in the caller's transaction: locks the wallets that
+ * move, settles each step's wallet moves against them in order, then writes
+ * purchases, balance rows, invoices with their lines and payments, and the
+ * wallet postings (after the invoices their rows name). The purchases
+ * entered come back when `returning`.
+ */
+export const writeSteps = (
+  sql: SqlClient.SqlClient,
+  ledger: Ledger,
+  renewals: ReadonlyArray<Renewal>,
+  purchases: ReadonlyArray<LockedPurchase>,
+  returning = true
+): Effect.Effect<{ readonly entered: ReadonlyArray<unknown>; readonly payments: ReadonlyArray<WalletPayment> }> =>
+  Effect.gen(function*() {
+    const withRecurringGrant = new Set(
+      purchases.filter((p) => p.hasRecurringGrant).map((p) => customerKey(p))
+    )
+    const locked = yield* ledger.lockWallets(
+      renewals.filter((r) => needsWallet(r, withRecurringGrant.has(customerKey(r))))
+    )
+    const wallets = new Map<string, WalletState>()
+    for (const [key, wallet] of locked) wallets.set(key, wallet)
+    const postings: Array<WalletPosting> = []
+    const payments: Array<WalletPayment> = []
+    for (const step of renewals) {
+      const key = customerKey(step)
+      const wallet = wallets.get(key)
+      const settled = settleWallet(step, wallet)
+      if (wallet !== undefined) wallets.set(key, { ...wallet, balance: settled.balance })
+      postings.push(...settled.postings)
+      payments.push(...settled.payments)
+    }
+    const cycles = renewals.flatMap((r) => (r.cycle === null ? [] : [{ ...r, cycle: r.cycle }]))
+    // A renewal that applies a scheduled change also moves the purchase to its plan (null: it keeps its own).
+    const changedPlanIds = cycles.map((r) => r.changedTo?.planId ?? null)
+    const changedSnapshots = cycles.map((r) => (r.changedTo ? snapshotText(r.changedTo) : null))
+    const purchasesEntered = cycles.length === 0 ? undefined : sql`UPDATE purchases AS p SET status = 'ACTIVE',
+              cycle_index = v.cycle_index, period_start = v.period_start, period_end = v.period_end,
+              spent_this_cycle = 0, updated_at = v.at,
+              plan_id = coalesce(v.plan_id, p.plan_id), snapshot = coalesce(v.snapshot::jsonb, p.snapshot),
+              scheduled_plan_id = CASE WHEN v.plan_id IS NULL THEN p.scheduled_plan_id END,
+              scheduled_snapshot = CASE WHEN v.plan_id IS NULL THEN p.scheduled_snapshot END
+            FROM unnest(
+              ${cycles.map((r) => r.organizationId)}::text[], ${cycles.map((r) => r.purchaseId)}::text[],
+              ${cycles.map((r) => r.cycle.index)}::int[],
+              ${cycles.map((r) => r.cycle.start.toISOString())}::timestamptz[],
+              ${cycles.map((r) => r.cycle.end.toISOString())}::timestamptz[],
+              ${cycles.map((r) => r.cycle.at.toISOString())}::timestamptz[],
+              ${changedPlanIds}::text[], ${changedSnapshots}::text[]
+            ) AS v(organization_id, id, cycle_index, period_start, period_end, at, plan_id, snapshot)
+            WHERE p.organization_id = v.organization_id AND p.id = v.id
+            ${sql.literal(returning ? "RETURNING p.*" : "")}`
+    // The rows of a plan change are replaced first, on their own (Ledger.replaceBalances): a change to the same
+    // plan keeps their keys, and balance adjustments name them.
+    const replacing = renewals.filter((r) => r.replaceBalances === true)
+    yield* ledger.replaceBalances(
+      replacing,
+      replacing.flatMap((r) => r.createBalances),
+      replacing.flatMap((r) => (r.carried ?? []).map((c) => ({ organizationId: r.organizationId, purchaseId: r.purchaseId, ...c })))
+    )
+    // One statement for every write but the wallets' (each write touches rows no other one does).
+    const entered = yield* writeTogether(sql, [
+      purchasesEntered,
+      ...planChangeStatements(sql, renewals),
+      createBalancesStatement(sql, renewals.filter((r) => r.replaceBalances !== true).flatMap((r) => r.createBalances)),
+      setBalancesStatement(sql, renewals.flatMap((r) => r.setBalances)),
+      ...issuedStatements(sql, renewals.flatMap((r) => r.invoices), payments),
+      ...endedCycleStatements(sql, renewals)
+    ], returning ? purchasesEntered : undefined)
+    yield* ledger.postToWallets(locked, postings)
+    return { entered, payments }
+  })
+
+/**
+ * The statements of plan changes, for `writeTogether`: a change NOW moves
+ * the purchase to its new plan in its cycle (a renewal that applies a
+ * scheduled change does it in `purchasesEntered`); the ended cycles that
+ * have no snapshot of their own keep the plan they were billed under (the
+ * one ending now carries it in its INSERT).
+ */
+const planChangeStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<Renewal>) => {
+  const now = renewals.filter((r) => r.cycle === null && r.changedTo)
+  const changed = renewals.filter((r) => r.changedFrom)
+  return [
+    now.length === 0 ? undefined : sql`UPDATE purchases AS p SET plan_id = v.plan_id, snapshot = v.snapshot::jsonb,
+              scheduled_plan_id = NULL, scheduled_snapshot = NULL, updated_at = v.at
+            FROM unnest(
+              ${now.map((r) => r.organizationId)}::text[], ${now.map((r) => r.purchaseId)}::text[],
+              ${now.map((r) => r.changedTo!.planId)}::text[], ${now.map((r) => snapshotText(r.changedTo!))}::text[],
+              ${now.map((r) => r.invoices[0]?.at.toISOString() ?? null)}::timestamptz[]
+            ) AS v(organization_id, id, plan_id, snapshot, at)
+            WHERE p.organization_id = v.organization_id AND p.id = v.id`,
+    changed.length === 0 ? undefined : sql`UPDATE purchase_cycles AS c SET snapshot = v.snapshot::jsonb
+            FROM unnest(
+              ${changed.map((r) => r.organizationId)}::text[], ${changed.map((r) => r.purchaseId)}::text[],
+              ${changed.map((r) => snapshotText(r.changedFrom!))}::text[]
+            ) AS v(organization_id, purchase_id, snapshot)
+            WHERE c.organization_id = v.organization_id AND c.purchase_id = v.purchase_id AND c.snapshot IS NULL`
+  ]
+}
+
+/**
+ * The statements recording the cycles that ended (`purchase_cycles`, their
+ * `cycle_balances`) and marking the late rows the USAGE invoices billed as
+ * invoiced, for `writeTogether`.
+ */
+const endedCycleStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<Renewal>) => {
+  const ended = renewals.flatMap((r) => (r.endedCycle === null ? [] : [r.endedCycle]))
+  const billed = renewals.flatMap((r) => r.lateBilled)
+  return [
+    insertRowsStatement(sql, "purchase_cycles", ended.map((cycle) => ({
+      organizationId: cycle.organizationId,
+      purchaseId: cycle.purchaseId,
+      cycleIndex: cycle.cycleIndex,
+      customerId: cycle.customerId,
+      periodStart: cycle.periodStart.toISOString(),
+      periodEnd: cycle.periodEnd.toISOString(),
+      status: cycle.status,
+      usageInvoiceId: cycle.usageInvoiceId,
+      finalizeAt: cycle.finalizeAt.toISOString(),
+      // An object, not its text: json_populate_recordset fills the jsonb column with it as it is.
+      snapshot: cycle.snapshot ? Schema.encodeSync(PlanSnapshot)(cycle.snapshot) : null
+    }))),
+    insertRowsStatement(sql, "cycle_balances", ended.flatMap((cycle) =>
+      cycle.balances.map((row) => ({
+        organizationId: cycle.organizationId,
+        purchaseId: cycle.purchaseId,
+        cycleIndex: cycle.cycleIndex,
+        ...balanceColumns(row),
+        invoicedArrear: toSql(row.invoicedArrear)
+      }))
+    )),
+    billed.length === 0 ? undefined : sql`UPDATE cycle_balances AS cb SET invoiced_arrear = v.amount
+            FROM unnest(
+              ${billed.map((row) => row.organizationId)}::text[], ${billed.map((row) => row.purchaseId)}::text[],
+              ${billed.map((row) => row.cycleIndex)}::int[], ${billed.map((row) => row.componentId)}::text[],
+              ${billed.map((row) => toSql(row.arrearAmount))}::numeric[]
+            ) AS v(organization_id, purchase_id, cycle_index, component_id, amount)
+            WHERE cb.organization_id = v.organization_id AND cb.purchase_id = v.purchase_id
+              AND cb.cycle_index = v.cycle_index AND cb.component_id = v.component_id`
+  ]
+}
+
+/**
+ * A new purchase inserted ACTIVE in its first cycle with that cycle's balance
+ * rows and PLAN invoice, as one statement, atomic on its own: the path of a
+ * first cycle that moves no wallet (`needsWallet` false), where `writeSteps`
+ * would need a transaction and the wallets locked. `row` is the purchase as
+ * Purchases.create builds it; the statement returns its `scalarColumns`.
+ */
+export const insertInFirstCycle = (sql: SqlClient.SqlClient, row: Readonly<Record<string, unknown>>, first: Renewal) => {
+  const cycle = first.cycle!
+  // The row comes back without its snapshot, which is the one in hand (read back, it was much of the
+  // statement's bytes and decoded again every decimal of the plan).
+  const purchase = sql`INSERT INTO purchases ${
+    sql.insert({
+      ...row,
+      cycleIndex: cycle.index,
+      periodStart: cycle.start,
+      periodEnd: cycle.end,
+      spentThisCycle: "0",
+      updatedAt: cycle.at
+    })
+  } RETURNING ${sql.literal(scalarColumns)}`
+  const written = writeTogetherStatement(sql, [
+    purchase,
+    createBalancesStatement(sql, first.createBalances),
+    setBalancesStatement(sql, first.setBalances),
+    ...issuedStatements(sql, first.invoices, [])
+  ], purchase)!
+  // Prepared (src/db/Pool.ts): its text is one per plan shape (components, invoice lines), planned once a connection.
+  return sql`/* prepared */ ${written}`
+}
