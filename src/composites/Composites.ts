@@ -23,6 +23,7 @@ import {
 } from "./Composite.ts"
 import { checkReferences } from "./References.ts"
 import { currentTime } from "../time.ts"
+import { archiveDoors } from "../db/ActiveFlag.ts"
 
 const CompositeRow = Schema.Struct({
   id: Schema.String,
@@ -192,8 +193,7 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
       list,
       get,
       update,
-      archive: Effect.fn("Composites.archive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, false)),
-      unarchive: Effect.fn("Composites.unarchive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, true))
+      ...archiveDoors("Composites", setActive)
     } as const
   })
 }) {}

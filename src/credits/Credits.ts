@@ -21,6 +21,7 @@ import { type Decimal, toSql } from "../money.ts"
 import { withMargin } from "../pricing/Pricing.ts"
 import { Credit, type CreditCreate, type CreditUpdate } from "./Credit.ts"
 import { currentTime } from "../time.ts"
+import { archiveDoors } from "../db/ActiveFlag.ts"
 
 const notFound = (id: string) => new CreditNotFound({ message: `Credit ${id} not found` })
 
@@ -95,6 +96,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
         return rows[0]!
       }, sql.withTransaction, dieOnSqlError)
 
+    /** Archiving twice answers the same credit; unarchiving is a 409 when another active credit took its agentKey meanwhile. */
     const setActive = (isActive: boolean) => (organizationId: OrganizationId, id: string) =>
       Effect.gen(function*() {
         const current = yield* get(organizationId, id)
@@ -112,10 +114,7 @@ export class Credits extends Effect.Service<Credits>()("Credits", {
       get,
       findActiveByAgentKey,
       update,
-      /** Archives; nothing is deleted, and archiving twice answers the same credit. */
-      archive: Effect.fn("Credits.archive")(setActive(false)),
-      /** Makes the credit active again: 409 when another active credit took its agentKey meanwhile. */
-      unarchive: Effect.fn("Credits.unarchive")(setActive(true))
+      ...archiveDoors("Credits", (organizationId, id, active) => setActive(active)(organizationId, id))
     } as const
   }),
   dependencies: [Models.Default]

@@ -47,6 +47,7 @@ import {
   targetField
 } from "./Plan.ts"
 import { currentTime } from "../time.ts"
+import { archiveDoors } from "../db/ActiveFlag.ts"
 
 /** The catalogue prices a component's charges depend on. */
 export type TargetPrice =
@@ -436,8 +437,7 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
       get,
       getPriced,
       update,
-      archive: Effect.fn("Plans.archive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, false)),
-      unarchive: Effect.fn("Plans.unarchive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, true))
+      ...archiveDoors("Plans", setActive)
     } as const
   })
 }) {}

@@ -14,6 +14,7 @@ import { type Decimal, toSql, ZERO } from "../money.ts"
 import { tierProblem } from "../pricing/Pricing.ts"
 import { type PricingType, Unit, type UnitCreate, type UnitTier, type UnitUpdate } from "./Unit.ts"
 import { currentTime } from "../time.ts"
+import { archiveDoors } from "../db/ActiveFlag.ts"
 
 /** Who creates a unit: an API key (its name is recorded) or an operator at the CLI. */
 export type UnitAuthor = { readonly apiKeyId: string } | { readonly name: string }
@@ -169,8 +170,7 @@ export class Units extends Effect.Service<Units>()("Units", {
       list,
       get,
       update,
-      archive: Effect.fn("Units.archive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, false)),
-      unarchive: Effect.fn("Units.unarchive")((organizationId: OrganizationId, id: string) => setActive(organizationId, id, true))
+      ...archiveDoors("Units", setActive)
     } as const
   })
 }) {}
