@@ -15,11 +15,11 @@
  * key, and any number of identical concurrent requests adjust exactly once.
  */
 import { SqlClient } from "@effect/sql"
-import { BigDecimal, Effect, Either, Option, Schema } from "effect"
+import { BigDecimal, Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { dieOnSqlError, findAll, findOne } from "../db/Sql.ts"
 import { NoActivePlan, NotOnPlan, NotPrepaid } from "../errors.ts"
-import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
+import { claimKey, fingerprintOf } from "../idempotency/Idempotency.ts"
 import { type CustomerId, makeId, type OrganizationId } from "../ids.ts"
 import { type Decimal, toSql, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, MoneyInput, strict, Timestamp } from "../schema.ts"
@@ -230,7 +230,7 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
         const id = makeId("adj")
         const now = yield* currentTime
         if (input.idempotencyKey !== undefined) {
-          const inserted = yield* sql`INSERT INTO balance_adjustments ${
+          const first = yield* claimKey(input.idempotencyKey, fingerprint, sql`INSERT INTO balance_adjustments ${
             sql.insert({
               organizationId,
               id,
@@ -243,16 +243,14 @@ export class Adjustments extends Effect.Service<Adjustments>()("Adjustments", {
               adjustedAt: now
             })
           } ON CONFLICT (organization_id, endpoint, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-          RETURNING id`
-          if (inserted.length === 0) {
-            const existing = (yield* findAll(
-              KeyedRow,
-              sql`SELECT fingerprint, delta, applied_delta, purchase_id, component_id, adjusted_at FROM balance_adjustments
-                  WHERE organization_id = ${organizationId} AND endpoint = ${endpoint}
-                    AND idempotency_key = ${input.idempotencyKey}`
-            ))[0]!
-            const replayed = replay(input.idempotencyKey, { fingerprint: existing.fingerprint, answer: existing }, fingerprint)
-            if (Either.isLeft(replayed)) return yield* replayed.left
+          RETURNING id`, findAll(
+            KeyedRow,
+            sql`SELECT fingerprint, delta, applied_delta, purchase_id, component_id, adjusted_at FROM balance_adjustments
+                WHERE organization_id = ${organizationId} AND endpoint = ${endpoint}
+                  AND idempotency_key = ${input.idempotencyKey}`
+          ).pipe(Effect.map((rows) => rows[0]!)))
+          if (Option.isSome(first)) {
+            const existing = first.value
             return {
               adjusted: false,
               replayed: true,

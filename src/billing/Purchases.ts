@@ -39,7 +39,7 @@
  * never written (docs/billing.md "Changing plans", "The upcoming invoice").
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { Customers } from "../customers/Customers.ts"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, knownCursor, orDie, pageClause, uniqueOr } from "../db/Sql.ts"
 import { BillingDateInPast, NoScheduledChange, PurchaseAlreadyHeld, PurchaseCancelled } from "../errors.ts"
@@ -50,7 +50,7 @@ import { customerKey, Ledger } from "../ledger/Ledger.ts"
 import { ZERO } from "../money.ts"
 import { type Invoice, Invoices, issuedInvoiceJson } from "./Invoices.ts"
 import { planChange } from "./PlanChange.ts"
-import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
+import { claimKey, fingerprintOf } from "../idempotency/Idempotency.ts"
 import { type PurchaseChange, type PurchaseCreate, PurchaseRow, type PurchaseUpdate } from "./Purchase.ts"
 import {
   claimDue,
@@ -286,18 +286,20 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           changedAt: now
         }
         if (input.idempotencyKey !== undefined) {
-          const inserted = yield* sql`INSERT INTO purchase_changes ${sql.insert(record)}
+          const first = yield* claimKey(
+            input.idempotencyKey,
+            fingerprint,
+            sql`INSERT INTO purchase_changes ${sql.insert(record)}
               ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-              RETURNING id`
-          if (inserted.length === 0) {
-            const [first] = yield* findAll(
+              RETURNING id`,
+            findAll(
               ChangeRecord,
               sql`SELECT purchase_id, fingerprint, invoice_id FROM purchase_changes
                   WHERE organization_id = ${organizationId} AND idempotency_key = ${input.idempotencyKey}`
-            )
-            const replayed = replay(input.idempotencyKey, { fingerprint: first!.fingerprint, answer: first! }, fingerprint)
-            if (Either.isLeft(replayed)) return yield* replayed.left
-            const invoice = replayed.right.invoiceId === null ? null : yield* invoices.get(organizationId, replayed.right.invoiceId)
+            ).pipe(Effect.map((rows) => rows[0]!))
+          )
+          if (Option.isSome(first)) {
+            const invoice = first.value.invoiceId === null ? null : yield* invoices.get(organizationId, first.value.invoiceId)
             return yield* changed(organizationId, id, invoice, true)
           }
         }

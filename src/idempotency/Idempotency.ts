@@ -9,9 +9,10 @@
  *
  * The record itself lives beside what it guards (the inbox row of a signal,
  * the adjustment row), so the guarded write and the key commit together and a
- * unique index decides races; this module holds the rules both share.
+ * unique index decides races; this module holds the rules they share, and
+ * `claimKey`, the first step of every keyed write.
  */
-import { Either } from "effect"
+import { Effect, Either, Option } from "effect"
 import { IdempotencyKeyReused } from "../errors.ts"
 
 /** A request's fingerprint: the canonical JSON of the parts that make two requests the same. */
@@ -32,3 +33,25 @@ export const replay = <A>(
   policy === "first-answer" || stored.fingerprint === fingerprint
     ? Either.right(stored.answer)
     : Either.left(new IdempotencyKeyReused({ message: `idempotencyKey ${key} was already used with a different request` }))
+
+/**
+ * The first step of a keyed write, inside the caller's transaction. `record` inserts the key's record
+ * (`INSERT ... ON CONFLICT DO NOTHING RETURNING`): a row back means the key is new, and the answer is
+ * `None`: the caller goes on with the write and completes the record. No row means the key was taken
+ * (a concurrent first request is waited for by the unique index): `stored` reads the first request's
+ * record, and the answer is that record when the fingerprints match, `IdempotencyKeyReused` when not.
+ */
+export const claimKey = <A extends { readonly fingerprint: string }, E1, R1, E2, R2>(
+  key: string,
+  fingerprint: string,
+  record: Effect.Effect<ReadonlyArray<unknown>, E1, R1>,
+  stored: Effect.Effect<A, E2, R2>
+): Effect.Effect<Option.Option<A>, E1 | E2 | IdempotencyKeyReused, R1 | R2> =>
+  Effect.flatMap(record, (inserted) =>
+    inserted.length > 0
+      ? Effect.succeedNone
+      : Effect.flatMap(stored, (first) =>
+        Either.match(replay(key, { fingerprint: first.fingerprint, answer: first }, fingerprint), {
+          onLeft: Effect.fail,
+          onRight: Effect.succeedSome
+        })))
