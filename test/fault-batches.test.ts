@@ -28,7 +28,7 @@ import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 const usage = { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
 const CREDITS_PER_SIGNAL = 1.2
 
-/** The worker's full batch (src/signals/SignalProcessor.ts, BATCH_SIZE). */
+/** The worker's full batch (src/signals/SignalProcessor.ts `SignalBatchSize`, 1,000 unless BILLING_SIGNAL_BATCH says). */
 const BATCH = 1000
 
 describe.skipIf(!usesRealPostgres)("a fault in the signals worker (needs real PostgreSQL)", () => {

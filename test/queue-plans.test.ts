@@ -1,7 +1,7 @@
 /**
  * The worker's batch reads a backlog by its indexes, whatever the table's
  * statistics say (src/db/Sql.ts `withoutBitmapScans` around the claim,
- * SignalProcessor.ts `finishStatement`). With statistics that have not seen
+ * BatchWrites.ts `finishStatement`). With statistics that have not seen
  * the backlog (here, as on a fresh installation, none at all), PostgreSQL
  * planned for every batch a bitmap scan of the whole queue to find its head,
  * and a scan of the whole table, hashed, to write the signals' end: a drain
