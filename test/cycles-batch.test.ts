@@ -15,7 +15,8 @@ import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll } from "vitest"
 import { cycleStart } from "../src/billing/Cycle.ts"
 import { renewDue } from "../src/billing/CycleJob.ts"
-import { invoiceTotals, type IssuedInvoice, type TaxRate } from "../src/billing/Invoices.ts"
+import type { IssuedInvoice } from "../src/billing/Invoice.ts"
+import { invoiceTotals, type TaxRate } from "../src/billing/InvoiceTotals.ts"
 import { Purchases } from "../src/billing/Purchases.ts"
 import {
   cancellation,

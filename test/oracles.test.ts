@@ -20,7 +20,7 @@
 import { BigDecimal, Effect } from "effect"
 import { createHash, createHmac } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { invoiceTotals, type LineInput, type TaxRate } from "../src/billing/Invoices.ts"
+import { invoiceTotals, type LineInput, type TaxRate } from "../src/billing/InvoiceTotals.ts"
 import { decimal, divideTo, roundTo } from "../src/money.ts"
 import { Models } from "../src/models/Models.ts"
 import { chargeCredit } from "../src/pricing/Pricing.ts"

@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
-import { RecurringGrantBody, WalletAlertBody, WalletLedger } from "../../src/billing/BillingApi.ts"
+import { RecurringGrantBody, WalletAlertBody, WalletLedger } from "../../src/billing/BalancesApi.ts"
 import { Wallets } from "../../src/billing/Wallets.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"

@@ -1,8 +1,8 @@
 /**
  * The arithmetic of an invoice, with no database: its totals (the subtotal
  * rounded to cents, a cent-rounded line per active tax on that subtotal,
- * their sum) and the order in which a batch of finalised invoices takes its
- * numbers (Invoices.ts writes both).
+ * their sum, in whole cents for `totalCents`) and the order in which a batch
+ * of finalised invoices takes its numbers (InvoiceNumbers.ts takes them).
  */
 import { BigDecimal } from "effect"
 import { type Decimal, HUNDRED, roundTo, sum } from "../money.ts"
@@ -51,6 +51,9 @@ export const invoiceTotals = (lines: ReadonlyArray<LineInput>, taxes: ReadonlyAr
   const total = BigDecimal.normalize(BigDecimal.sum(subtotal, taxTotal))
   return { subtotal, taxes: taxAmounts, taxTotal, total, free: !BigDecimal.isPositive(total) }
 }
+
+/** An amount in whole cents, as an invoice's `totalCents` answers it. */
+export const cents = (amount: Decimal) => BigDecimal.unsafeToNumber(roundTo(BigDecimal.multiply(amount, HUNDRED), 0))
 
 /** An invoice being finalised, as numbering knows it. */
 export interface NumberedInvoice {

@@ -19,7 +19,7 @@ import type { CustomerId, OrganizationId, PurchaseId } from "../ids.ts"
 import { customerKey } from "../ledger/Ledger.ts"
 import { BillingMode, ComponentType, PlanSnapshot, snapshotOfText } from "../pricing/PlanSnapshot.ts"
 import { Money, Timestamp } from "../schema.ts"
-import type { TaxRate } from "./Invoices.ts"
+import type { TaxRate } from "./InvoiceTotals.ts"
 import { BalanceRow, PurchaseRow, PurchaseStatus } from "./Purchase.ts"
 import type { LateBalance, RenewalBalance, RenewalState } from "./Renewal.ts"
 

@@ -15,7 +15,8 @@ import { insertRowsStatement, writeTogether, writeTogetherStatement } from "../d
 import { balanceColumns, createBalancesStatement, customerKey, type Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
 import { toSql } from "../money.ts"
 import { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
-import { issuedStatements, type WalletPayment } from "./Invoices.ts"
+import type { WalletPayment } from "./Invoice.ts"
+import { issuedStatements } from "./IssuedInvoices.ts"
 import { type LockedPurchase, scalarColumns, snapshotText } from "./PurchaseRows.ts"
 import { needsWallet, type Renewal, settleWallet, type WalletState } from "./Renewal.ts"
 

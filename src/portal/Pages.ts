@@ -7,7 +7,7 @@
 import { BigDecimal } from "effect"
 import { createHash } from "node:crypto"
 import type { Allowance } from "../billing/Balances.ts"
-import type { Invoice } from "../billing/Invoices.ts"
+import type { Invoice } from "../billing/Invoice.ts"
 import { HUNDRED, toNumber } from "../money.ts"
 import { meterLabels, usageChart } from "./Chart.ts"
 import { type Formats, isNegativeInCents } from "./Format.ts"

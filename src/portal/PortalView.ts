@@ -6,7 +6,8 @@
  */
 import { Effect, Either, Option } from "effect"
 import { type Allowance, Balances } from "../billing/Balances.ts"
-import { type Invoice, Invoices } from "../billing/Invoices.ts"
+import type { Invoice } from "../billing/Invoice.ts"
+import { Invoices } from "../billing/Invoices.ts"
 import { Purchases } from "../billing/Purchases.ts"
 import { Customers } from "../customers/Customers.ts"
 import type { Decimal } from "../money.ts"

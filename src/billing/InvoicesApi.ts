@@ -1,0 +1,181 @@
+/**
+ * The invoices group: invoices (the upcoming ones computed, never stored),
+ * hosted pay links, payments and the tax rates invoices apply. Handlers:
+ * InvoicesHttp.ts; the services: Invoices.ts, Taxes.ts, and Purchases.ts for
+ * the upcoming invoices.
+ */
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
+import { Schema } from "effect"
+import { Success } from "../http/Envelope.ts"
+import { documented } from "../http/Documented.ts"
+import { ActiveParam, PageParams } from "../http/Pagination.ts"
+import { CustomerId } from "../ids.ts"
+import { ExternalId, Timestamp } from "../schema.ts"
+import { CustomerFilter, RecordIdPath } from "./BillingParams.ts"
+import { Invoice, Payment, PaymentCreate, PaymentRecorded } from "./Invoice.ts"
+import { Tax, TaxCreate, TaxUpdate } from "./Taxes.ts"
+
+/** An invoice the cycle job would issue, computed and never stored: it has no id yet. */
+export const UpcomingInvoice = Schema.Struct({
+  ...Invoice.fields,
+  id: Schema.Null.annotations({ description: "Always null: the invoice is not issued yet." }),
+  number: Schema.Null.annotations({ description: "Always null: a number is given when an invoice is issued final." })
+})
+
+const UpcomingParams = Schema.Struct({
+  customerId: Schema.optional(CustomerId).annotations({
+    description: "The service's customer id. Required unless `externalId` is sent; wins when both are."
+  }),
+  externalId: Schema.optional(ExternalId).annotations({
+    description: "Your own id of an active customer, used when `customerId` is not sent."
+  })
+})
+
+export const PayLink = Schema.Struct({ invoiceId: Schema.String, url: Schema.String, expiresAt: Timestamp })
+
+export class InvoicesApi extends HttpApiGroup.make("invoices")
+  .add(
+    HttpApiEndpoint.get("upcoming", "/invoices/upcoming")
+      .setUrlParams(UpcomingParams)
+      .addSuccess(Success(Schema.Struct({ invoices: Schema.Array(UpcomingInvoice) }), { message: "Upcoming invoices" }))
+      .annotateContext(documented({
+        summary: "Preview a customer's upcoming invoices",
+        description: "What the cycle job would issue at the end of the current cycle if no more usage arrived, " +
+          "computed by the cycle job's own code and never stored (`id` and `number` null): the ending cycle's USAGE " +
+          "invoice (when it bills anything) and the next cycle's PLAN invoice, a scheduled plan change applied, with " +
+          "the active taxes and the auto-payment the wallet would make now. A SCHEDULED purchase: its first PLAN " +
+          "invoice. No live purchase: an empty list.",
+        errors: {
+          400: "Neither `customerId` nor `externalId` is sent, or the `externalId` is malformed.",
+          404: "No customer with this id, or no active customer with this `externalId`."
+        }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("list", "/invoices")
+      .setUrlParams(CustomerFilter)
+      .addSuccess(Success(Schema.Struct({ invoices: Schema.Array(Invoice) }), { message: "Invoices" }))
+      .annotateContext(documented({
+        summary: "List invoices",
+        description: "A page of the workspace's invoices in creation order, optionally of one customer."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/invoices/:id")
+      .setPath(RecordIdPath)
+      .addSuccess(Success(Schema.Struct({ invoice: Invoice }), { message: "Invoice" }))
+      .annotateContext(documented({
+        summary: "Get an invoice",
+        description: "One invoice with its lines, taxes and totals.",
+        errors: { 404: "No invoice with this id in the workspace." }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("payLink", "/invoices/:id/pay-link")
+      .setPath(RecordIdPath)
+      .addSuccess(Success(PayLink, { message: "Pay link created" }))
+      .annotateContext(documented({
+        summary: "Mint a hosted pay link for an invoice",
+        description: "A short-lived URL of the invoice's hosted payment page, for an OPEN invoice only.",
+        errors: {
+          404: "No invoice with this id in the workspace.",
+          409: "The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing."
+        }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("recordPayment", "/invoices/:id/payments")
+      .setPath(RecordIdPath)
+      .setPayload(PaymentCreate)
+      .addSuccess(
+        Success(PaymentRecorded, {
+          status: 201,
+          message: (result) =>
+            result.replayed
+              ? "Already processed: this idempotencyKey was used before; nothing was recorded again"
+              : "Payment recorded"
+        })
+      )
+      .annotateContext(documented({
+        summary: "Record a payment of an invoice",
+        description: "Records a payment received outside the service (a bank transfer, a cheque) for an OPEN " +
+          "invoice: the whole `total`, method `MANUAL`, with an optional `reference`; the invoice becomes PAID. " +
+          "The same rules as `billing invoice pay`. Send an `idempotencyKey` to make a retry safe: a repeat of the " +
+          "same request (same invoice, same reference) records nothing and answers the first payment again with " +
+          "`replayed: true`, even though the invoice is PAID by then.",
+        errors: {
+          404: "No invoice with this id in the workspace.",
+          409: "The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing.",
+          422: "The `idempotencyKey` was used before with a different request (another invoice or reference). " +
+            "Nothing is recorded."
+        }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("listPayments", "/payments")
+      .setUrlParams(CustomerFilter)
+      .addSuccess(Success(Schema.Struct({ payments: Schema.Array(Payment) }), { message: "Payments" }))
+      .annotateContext(documented({
+        summary: "List payments",
+        description: "A page of the workspace's payments in creation order, optionally of one customer."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("getPayment", "/payments/:id")
+      .setPath(RecordIdPath)
+      .addSuccess(Success(Schema.Struct({ payment: Payment }), { message: "Payment" }))
+      .annotateContext(documented({
+        summary: "Get a payment",
+        description: "One payment and the invoice it paid.",
+        errors: { 404: "No payment with this id in the workspace." }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("listTaxes", "/taxes")
+      .setUrlParams(Schema.Struct({ ...PageParams, ...ActiveParam }))
+      .addSuccess(Success(Schema.Struct({ taxes: Schema.Array(Tax) }), { message: "Taxes" }))
+      .annotateContext(documented({
+        summary: "List taxes",
+        description: "The workspace's taxes, oldest first, archived ones included; `active=true` keeps the taxes " +
+          "that apply to new invoices."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("createTax", "/taxes")
+      .setPayload(TaxCreate)
+      .addSuccess(
+        Success(Schema.Struct({ created: Schema.Literal(true), tax: Tax }), { status: 201, message: "Tax created" })
+      )
+      .annotateContext(documented({
+        summary: "Create a tax",
+        description: "A tax rate applied to the invoices created from now on while it is active."
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("getTax", "/taxes/:id")
+      .setPath(RecordIdPath)
+      .addSuccess(Success(Schema.Struct({ tax: Tax }), { message: "Tax" }))
+      .annotateContext(documented({
+        summary: "Get a tax",
+        description: "One tax by id, active or not.",
+        errors: { 404: "No tax with this id in the workspace." }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.patch("updateTax", "/taxes/:id")
+      .setPath(RecordIdPath)
+      .setPayload(TaxUpdate)
+      .addSuccess(Success(Schema.Struct({ updated: Schema.Literal(true), tax: Tax }), { message: "Tax updated" }))
+      .annotateContext(documented({
+        summary: "Update a tax",
+        description: "Changes the fields sent; invoices already created keep the tax they were created with.",
+        errors: { 404: "No tax with this id in the workspace." }
+      }))
+  )
+  .annotate(
+    OpenApi.Description,
+    "Invoices, payments and taxes: the documents billing produces, hosted pay links, and the tax rates applied."
+  )
+{}

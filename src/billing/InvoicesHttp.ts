@@ -1,0 +1,44 @@
+/** The invoices group's handlers (InvoicesApi.ts) over the Invoices, Taxes and Purchases services. */
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { Effect } from "effect"
+import { forOrganization } from "../http/Auth.ts"
+import { groupApi } from "../http/GroupApi.ts"
+import { toPage } from "../http/Pagination.ts"
+import { requestOrigin } from "../links/PublicUrl.ts"
+import { Invoices } from "./Invoices.ts"
+import { InvoicesApi } from "./InvoicesApi.ts"
+import { Purchases } from "./Purchases.ts"
+import { Taxes } from "./Taxes.ts"
+
+export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "invoices", (handlers) =>
+  Effect.gen(function*() {
+    const invoices = yield* Invoices
+    const taxes = yield* Taxes
+    const purchases = yield* Purchases
+    return handlers
+      .handle("upcoming", ({ urlParams }) =>
+        forOrganization((org) => purchases.upcoming(org, urlParams)).pipe(Effect.map((list) => ({ invoices: list }))))
+      .handle("list", ({ urlParams }) =>
+        forOrganization((org) => invoices.list(org, { customerId: urlParams.customerId, page: toPage(urlParams) })).pipe(
+          Effect.map((list) => ({ invoices: list }))
+        ))
+      .handle("get", ({ path }) =>
+        forOrganization((org) => invoices.get(org, path.id)).pipe(Effect.map((invoice) => ({ invoice }))))
+      .handle("payLink", ({ path }) =>
+        Effect.flatMap(requestOrigin, (origin) => forOrganization((org) => invoices.payLink(org, path.id, origin))))
+      .handle("recordPayment", ({ path, payload }) => forOrganization((org) => invoices.pay(org, path.id, payload)))
+      .handle("listPayments", ({ urlParams }) =>
+        forOrganization((org) => invoices.listPayments(org, { customerId: urlParams.customerId, page: toPage(urlParams) }))
+          .pipe(Effect.map((payments) => ({ payments }))))
+      .handle("getPayment", ({ path }) =>
+        forOrganization((org) => invoices.getPayment(org, path.id)).pipe(Effect.map((payment) => ({ payment }))))
+      .handle("listTaxes", ({ urlParams }) =>
+        forOrganization((org) => taxes.list(org, urlParams.active === "true", toPage(urlParams))).pipe(Effect.map((list) => ({ taxes: list }))))
+      .handle("createTax", ({ payload }) =>
+        forOrganization((org) => taxes.create(org, payload)).pipe(Effect.map((tax) => ({ created: true as const, tax }))))
+      .handle("getTax", ({ path }) => forOrganization((org) => taxes.get(org, path.id)).pipe(Effect.map((tax) => ({ tax }))))
+      .handle("updateTax", ({ path, payload }) =>
+        forOrganization((org) => taxes.update(org, path.id, payload)).pipe(
+          Effect.map((tax) => ({ updated: true as const, tax }))
+        ))
+  }))
