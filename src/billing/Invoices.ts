@@ -7,11 +7,11 @@
  * numbers InvoiceNumbers.ts, its totals InvoiceTotals.ts.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Either, Option, Schema } from "effect"
+import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findOne, knownCursor, pageClause, writeTogether } from "../db/Sql.ts"
 import { readClient } from "../db/ReadSql.ts"
 import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
-import { fingerprintOf, replay } from "../idempotency/Idempotency.ts"
+import { claimKey, fingerprintOf } from "../idempotency/Idempotency.ts"
 import type { Page } from "../Page.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import { toSql, ZERO } from "../money.ts"
@@ -113,11 +113,9 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         sql`SELECT id, fingerprint FROM payments WHERE organization_id = ${organizationId} AND idempotency_key = ${key}`
       )
 
-    /** The answer to a key used before: the first payment again, or 422 when the key named another request. */
-    const replayed = (organizationId: OrganizationId, key: string, stored: typeof KeyedPayment.Type, fingerprint: string) =>
+    /** The answer to a key used before: the first payment again. */
+    const firstPayment = (organizationId: OrganizationId, stored: typeof KeyedPayment.Type) =>
       Effect.gen(function*() {
-        const answer = replay(key, { fingerprint: stored.fingerprint ?? "", answer: stored.id }, fingerprint)
-        if (Either.isLeft(answer)) return yield* answer.left
         const payment = yield* Effect.orDie(getPayment(organizationId, stored.id))
         return { replayed: true, payment, invoice: yield* Effect.orDie(get(organizationId, payment.invoiceId)) } satisfies PaymentRecorded
       })
@@ -130,26 +128,17 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
      * the same key with another request is `IdempotencyKeyReused`. The invoice
      * is locked first, so two identical requests are answered one after the
      * other: the second finds the first's key (a replay), not a PAID invoice.
+     * The payment row is the key's record: inserted before the status is
+     * checked, and rolled back with the transaction when the invoice is not OPEN.
      */
     const pay = Effect.fn("Invoices.pay")(function*(organizationId: OrganizationId, id: string, input: PaymentCreate = {}) {
         const invoice = yield* findRow(organizationId, id, true)
         const reference = input.reference ?? null
         const fingerprint = fingerprintOf([id, reference])
         const key = input.idempotencyKey
-        if (key !== undefined) {
-          const stored = yield* findKeyed(organizationId, key)
-          if (Option.isSome(stored)) return yield* replayed(organizationId, key, stored.value, fingerprint)
-        }
-        if (invoice.status !== "OPEN") {
-          return yield* new InvoiceNotOpen({
-            message: invoice.status === "DRAFT"
-              ? `Invoice ${id} is a DRAFT (inside its grace period), not OPEN; it becomes OPEN when the cycle job finalises it`
-              : `Invoice ${id} is ${invoice.status}, not OPEN`
-          })
-        }
         const at = yield* currentTime
         const paymentId = makeId("pay")
-        const inserted = yield* sql`INSERT INTO payments ${
+        const insertPayment = sql`INSERT INTO payments ${
           sql.insert({
             organizationId,
             id: paymentId,
@@ -163,10 +152,26 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
             createdAt: at
           })
         } ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
-        if (inserted.length === 0 && key !== undefined) {
-          // The same key committed meanwhile for another invoice (this one is locked): a different request.
-          const stored = yield* findKeyed(organizationId, key)
-          return yield* replayed(organizationId, key, Option.getOrThrow(stored), fingerprint)
+        if (key === undefined) {
+          yield* insertPayment
+        } else {
+          const first = yield* claimKey(
+            key,
+            fingerprint,
+            insertPayment,
+            findKeyed(organizationId, key).pipe(
+              Effect.map((stored) => Option.getOrThrow(stored)),
+              Effect.map((stored) => ({ ...stored, fingerprint: stored.fingerprint ?? "" }))
+            )
+          )
+          if (Option.isSome(first)) return yield* firstPayment(organizationId, first.value)
+        }
+        if (invoice.status !== "OPEN") {
+          return yield* new InvoiceNotOpen({
+            message: invoice.status === "DRAFT"
+              ? `Invoice ${id} is a DRAFT (inside its grace period), not OPEN; it becomes OPEN when the cycle job finalises it`
+              : `Invoice ${id} is ${invoice.status}, not OPEN`
+          })
         }
         yield* sql`UPDATE invoices SET status = 'PAID', paid_at = ${at}, updated_at = ${at}
             WHERE organization_id = ${organizationId} AND id = ${invoice.id}`
