@@ -15,7 +15,7 @@
 import { SqlClient } from "@effect/sql"
 import { Deferred, type Duration, Effect, Fiber, Option } from "effect"
 import { makeClaims, wholeHead } from "../src/signals/Claim.ts"
-import { insertSignals } from "../src/signals/InboxWriter.ts"
+import { insertSignals } from "../src/signals/InboxInsert.ts"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
 import { makeId } from "../src/ids.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"

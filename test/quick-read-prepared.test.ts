@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Purchases } from "../src/billing/Purchases.ts"
 import type { CustomerId, OrganizationId } from "../src/ids.ts"
 import { UsageLog } from "../src/usage/UsageLog.ts"
-import { insertSignals } from "../src/signals/InboxWriter.ts"
+import { insertSignals } from "../src/signals/InboxInsert.ts"
 import { makeId } from "../src/ids.ts"
 import { Entitlements } from "../src/entitlements/Entitlements.ts"
 import { clientOf, makeCustomer, makePlan, makeUnit } from "./billing-support.ts"
@@ -129,7 +129,7 @@ describe.skipIf(!usesRealPostgres)("a customer's usage log (needs real PostgreSQ
 describe.skipIf(!usesRealPostgres)("the intake in an organisation with many customers (needs real PostgreSQL)", () => {
   it("looks each row's customer up by its key, never reading the organisation's customers whole", async () => {
     // The planner guesses 100 rows for any json_to_recordset: as a plain join, 10,000 customers got a hash
-    // join that read and hashed all of them on every intake statement (src/signals/InboxWriter.ts).
+    // join that read and hashed all of them on every intake statement (src/signals/InboxInsert.ts).
     const scans = await app.run(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
       yield* sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)

@@ -8,7 +8,7 @@ import { Layer } from "effect"
 import { Adjustments } from "../billing/Adjustments.ts"
 import { Balances } from "../billing/Balances.ts"
 import { Invoices } from "../billing/Invoices.ts"
-import { Metering } from "../billing/Metering.ts"
+import { CurrentPurchases } from "../billing/CurrentPurchases.ts"
 import { Purchases } from "../billing/Purchases.ts"
 import { Taxes } from "../billing/Taxes.ts"
 import { Wallets } from "../billing/Wallets.ts"
@@ -22,7 +22,7 @@ import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import { withArrivalsAnswered } from "./CustomersLive.ts"
 
 export const BillingLive = withArrivalsAnswered(Layer.mergeAll(
-  Metering.Default,
+  CurrentPurchases.Default,
   Purchases.Default,
   Balances.Default,
   Wallets.Default,

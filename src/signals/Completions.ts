@@ -7,7 +7,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Either, Option, Schema } from "effect"
-import { Metering } from "../billing/Metering.ts"
+import { CurrentPurchases } from "../billing/CurrentPurchases.ts"
 import { ensureActive } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { Members } from "../members/Members.ts"
@@ -24,7 +24,7 @@ import {
 import { makeId, type OrganizationId } from "../ids.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
 import { inboxRowOf } from "./InboxRow.ts"
-import { insertSignals } from "./InboxWriter.ts"
+import { insertSignals } from "./InboxInsert.ts"
 import { beyondLateWindow, type Moment, momentOf, tooOldRefusal } from "./LateWindow.ts"
 import { liveComposite, lockOccurrence, missingSignals } from "./Occurrences.ts"
 import {
@@ -41,12 +41,12 @@ import {
 const Sent = Schema.Struct({ id: Schema.String, messageId: Schema.String, response: Schema.NullOr(Schema.Unknown) })
 
 export class Completions extends Effect.Service<Completions>()("Completions", {
-  dependencies: [Customers.Default, Metering.Default, Members.Default],
+  dependencies: [Customers.Default, CurrentPurchases.Default, Members.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const customers = yield* Customers
     const members = yield* Members
-    const metering = yield* Metering
+    const currentPurchases = yield* CurrentPurchases
 
     const sentWithKey = (organizationId: OrganizationId, route: SignalRoute, key: string | undefined) =>
       key === undefined
@@ -181,7 +181,7 @@ export class Completions extends Effect.Service<Completions>()("Completions", {
           const found = yield* liveComposite(sql, organizationId, refId)
           if (Option.isNone(found)) return yield* new CompositeNotFound({ message: `No live composite has refId ${refId}` })
           const composite = found.value
-          const purchase = yield* metering.currentPurchase(organizationId, customer.id)
+          const purchase = yield* currentPurchases.currentPurchase(organizationId, customer.id)
           if (Option.isNone(purchase)) return yield* new NoActivePlan({ message: "Customer has no active plan" })
           const sold = purchase.value.snapshot.components.some((c) =>
             c.type === "PRICING_METRIC" && c.targetId === composite.id

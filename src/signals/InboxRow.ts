@@ -2,7 +2,7 @@
  * A request as the inbox's row: the one place a signal's columns are made,
  * whichever door it came in by (a queued route, a batch item, a completion,
  * or the worker completing a parked composite). Every row then goes in by one
- * statement (`insertSignals`, InboxWriter.ts).
+ * statement (`insertSignals`, InboxInsert.ts).
  *
  * The rules a row obeys here, once: the customer is named by `customerId` or
  * `externalId` (`namedCustomer`: customerId wins, neither is a 400); no text

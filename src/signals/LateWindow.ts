@@ -4,7 +4,7 @@
  * clock is a 400, one older than the workspace's late-usage window a 422, and
  * one more than an hour before intake is `late` (the backfill lane). Pure: the
  * clock's reading is an argument. The queued routes check the window in the
- * inbox insert itself, by the same rule in SQL (InboxWriter.ts); the
+ * inbox insert itself, by the same rule in SQL (InboxInsert.ts); the
  * completion routes, which read the setting in their own transaction, here.
  */
 import { Either } from "effect"

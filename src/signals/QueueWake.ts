@@ -3,7 +3,7 @@
  * poll (docs/signals.md "The wake").
  *
  * Every inbox write that queues a signal notifies `signalsQueuedChannel` once
- * per statement (src/signals/InboxWriter.ts: the notification is part of the
+ * per statement (src/signals/InboxInsert.ts: the notification is part of the
  * insert itself, so it costs no round trip and is delivered when the rows
  * commit). A looping worker listens on it (src/db/Listen.ts): between drains
  * it sleeps until a notification arrives or its poll interval

@@ -6,7 +6,7 @@
  * - a rawId is answered from here when the inbox no longer holds it
  *   (`GET /signals/{rawId}`, `billing signal show`: InboxView.get);
  * - an idempotency key is answered by its first signal wherever it is (the
- *   intake's insert and its look-up of taken keys, InboxWriter.ts; a
+ *   intake's insert and its look-up of taken keys, InboxInsert.ts; a
  *   completion's replay, Completions.ts);
  * - a FAILED signal replayed by an operator goes back to the inbox, QUEUED
  *   (`restoreFailed`).

@@ -21,12 +21,12 @@ export interface CurrentPurchase {
   readonly periodEnd: Date
 }
 
-export class Metering extends Effect.Service<Metering>()("Metering", {
+export class CurrentPurchases extends Effect.Service<CurrentPurchases>()("CurrentPurchases", {
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
 
     /** The customer's ACTIVE purchase and its snapshot, or None. */
-    const currentPurchase = Effect.fn("Metering.currentPurchase")((organizationId: OrganizationId, customerId: string) =>
+    const currentPurchase = Effect.fn("CurrentPurchases.currentPurchase")((organizationId: OrganizationId, customerId: string) =>
       Effect.map(
         findOne(
           PurchaseRow,
