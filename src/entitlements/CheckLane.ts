@@ -2,9 +2,9 @@
  * The check lane: `POST /api/v1/entitlements/check` (with or without
  * `reserve`) answered straight from Node's request, without the platform's
  * per-request machinery (request wrapper, router, middleware chain,
- * schema-driven payload and response). That machinery alone held a bare
- * HttpApi endpoint to a p99 of 60-81 ms at 64 connections on this machine, more
- * than the check's own work (docs/benchmarks.md, "The check before spending").
+ * schema-driven payload and response): for a bare HttpApi endpoint that
+ * machinery cost more than the check's own work (docs/benchmarks.md, "The
+ * check before spending").
  *
  * The lane is a door, not a second implementation, built as the intake lane
  * (src/signals/IntakeLane.ts) is: its route is the endpoint annotated
@@ -13,7 +13,8 @@
  * (BodyGuard's functions), decodes with the route's schema (`CheckRequest`),
  * authenticates with the same key cache (`ApiKeys.authenticateCached`, no
  * look-up for a known key), calls the same service as the HttpApi handler
- * (`Entitlements.check`), encodes the result with the route's schema
+ * (`Entitlements.checkNow`, the callback door of `Entitlements.check`: the same
+ * rules, judged from one coalesced read without a fiber), encodes the result with the route's schema
  * (`CheckResult`) into the same envelope, maps failures with the one mapping
  * (`failureAnswer`), and writes the same request id and request-log line.
  * A request it cannot judge without the full server (no Content-Length, a
