@@ -22,6 +22,7 @@ import { Money, Timestamp } from "../schema.ts"
 import type { TaxRate } from "./InvoiceTotals.ts"
 import { BalanceRow, PurchaseRow, PurchaseStatus } from "./Purchase.ts"
 import type { LateBalance, RenewalBalance, RenewalState } from "./Renewal.ts"
+import { keyPairs } from "../db/KeyPairs.ts"
 
 export const purchaseNotFound = (id: string) => new PurchaseNotFound({ message: `Purchase ${id} not found` })
 
@@ -160,14 +161,6 @@ export const decodeLocked = (rows: ReadonlyArray<unknown>): Effect.Effect<Array<
       catch: (error) => error
     }).pipe(Effect.orDie))
 
-/** Distinct (organization, id) pairs as two arrays, for `unnest`. */
-const pairsOf = (items: ReadonlyArray<readonly [string, string]>) => {
-  const unique = new Map(items.map((item) => [`${item[0]}/${item[1]}`, item] as const))
-  // Sorted by the map's keys, built once: a comparator that built them allocated two strings a comparison.
-  const sorted = [...unique.keys()].sort().map((key) => unique.get(key)!)
-  return { organizations: sorted.map((pair) => pair[0]), ids: sorted.map((pair) => pair[1]) }
-}
-
 /**
  * What a new purchase's first cycle reads besides its plan, as columns of
  * the statement that freezes the plan (`loadSnapshot`, `p` the plan's row):
@@ -227,21 +220,21 @@ export const loadStates = (
   lock = true
 ) =>
   Effect.gen(function*() {
-    const started = pairsOf(purchases.filter((p) => p.periodEnd !== null).map((p) => [p.organizationId, p.id] as const))
-    const balances = started.ids.length === 0 ? [] : yield* Effect.flatMap(
+    const started = keyPairs(purchases.filter((p) => p.periodEnd !== null).map((p) => [p.organizationId, p.id] as const))
+    const balances = started.keys.length === 0 ? [] : yield* Effect.flatMap(
       orDie(sql`SELECT * FROM purchase_balances
               WHERE (organization_id, purchase_id) IN (
-                SELECT * FROM unnest(${started.organizations}::text[], ${started.ids}::text[]))
+                SELECT * FROM unnest(${started.organizations}::text[], ${started.keys}::text[]))
               ORDER BY organization_id, purchase_id, component_id
               ${sql.literal(lock ? "FOR UPDATE" : "")}`),
       lockedBalances
     )
     // The customers' FINAL cycle rows still owed: late lines of the USAGE invoice a cycle end issues
     // (locked after the balance rows, before the wallets: the ledger's order).
-    const ending = pairsOf(
+    const ending = keyPairs(
       purchases.filter((p) => p.status === "ACTIVE" && p.periodEnd !== null).map((p) => [p.organizationId, p.customerId] as const)
     )
-    const owed = ending.ids.length === 0 ? [] : yield* findAll(
+    const owed = ending.keys.length === 0 ? [] : yield* findAll(
       OwedCycleBalance,
       // The owed rows are found first, per customer, through the partial index `cycle_balances_owed`
       // (almost always none), then joined: left to itself the planner joined the customers with
@@ -249,7 +242,7 @@ export const loadStates = (
       // while statistics still called the new rows few.
       sql`WITH owed AS MATERIALIZED (
                 SELECT cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id
-                FROM unnest(${ending.organizations}::text[], ${ending.ids}::text[]) AS k(organization_id, customer_id)
+                FROM unnest(${ending.organizations}::text[], ${ending.keys}::text[]) AS k(organization_id, customer_id)
                 JOIN cycle_balances cb ON cb.organization_id = k.organization_id AND cb.customer_id = k.customer_id
                   AND cb.arrear_amount <> cb.invoiced_arrear
               )
