@@ -12,6 +12,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema, String, Struct } from "effect"
+import { groupBy } from "effect/Array"
 import { findAll, orDie } from "../db/Sql.ts"
 import * as Rows from "../db/RowDecoders.ts"
 import { PurchaseNotFound } from "../errors.ts"
@@ -260,13 +261,7 @@ export const loadStates = (
               ORDER BY cb.organization_id, cb.purchase_id, cb.cycle_index, cb.component_id
               ${sql.literal(lock ? "FOR UPDATE OF cb" : "")}`
     )
-    const owedOf = new Map<string, Array<LateBalance>>()
-    for (const row of owed) {
-      const key = customerKey(row)
-      const list = owedOf.get(key)
-      if (list === undefined) owedOf.set(key, [row])
-      else list.push(row)
-    }
+    const owedOf: Record<string, ReadonlyArray<LateBalance>> = groupBy(owed, customerKey)
     const organizations = [...new Set(purchases.map((p) => p.organizationId))].sort()
     const taxes = loadedTaxes ?? (yield* findAll(
       ActiveTax,
@@ -274,29 +269,18 @@ export const loadStates = (
               WHERE organization_id = ANY(${organizations}::text[]) AND is_active
               ORDER BY organization_id, id`
     ))
-    const balancesOf = new Map<string, Array<RenewalBalance>>()
-    for (const row of balances) {
-      const key = `${row.organizationId}/${row.purchaseId}`
-      const list = balancesOf.get(key)
-      if (list === undefined) balancesOf.set(key, [row])
-      else list.push(row)
-    }
-    const taxesOf = new Map<string, Array<TaxRate>>()
-    for (const tax of taxes) {
-      const list = taxesOf.get(tax.organizationId)
-      if (list === undefined) taxesOf.set(tax.organizationId, [tax])
-      else list.push(tax)
-    }
+    const balancesOf: Record<string, ReadonlyArray<RenewalBalance>> = groupBy(balances, (row) => `${row.organizationId}/${row.purchaseId}`)
+    const taxesOf: Record<string, ReadonlyArray<TaxRate>> = groupBy(taxes, (tax) => tax.organizationId)
     return purchases.map((purchase): RenewalState => {
       // A customer's owed rows go to one step only (a customer has one live purchase; this is a guard).
       const key = customerKey(purchase)
-      const lateBalances = owedOf.get(key) ?? []
-      owedOf.delete(key)
+      const lateBalances = owedOf[key] ?? []
+      delete owedOf[key]
       return {
         organizationId: purchase.organizationId,
         purchase,
-        balances: balancesOf.get(`${purchase.organizationId}/${purchase.id}`) ?? [],
-        taxes: taxesOf.get(purchase.organizationId) ?? [],
+        balances: balancesOf[`${purchase.organizationId}/${purchase.id}`] ?? [],
+        taxes: taxesOf[purchase.organizationId] ?? [],
         graceHours: purchase.invoiceGraceHours,
         lateBalances
       }

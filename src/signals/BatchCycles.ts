@@ -6,6 +6,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
+import { groupBy } from "effect/Array"
 import { BalanceRow, PurchaseRow } from "../billing/Purchase.ts"
 import { findAll } from "../db/Sql.ts"
 import type { PurchaseContext } from "../pricing/meters/Context.ts"
@@ -171,18 +172,12 @@ export const loadSignalCycles = (
           cycleQuantity: row.cycleQuantity
         })
       }
-      const cyclesOfCustomer = new Map<string, Array<typeof EndedCycleRow.Type>>()
-      for (const cycle of ended) {
-        const key = scoped(cycle.organizationId, cycle.customerId)
-        const list = cyclesOfCustomer.get(key)
-        if (list === undefined) cyclesOfCustomer.set(key, [cycle])
-        else list.push(cycle)
-      }
+      const cyclesOfCustomer = groupBy(ended, (cycle) => scoped(cycle.organizationId, cycle.customerId))
       for (const [record, customer] of lateSignals) {
         const moment = record.moment.getTime()
         // Ended cycles never overlap for one customer; should two, the later one bills it.
         let found: typeof EndedCycleRow.Type | undefined
-        for (const cycle of cyclesOfCustomer.get(scoped(customer.organizationId, customer.id)) ?? []) {
+        for (const cycle of cyclesOfCustomer[scoped(customer.organizationId, customer.id)] ?? []) {
           if (cycle.periodStart.getTime() <= moment && moment < cycle.periodEnd.getTime()) {
             if (found === undefined || cycle.periodStart.getTime() > found.periodStart.getTime()) found = cycle
           }
