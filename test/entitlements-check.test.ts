@@ -344,7 +344,7 @@ describe("GET /customers/{id}/entitlements", () => {
 })
 
 /** A hold's row as the API shows it. */
-const reservation = async (id: string) => {
+const holdById = async (id: string) => {
   const response = await get(`/reservations/${id}`)
   expect(response.status).toBe(200)
   return response.body.result
@@ -438,12 +438,12 @@ describe("holds (reserve)", () => {
     // The same signal again (its idempotencyKey): nothing new is queued.
     expect(await jo.signal("/signal/credit", { agentKey: "chat", usage: big, reservationId, idempotencyKey: "call-1" })).toBe(first)
     await drain()
-    expect(await reservation(reservationId)).toMatchObject({ status: "SETTLED", signalId: first, usageLogId: expect.stringMatching(/^usg_/) })
+    expect(await holdById(reservationId)).toMatchObject({ status: "SETTLED", signalId: first, usageLogId: expect.stringMatching(/^usg_/) })
     expect(await jo.check({ meter: "CREDIT", agentKey: "chat", usage: call })).toMatchObject({ remaining: 7.6, pending: 0, held: 0 })
     // Another signal naming the settled hold is priced as usual and settles nothing.
     const second = await jo.signal("/signal/credit", { agentKey: "chat", usage: call, reservationId })
     await drain()
-    expect(await reservation(reservationId)).toMatchObject({ status: "SETTLED", signalId: first })
+    expect(await holdById(reservationId)).toMatchObject({ status: "SETTLED", signalId: first })
     const [row] = await query<{ status: string }>(app, "SELECT status FROM signals WHERE organization_id = $1 AND id = $2", [
       acme.organizationId,
       second
@@ -465,7 +465,7 @@ describe("holds (reserve)", () => {
       refused
     ])
     expect(row!.status).toBe("FAILED")
-    expect(await reservation(reservationId)).toMatchObject({ status: "HELD", signalId: null })
+    expect(await holdById(reservationId)).toMatchObject({ status: "HELD", signalId: null })
     expect(await jo.check({ meter: "CREDIT", agentKey: "chat", usage: call })).toMatchObject({ remaining: 10, held: 2 })
   })
 
@@ -475,7 +475,7 @@ describe("holds (reserve)", () => {
     const { reservationId } = await jo.check({ meter: "UNIT", agentKey: "pages", reserve: { quantity: 3, ttlSeconds: 600 } })
     await al.signal("/signal/unit", { agentKey: "pages", reservationId })
     await drain()
-    expect(await reservation(reservationId)).toMatchObject({ status: "HELD" })
+    expect(await holdById(reservationId)).toMatchObject({ status: "HELD" })
     expect(await al.check({ meter: "UNIT", agentKey: "pages" })).toMatchObject({ remaining: 9, held: 0 })
     expectError(await post("/signal/unit", { customerId: al.customerId, agentKey: "pages", reservationId: "nope" }), 400, "validation_failed", "reservationId")
   })
@@ -511,7 +511,7 @@ describe("holds (reserve)", () => {
           const entitlements = yield* Entitlements
           return {
             check: yield* entitlements.check(acme.organizationId, { customerId: jo.customerId, meter: "UNIT", agentKey: "pages" }),
-            hold: yield* entitlements.reservation(acme.organizationId, reservationId),
+            hold: yield* entitlements.hold(acme.organizationId, reservationId),
             release: yield* entitlements.release(acme.organizationId, reservationId).pipe(Effect.when(() => millis >= expiry))
           }
         }).pipe(Effect.provide(TestContext.TestContext))
@@ -542,14 +542,14 @@ describe("holds (reserve)", () => {
     await drainAt(Date.parse(late.expiresAt))
     // Priced as any signal (2 of the 10 pages); the hold is left as it was, to expire.
     expect(await signalStatus(lateSignal)).toBe("PROCESSED")
-    expect(await reservation(late.reservationId)).toMatchObject({ status: "HELD", signalId: null, usageLogId: null })
+    expect(await holdById(late.reservationId)).toMatchObject({ status: "HELD", signalId: null, usageLogId: null })
     expect(await jo.check({ meter: "UNIT", agentKey: "pages" })).toMatchObject({ remaining: 8, held: 3 })
 
     const al = await newCustomer()
     const inTime = await al.check({ meter: "UNIT", agentKey: "pages", reserve: { quantity: 3, ttlSeconds: 600 } })
     const inTimeSignal = await al.signal("/signal/unit", { agentKey: "pages", quantity: 2, reservationId: inTime.reservationId })
     await drainAt(Date.parse(inTime.expiresAt) - 1)
-    expect(await reservation(inTime.reservationId)).toMatchObject({ status: "SETTLED", signalId: inTimeSignal })
+    expect(await holdById(inTime.reservationId)).toMatchObject({ status: "SETTLED", signalId: inTimeSignal })
     expect(await al.check({ meter: "UNIT", agentKey: "pages" })).toMatchObject({ remaining: 8, held: 0 })
   })
 })

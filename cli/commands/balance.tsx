@@ -1,7 +1,7 @@
 import type { Command } from "commander"
 import { BigDecimal, Effect, Layer, Schema } from "effect"
 import { Balances, CurrentPlan, CustomerBalances } from "../../src/billing/Balances.ts"
-import { Reservation } from "../../src/entitlements/Entitlement.ts"
+import { Hold } from "../../src/entitlements/Entitlement.ts"
 import { Entitlements } from "../../src/entitlements/Entitlements.ts"
 import { Box } from "../ui/ink.ts"
 import { Details, Table } from "../ui/Table.tsx"
@@ -14,7 +14,7 @@ const run = runnerOn(BillingCommandServices)
 const runShow = runnerOn(Layer.merge(BillingCommandServices, Entitlements.Default))
 
 /** The balances with the customer's active holds (`POST /entitlements/check` with `reserve`). */
-const BalancesWithHolds = Schema.Struct({ ...CustomerBalances.fields, holds: Schema.Array(Reservation) })
+const BalancesWithHolds = Schema.Struct({ ...CustomerBalances.fields, holds: Schema.Array(Hold) })
 
 interface CustomerOptions {
   readonly json?: boolean

@@ -1,7 +1,7 @@
 /**
  * Spend control's shapes (issue 26, parts 2 and 3): the check before spending
- * (`POST /entitlements/check`), with or without a hold, its answer, a hold
- * (reservation), and a customer's entitlements with what is pending and held.
+ * (`POST /entitlements/check`), with or without a hold, its answer, a hold,
+ * and a customer's entitlements with what is pending and held.
  *
  * Every amount is in the balance's own unit: credits of a CREDIT, outcomes of
  * an OUTCOME, units of a UNIT, USD of the WALLET (the ordinary Wallet).
@@ -34,7 +34,8 @@ const PositiveAmount = MoneyInput.pipe(
   })
 )
 
-export const Reserve = Schema.Struct({
+/** What a check's `reserve` asks to hold (the API's word for asking for a hold). */
+export const HoldRequest = Schema.Struct({
   amount: Schema.optional(PositiveAmount).annotations({
     description: "WALLET only: the USD to hold."
   }),
@@ -53,7 +54,7 @@ export const Reserve = Schema.Struct({
   description: "Hold part of the balance when the check is allowed. At most one of `amount`, `usage` and `quantity`; " +
     "with none, the check's own `estimatedCost` is held."
 })
-export type Reserve = typeof Reserve.Type
+export type HoldRequest = typeof HoldRequest.Type
 
 type Issue = { readonly path: ReadonlyArray<string>; readonly message: string }
 
@@ -69,7 +70,7 @@ const fieldRules = (check: {
   readonly agentKey?: string | undefined
   readonly quantity?: BigDecimal.BigDecimal | undefined
   readonly usage?: unknown
-  readonly reserve?: Reserve | undefined
+  readonly reserve?: HoldRequest | undefined
 }): Issue | true => {
   const { meter, reserve } = check
   if (meter === "WALLET") {
@@ -117,7 +118,7 @@ export const CheckRequest = Schema.Struct({
   usage: Schema.optional(Usage).annotations({
     description: "CREDIT and WALLET (required): the model call about to be made, priced as its signal would be."
   }),
-  reserve: Schema.optional(Reserve)
+  reserve: Schema.optional(HoldRequest)
 }).annotations(strict).pipe(
   Schema.filter(fieldRules),
   Schema.annotations({ ...strict, ...namesCustomer, identifier: "EntitlementCheck" })
@@ -149,28 +150,29 @@ export const CheckResult = Schema.Struct({
 }).annotations({ identifier: "EntitlementCheckResult" })
 export type CheckResult = typeof CheckResult.Type
 
-export const ReservationStatus = Schema.Literal("HELD", "SETTLED", "RELEASED", "EXPIRED")
+export const HoldStatus = Schema.Literal("HELD", "SETTLED", "RELEASED", "EXPIRED")
 
-export const Reservation = Schema.Struct({
+/** A hold; the API names its schema `Reservation`. */
+export const Hold = Schema.Struct({
   id: Schema.String,
   customerId: Schema.String,
   meter: CheckMeter,
   targetId: Schema.NullOr(Schema.String),
   amount: Money,
-  status: ReservationStatus,
+  status: HoldStatus,
   createdAt: Timestamp,
   expiresAt: Timestamp,
   endedAt: Schema.NullOr(Timestamp),
   signalId: Schema.NullOr(Schema.String),
   usageLogId: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "Reservation" })
-export type Reservation = typeof Reservation.Type
+export type Hold = typeof Hold.Type
 
 export const ReleaseResult = Schema.Struct({
   released: Schema.Boolean.annotations({
     description: "True when this call released the hold; false when it had ended already (settled, released, expired)."
   }),
-  reservation: Reservation
+  reservation: Hold
 })
 export type ReleaseResult = typeof ReleaseResult.Type
 
@@ -193,6 +195,6 @@ export const CustomerEntitlements = Schema.Struct({
   hasPlan: Schema.Boolean,
   purchaseId: Schema.NullOr(Schema.String),
   entitlements: Schema.Array(EntitlementBalance),
-  holds: Schema.Array(Reservation).annotations({ description: "The customer's active holds, oldest first." })
+  holds: Schema.Array(Hold).annotations({ description: "The customer's active holds, oldest first." })
 }).annotations({ identifier: "CustomerEntitlements" })
 export type CustomerEntitlements = typeof CustomerEntitlements.Type

@@ -8,7 +8,7 @@
  *
  * With `reserve`, an allowed check holds an amount of the balance until a
  * signal carrying its `reservationId` settles it (signals/Settlements.ts), it
- * is released, or it expires. Reserving checks of one customer are
+ * is released, or it expires. Checks with `reserve` of one customer are
  * serialised by a transaction-scoped advisory lock taken before anything is
  * read, in the transaction that inserts the hold: the second of two racing
  * checks reads the first one's hold, so two agents racing for the last credit
@@ -37,11 +37,11 @@ import {
   type CheckRequest,
   type CheckResult,
   type CustomerEntitlements,
-  type ReleaseResult,
-  type Reservation
+  type Hold,
+  type ReleaseResult
 } from "./Entitlement.ts"
 import { quickReadMany, type QuickRequest, type QuickState } from "./QuickRead.ts"
-import { balanceKey, countedHolds, type Hold, judge, type Judgement, simulateQueued } from "./SpendState.ts"
+import { type ActiveHold, balanceKey, countedHolds, judge, type Judgement, simulateQueued } from "./SpendState.ts"
 
 /**
  * The most queued signals of one customer a check prices. A customer further
@@ -57,14 +57,14 @@ const CustomerRow = Schema.Struct({
   archivedAt: Schema.NullOr(Timestamp)
 })
 
-const HoldRow = Schema.Struct({
+const ActiveHoldRow = Schema.Struct({
   id: Schema.String,
   meter: Schema.Literal("CREDIT", "OUTCOME", "UNIT", "WALLET"),
   targetId: Schema.NullOr(Schema.String),
   amount: Money
 })
 
-const ReservationRow = Schema.Struct({
+const HoldRow = Schema.Struct({
   id: Schema.String,
   customerId: Schema.String,
   meter: Schema.Literal("CREDIT", "OUTCOME", "UNIT", "WALLET"),
@@ -77,7 +77,7 @@ const ReservationRow = Schema.Struct({
   signalId: Schema.NullOr(Schema.String),
   usageLogId: Schema.NullOr(Schema.String)
 })
-type ReservationRow = typeof ReservationRow.Type
+type HoldRow = typeof HoldRow.Type
 
 const BalanceTotals = Schema.Struct({
   componentId: Schema.String,
@@ -87,7 +87,7 @@ const BalanceTotals = Schema.Struct({
 })
 
 /** A HELD row whose time has passed is reported EXPIRED: it released itself. */
-const reservationOf = (row: ReservationRow, now: Date): Reservation => ({
+const holdOf = (row: HoldRow, now: Date): Hold => ({
   ...row,
   status: row.status === "HELD" && row.expiresAt.getTime() <= now.getTime() ? "EXPIRED" : row.status
 })
@@ -177,9 +177,9 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         }
       )
 
-    const holdsOf = (organizationId: string, customerId: string, now: Date) =>
+    const activeHoldRowsOf = (organizationId: string, customerId: string, now: Date) =>
       findAll(
-        HoldRow,
+        ActiveHoldRow,
         sql`SELECT id, meter, target_id, amount FROM reservations
             WHERE organization_id = ${organizationId} AND customer_id = ${customerId} AND status = 'HELD'
               AND expires_at > ${now}`
@@ -197,7 +197,7 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
     ) =>
       Effect.gen(function*() {
         const queued = yield* queuedOf(customer)
-        const holds: ReadonlyArray<Hold> = yield* holdsOf(customer.organizationId, customer.id, now)
+        const holds: ReadonlyArray<ActiveHold> = yield* activeHoldRowsOf(customer.organizationId, customer.id, now)
         // The check's own request rides along as more signals, so its catalogue and models are read with the rest.
         const probeSignals = probes.map((probe): DecodedSignal => ({
           record: {
@@ -267,21 +267,21 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         (judgement) => resultOf(state.simulated.customer, request, judgement, null, null)
       )
 
-    const answer = (organizationId: string, request: CheckRequest, reserving: boolean) =>
+    const answer = (organizationId: string, request: CheckRequest, withHold: boolean) =>
       Effect.gen(function*() {
         const now = yield* currentTime
-        // Serialises this customer's reserving checks until the hold commits (or the refusal ends the
+        // Serialises this customer's checks with `reserve` until the hold commits (or the refusal ends the
         // transaction): a check reads after the lock, so it sees what a check that held it before committed.
         const lockHolds = (customerId: string) =>
           orDie(sql`SELECT pg_advisory_xact_lock(hashtext(${organizationId}), hashtext(${`reservations/${customerId}`}))`)
         let state
-        if (reserving && request.customerId !== undefined) {
+        if (withHold && request.customerId !== undefined) {
           // The id names the customer (it wins over an externalId): the lock first, then one read.
           yield* lockHolds(request.customerId)
           state = yield* checkState(organizationId, request, now)
         } else {
           state = yield* checkState(organizationId, request, now)
-          if (reserving) {
+          if (withHold) {
             // Named by externalId: read to learn its id, lock, then read again.
             yield* lockHolds(state.simulated.customer.id)
             state = yield* checkState(organizationId, { ...request, customerId: state.simulated.customer.id }, now)
@@ -290,24 +290,24 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
         const { context, holds, simulated } = state
         const customer = simulated.customer
         const judgement = yield* judge(simulated, context, holds, request)
-        let reservationId: string | null = null
+        let holdId: string | null = null
         let expiresAt: Date | null = null
-        if (reserving && judgement.allowed && judgement.holdAmount !== null && BigDecimal.isPositive(judgement.holdAmount)) {
-          reservationId = makeId("rsv")
+        if (withHold && judgement.allowed && judgement.holdAmount !== null && BigDecimal.isPositive(judgement.holdAmount)) {
+          holdId = makeId("rsv")
           expiresAt = new Date(now.getTime() + request.reserve!.ttlSeconds * 1000)
           yield* orDie(sql`INSERT INTO reservations
               (organization_id, id, customer_id, meter, target_id, amount, status, created_at, expires_at)
-            VALUES (${organizationId}, ${reservationId}, ${customer.id}, ${request.meter}, ${judgement.targetId},
+            VALUES (${organizationId}, ${holdId}, ${customer.id}, ${request.meter}, ${judgement.targetId},
                     ${toSql(judgement.holdAmount)}, 'HELD', ${now}, ${expiresAt})`)
         }
-        return resultOf(customer, request, judgement, reservationId, expiresAt)
+        return resultOf(customer, request, judgement, holdId, expiresAt)
       })
 
     const resultOf = (
       customer: Customer,
       request: CheckRequest,
       judgement: Judgement,
-      reservationId: string | null,
+      holdId: string | null,
       expiresAt: Date | null
     ): CheckResult => ({
       customerId: customer.id,
@@ -318,11 +318,11 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
       pending: judgement.pending,
       held: judgement.held,
       estimatedCost: judgement.estimatedCost,
-      reservationId,
+      reservationId: holdId,
       expiresAt
     })
 
-    /** `POST /entitlements/check`: reads only, unless it reserves (one transaction with the hold). */
+    /** `POST /entitlements/check`: reads only, unless it asks for a hold (one transaction with the hold). */
     const check = Effect.fn("Entitlements.check")((organizationId: string, request: CheckRequest) =>
       request.reserve === undefined
         ? answer(organizationId, request, false)
@@ -336,9 +336,9 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
      * `reserve` whose customer has no queued signal is its quick read, by
      * callback (Coalesce.ts `unsafeRead`), judged in memory with the same
      * functions as `check`. A customer with queued signals has its queue
-     * priced from that read, and a reserving check runs as `check`, each in a
-     * fiber of the service's. `answer` is called once; the
-     * returned function withdraws the check (its client went away).
+     * priced from that read, and a check with `reserve` runs as `check`, each
+     * in a fiber of the service's. `answer` is called once; the returned
+     * function withdraws the check (its client went away).
      */
     const checkNow = (
       organizationId: string,
@@ -418,7 +418,7 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
           pending: simulated.pending.get("WALLET") ?? ZERO,
           held: heldOf("WALLET", null)
         }
-        const activeHolds = yield* reservationsOf(organizationId, customer.id, now)
+        const activeHolds = yield* holdsOf(organizationId, customer.id, now)
         if (purchase === null) {
           return { customerId: customer.id, hasPlan: false, purchaseId: null, entitlements: [wallet], holds: activeHolds } satisfies CustomerEntitlements
         }
@@ -462,10 +462,10 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
       })
 
     /** The customer's active holds (HELD, not expired), oldest first. */
-    const reservationsOf = (organizationId: string, customerId: string, now: Date) =>
+    const holdsOf = (organizationId: string, customerId: string, now: Date) =>
       Effect.map(
         findAll(
-          ReservationRow,
+          HoldRow,
           sql`SELECT id, customer_id, meter, target_id, amount, status, created_at, expires_at, ended_at, signal_id,
                      usage_log_id
               FROM reservations
@@ -473,20 +473,20 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
                 AND expires_at > ${now}
               ORDER BY id`
         ),
-        (rows) => rows.map((row) => reservationOf(row, now))
+        (rows) => rows.map((row) => holdOf(row, now))
       )
 
     /** The active holds of a customer (for `billing balance show`); unknown customer 404. */
     const activeHolds = Effect.fn("Entitlements.activeHolds")(function*(organizationId: string, customerId: string) {
         const now = yield* currentTime
         const customer = yield* customerOf(organizationId, { customerId })
-        return yield* reservationsOf(organizationId, customer.id, now)
+        return yield* holdsOf(organizationId, customer.id, now)
       })
 
-    const reservationById = (organizationId: string, id: string) =>
+    const holdById = (organizationId: string, id: string) =>
       Effect.flatMap(
         findAll(
-          ReservationRow,
+          HoldRow,
           sql`SELECT id, customer_id, meter, target_id, amount, status, created_at, expires_at, ended_at, signal_id,
                      usage_log_id
               FROM reservations WHERE organization_id = ${organizationId} AND id = ${id}`
@@ -505,23 +505,23 @@ export class Entitlements extends Effect.Service<Entitlements>()("Entitlements",
     const release = Effect.fn("Entitlements.release")(function*(organizationId: string, id: string) {
         const now = yield* currentTime
         const released = yield* findAll(
-          ReservationRow,
+          HoldRow,
           sql`UPDATE reservations SET status = 'RELEASED', ended_at = ${now}
               WHERE organization_id = ${organizationId} AND id = ${id} AND status = 'HELD' AND expires_at > ${now}
               RETURNING id, customer_id, meter, target_id, amount, status, created_at, expires_at, ended_at, signal_id,
                         usage_log_id`
         )
-        if (released[0] !== undefined) return { released: true, reservation: reservationOf(released[0], now) } satisfies ReleaseResult
-        const row = yield* reservationById(organizationId, id)
-        return { released: false, reservation: reservationOf(row, now) } satisfies ReleaseResult
+        if (released[0] !== undefined) return { released: true, reservation: holdOf(released[0], now) } satisfies ReleaseResult
+        const row = yield* holdById(organizationId, id)
+        return { released: false, reservation: holdOf(row, now) } satisfies ReleaseResult
       })
 
     /** One hold, as it stands now. */
-    const reservation = Effect.fn("Entitlements.reservation")(function*(organizationId: string, id: string) {
+    const hold = Effect.fn("Entitlements.hold")(function*(organizationId: string, id: string) {
         const now = yield* currentTime
-        return reservationOf(yield* reservationById(organizationId, id), now)
+        return holdOf(yield* holdById(organizationId, id), now)
       })
 
-    return { check, checkNow, list, release, reservation, activeHolds } as const
+    return { check, checkNow, list, release, hold, activeHolds } as const
   })
 }) {}

@@ -5,9 +5,9 @@ import { Context, Schema } from "effect"
 import { CustomerIdPath, customerNotFound } from "../customers/CustomersApi.ts"
 import { Success } from "../http/Envelope.ts"
 import { documented } from "../http/Documented.ts"
-import { CheckRequest, CheckResult, CustomerEntitlements, ReleaseResult, Reservation } from "./Entitlement.ts"
+import { CheckRequest, CheckResult, CustomerEntitlements, Hold, ReleaseResult } from "./Entitlement.ts"
 
-const ReservationIdPath = Schema.Struct({
+const HoldIdPath = Schema.Struct({
   id: Schema.String.annotations({ description: "The hold's id (`rsv_...`), as the reserving check answered it." })
 })
 
@@ -17,7 +17,7 @@ export class CheckEndpoint extends Context.Tag("entitlements/CheckEndpoint")<Che
 /** The message of the check's 200 (also written by src/entitlements/CheckLane.ts). */
 export const checkedMessage = "Entitlement checked"
 
-const reservationNotFound = "No reservation with this id in the workspace."
+const holdNotFound = "No reservation with this id in the workspace."
 
 export class EntitlementsApi extends HttpApiGroup.make("entitlements")
   .add(
@@ -61,24 +61,24 @@ export class EntitlementsApi extends HttpApiGroup.make("entitlements")
   )
   .add(
     HttpApiEndpoint.get("reservation", "/reservations/:id")
-      .setPath(ReservationIdPath)
-      .addSuccess(Success(Reservation, { message: "Reservation" }))
+      .setPath(HoldIdPath)
+      .addSuccess(Success(Hold, { message: "Reservation" }))
       .annotateContext(documented({
         summary: "Read a spend hold",
         description: "A hold as it stands: HELD, SETTLED (with the signal and usage-log row that settled it), " +
           "RELEASED, or EXPIRED (its time passed: it released itself).",
-        errors: { 404: reservationNotFound }
+        errors: { 404: holdNotFound }
       }))
   )
   .add(
     HttpApiEndpoint.post("release", "/reservations/:id/release")
-      .setPath(ReservationIdPath)
+      .setPath(HoldIdPath)
       .addSuccess(Success(ReleaseResult, { message: "Reservation released" }))
       .annotateContext(documented({
         summary: "Release a spend hold early",
         description: "Ends a HELD hold now (`released: true`). A hold that has ended already (settled, released or " +
           "expired) is answered as it is with `released: false`, and nothing changes.",
-        errors: { 404: reservationNotFound }
+        errors: { 404: holdNotFound }
       }))
   )  .annotate(
     OpenApi.Description,

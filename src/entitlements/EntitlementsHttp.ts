@@ -11,6 +11,6 @@ export const EntitlementsHttpLive = HttpApiBuilder.group(groupApi(EntitlementsAp
     return handlers
       .handle("check", ({ payload }) => forOrganization((org) => entitlements.check(org, payload)))
       .handle("list", ({ path }) => forOrganization((org) => entitlements.list(org, path.id)))
-      .handle("reservation", ({ path }) => forOrganization((org) => entitlements.reservation(org, path.id)))
+      .handle("reservation", ({ path }) => forOrganization((org) => entitlements.hold(org, path.id)))
       .handle("release", ({ path }) => forOrganization((org) => entitlements.release(org, path.id)))
   }))

@@ -21,7 +21,7 @@ import { snapshotOfText } from "../pricing/PlanSnapshot.ts"
 import { Money, Timestamp } from "../schema.ts"
 import type { Catalogue, PurchaseContext } from "../pricing/meters/Context.ts"
 import type { BatchContext, Customer } from "../signals/BatchContext.ts"
-import type { Hold } from "./SpendState.ts"
+import type { ActiveHold } from "./SpendState.ts"
 
 const Meter = Schema.Literal("CREDIT", "OUTCOME", "UNIT", "WALLET")
 
@@ -60,7 +60,7 @@ const QuickRow = Schema.Struct({
 export interface QuickState {
   readonly customer: Customer
   readonly hasQueued: boolean
-  readonly holds: ReadonlyArray<Hold>
+  readonly holds: ReadonlyArray<ActiveHold>
   readonly context: BatchContext
 }
 

@@ -26,10 +26,10 @@ import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import type { BatchContext, Customer, DecodedSignal } from "../signals/BatchContext.ts"
 import { meterSignal } from "../signals/MeterSignal.ts"
 import type { Usage } from "../signals/Signal.ts"
-import type { CheckMeter, CheckReason, Reserve } from "./Entitlement.ts"
+import type { CheckMeter, CheckReason, HoldRequest } from "./Entitlement.ts"
 
-/** An active hold, as read. */
-export interface Hold {
+/** An active hold, as read: what it keeps back of which balance. */
+export interface ActiveHold {
   readonly id: string
   readonly meter: CheckMeter
   readonly targetId: string | null
@@ -109,7 +109,7 @@ export const simulateQueued = (
 }
 
 /** The holds that count: not named by a queued signal (whose own cost `pending` counts). */
-export const countedHolds = (simulated: Simulated, holds: ReadonlyArray<Hold>) =>
+export const countedHolds = (simulated: Simulated, holds: ReadonlyArray<ActiveHold>) =>
   holds.filter((hold) => !simulated.settling.has(hold.id))
 
 /** What the check asks, decoded. */
@@ -118,7 +118,7 @@ export interface CheckAsk {
   readonly agentKey?: string | undefined
   readonly quantity?: Decimal | undefined
   readonly usage?: Usage | undefined
-  readonly reserve?: Reserve | undefined
+  readonly reserve?: HoldRequest | undefined
 }
 
 export interface Judgement {
@@ -130,7 +130,7 @@ export interface Judgement {
   readonly estimatedCost: Decimal | null
   /** The target's id (null for WALLET). */
   readonly targetId: string | null
-  /** What a reserving check holds when allowed (null without `reserve`). */
+  /** What a check with `reserve` holds when allowed (null without `reserve`). */
   readonly holdAmount: Decimal | null
 }
 
@@ -176,13 +176,13 @@ const withAdvance = (state: CustomerContext, component: SnapshotComponent | unde
  * allowed iff the meters price the request against the balance left after
  * the queued signals and the holds (for a prepaid target without an ARREAR
  * component: remaining - pending - held >= estimatedCost), and, when it
- * reserves an amount of its own, that amount fits the same way. A WALLET is
+ * asks to hold an amount of its own, that amount fits the same way. A WALLET is
  * never refused for lack of funds.
  */
 export const judge = (
   simulated: Simulated,
   context: BatchContext,
-  holds: ReadonlyArray<Hold>,
+  holds: ReadonlyArray<ActiveHold>,
   ask: CheckAsk
 ): Either.Either<Judgement, UnknownTarget> =>
   Either.gen(function*() {
@@ -246,13 +246,13 @@ export const judge = (
 
     let holdAmount: Decimal | null = null
     if (ask.reserve !== undefined && reason === null) {
-      const reserve = ask.reserve
-      if (reserve.usage !== undefined) {
-        const priced = meterOf(roomy, reserve.usage)
+      const asked = ask.reserve
+      if (asked.usage !== undefined) {
+        const priced = meterOf(roomy, asked.usage)
         if (Either.isLeft(priced)) reason = yield* reasonOf(priced.left)
         else holdAmount = priced.right.entry.quantity
       } else {
-        holdAmount = reserve.amount ?? reserve.quantity ?? estimatedCost
+        holdAmount = asked.amount ?? asked.quantity ?? estimatedCost
       }
       // An amount of its own must fit the balance left, as the request must.
       if (

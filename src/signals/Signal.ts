@@ -146,7 +146,7 @@ export const SignalTimestamp = Schema.String.pipe(
 )
 
 /** The id of a spend hold (`POST /entitlements/check` with `reserve`), as that answer gave it. */
-export const ReservationId = Schema.String.pipe(
+export const HoldId = Schema.String.pipe(
   Schema.pattern(/^rsv_[0-9A-Za-z]{1,64}$/, {
     message: () => "must be a reservationId as POST /entitlements/check answered it (rsv_ and letters or digits)"
   })
@@ -159,7 +159,7 @@ export const ReservationId = Schema.String.pipe(
  * signal is priced as usual.
  */
 const settles = {
-  reservationId: Schema.optional(ReservationId).annotations({
+  reservationId: Schema.optional(HoldId).annotations({
     description: "A hold of this customer made by `POST /entitlements/check` with `reserve`: pricing this signal " +
       "charges its real cost and releases the hold (once; a hold that is unknown, another customer's, already " +
       "settled, released or expired is ignored and the signal is priced as usual)."

@@ -8,10 +8,10 @@
 import { BigDecimal, Either } from "effect"
 import { describe, expect, it } from "vitest"
 import {
+  type ActiveHold,
   balanceKey,
   type CheckAsk,
   countedHolds,
-  type Hold,
   judge,
   reasonOf,
   type Simulated,
@@ -161,10 +161,10 @@ const queued = (route: SignalRecord["route"], body: DecodedSignal["body"], field
     body
   }
 }
-const units = (quantity: string, fields: Partial<SignalRecord> = {}, reservationId?: string) =>
-  queued("UNIT", { agentKey: "pages", quantity: d(quantity), ...(reservationId === undefined ? {} : { reservationId }) }, fields)
-const creditCall = (reservationId?: string) =>
-  queued("CREDIT", { agentKey: "chat", usage, ...(reservationId === undefined ? {} : { reservationId }) })
+const units = (quantity: string, fields: Partial<SignalRecord> = {}, holdId?: string) =>
+  queued("UNIT", { agentKey: "pages", quantity: d(quantity), ...(holdId === undefined ? {} : { reservationId: holdId }) }, fields)
+const creditCall = (holdId?: string) =>
+  queued("CREDIT", { agentKey: "chat", usage, ...(holdId === undefined ? {} : { reservationId: holdId }) })
 const walletCall = () => queued("WALLET", { usage })
 
 /** What `pending` holds, by balance key, as exact text. */
@@ -320,13 +320,13 @@ describe("the queued signals, priced in memory (pending)", () => {
     // The second does not fit (refused by the worker): its hold is still being settled.
     const simulated = simulateQueued(context, CUSTOMER, [units("1", {}, "rsv_a"), units("5", {}, "rsv_b"), units("1")])
     expect([...simulated.settling].sort()).toEqual(["rsv_a", "rsv_b"])
-    const hold = (id: string): Hold => ({ id, meter: "UNIT", targetId: "unt_1", amount: d("1") })
+    const hold = (id: string): ActiveHold => ({ id, meter: "UNIT", targetId: "unt_1", amount: d("1") })
     expect(countedHolds(simulated, [hold("rsv_a"), hold("rsv_c"), hold("rsv_b"), hold("rsv_d")]).map((h) => h.id)).toEqual(["rsv_c", "rsv_d"])
   })
 })
 
 /** The judgement of `ask` after `queue`, amounts as exact text. */
-const judged = (world: World, queue: ReadonlyArray<DecodedSignal>, holds: ReadonlyArray<Hold>, ask: CheckAsk) => {
+const judged = (world: World, queue: ReadonlyArray<DecodedSignal>, holds: ReadonlyArray<ActiveHold>, ask: CheckAsk) => {
   const context = contextOf(world)
   const simulated = simulateQueued(context, world.customer ?? CUSTOMER, queue)
   const result = judge(simulated, context, holds, ask)
@@ -344,7 +344,7 @@ const judged = (world: World, queue: ReadonlyArray<DecodedSignal>, holds: Readon
   }
 }
 
-const unitHold = (id: string, amount: string, fields: Partial<Hold> = {}): Hold => ({ id, meter: "UNIT", targetId: "unt_1", amount: d(amount), ...fields })
+const unitHold = (id: string, amount: string, fields: Partial<ActiveHold> = {}): ActiveHold => ({ id, meter: "UNIT", targetId: "unt_1", amount: d(amount), ...fields })
 const prepaidUnits = () => ({ purchase: purchase([unitAdvance], { cmp_uadv: "10" }) })
 
 describe("a check, judged on what the queue and the holds leave", () => {
@@ -447,7 +447,7 @@ describe("a check, judged on what the queue and the holds leave", () => {
 
   it("never refuses a WALLET for funds: remaining is the committed wallet, pending what queued signals debit", () => {
     const world = { purchase: purchase([walletComponent], {}), wallet: "0.001" }
-    const holds: Array<Hold> = [
+    const holds: Array<ActiveHold> = [
       { id: "rsv_w", meter: "WALLET", targetId: null, amount: d("0.25") },
       { id: "rsv_u", meter: "UNIT", targetId: "unt_1", amount: d("9") }
     ]
@@ -541,7 +541,7 @@ describe("a check, judged on what the queue and the holds leave", () => {
 })
 
 describe("a reserving check", () => {
-  const reserveUnits = (quantity: string | undefined, ask = "1") =>
+  const holdUnits = (quantity: string | undefined, ask = "1") =>
     judged(prepaidUnits(), [units("3")], [unitHold("rsv_1", "2")], {
       meter: "UNIT",
       agentKey: "pages",
@@ -550,12 +550,12 @@ describe("a reserving check", () => {
     })
 
   it("holds its own estimatedCost when it names no amount", () => {
-    expect(reserveUnits(undefined, "4")).toMatchObject({ allowed: true, holdAmount: "4", estimatedCost: "4" })
+    expect(holdUnits(undefined, "4")).toMatchObject({ allowed: true, holdAmount: "4", estimatedCost: "4" })
   })
 
   it("holds a quantity of its own when it fits the balance left (10 - 3 - 2 = 5), and refuses one that does not", () => {
-    expect(reserveUnits("5")).toMatchObject({ allowed: true, reason: null, holdAmount: "5" })
-    expect(reserveUnits("5.5")).toMatchObject({ allowed: false, reason: "OUT_OF_ALLOWANCE", holdAmount: null })
+    expect(holdUnits("5")).toMatchObject({ allowed: true, reason: null, holdAmount: "5" })
+    expect(holdUnits("5.5")).toMatchObject({ allowed: false, reason: "OUT_OF_ALLOWANCE", holdAmount: null })
   })
 
   it("refuses a hold of a target the plan does not sell at all", () => {
