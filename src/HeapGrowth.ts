@@ -38,9 +38,9 @@ export const limitHeapGrowth = (percent: number): void => {
  * generation at a site whose objects have often survived a young collection.
  * Under intake load the requests in flight do survive one, so their sites
  * were pretenured and every later request's objects went to the old
- * generation: about 5 MB between young collections, twice as many
- * old-generation collections, and intake's p99 over 50 ms in a third of the
- * runs or more. Off: 0.8 MB, and a p99 of 23-38 ms in every run
+ * generation: far more of it filled between young collections, more
+ * old-generation collections, and intake's p99 often over its target. Off,
+ * little reaches the old generation and the p99 stays under it run after run
  * (docs/benchmarks.md, "Intake without fibers"). V8 reads the flag when it
  * weighs a site's feedback, at each young collection, so setting it before
  * serving takes effect.

@@ -3,9 +3,9 @@
  * themselves (structs of strings, numbers, literals and refinements: the
  * signal routes' bodies).
  *
- * Effect's decoder builds a result and an Either per node, and a body of the
- * credit route cost 12 KB of allocation to decode, 39 % of everything the
- * intake lane allocated per request (docs/benchmarks.md). `checkOf(ast)`
+ * Effect's decoder builds a result and an Either per node, and decoding a body
+ * of the credit route was the largest part of everything the intake lane
+ * allocated per request (docs/benchmarks.md, "Intake without fibers"). `checkOf(ast)`
  * compiles the schema's AST once into a plain predicate that runs the schema's
  * own refinements and allocates nothing. It only ever vouches for a value the
  * decoder would return unchanged: a node it does not know (a transformation, a

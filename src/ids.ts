@@ -9,7 +9,7 @@ import { Order, Schema } from "effect"
 /**
  * The ids that cross most services, branded so one cannot be passed where
  * another is meant (a customer id as a purchase id). The brand checks no
- * form: an id a client sends that names nothing is a not-found, as before.
+ * form: an id a client sends that names nothing is a not-found.
  * The doors decode them (the API's path and body schemas, the CLI's `--org`,
  * the key cache's rows); services take them typed.
  */

@@ -77,7 +77,8 @@ export const withoutTokens = (url: string) => url.replace(/([?&]token=)[^&#]*/g,
  * on every log line of the request, and the request's line in the request log.
  * It runs once per request, so it updates the request fiber's refs (each
  * request has a fiber of its own: nothing to restore) rather than using
- * `Effect.annotateLogs` and `Effect.onExit`: 3.3 µs a request against 5.7 µs.
+ * `Effect.annotateLogs` and `Effect.onExit`, which cost a request more time
+ * (docs/benchmarks.md, "Figures that were in code comments").
  */
 const requestLogging = (log: RequestLog.RequestLogger) =>
   HttpMiddleware.make(<E, R>(app: HttpApp.Default<E, R>) =>

@@ -112,8 +112,8 @@ export const loadSnapshot = <A, I>(
     const sql = yield* SqlClient.SqlClient
     // One row a component, in the plan's order; its target's key, an outcome's live steps and a composite's
     // entitlements come along as JSON (ids and names only: the decimals are columns).
-    // Prepared (src/db/Pool.ts), as the sale's other statements: with them, half PostgreSQL's CPU a purchase
-    // (docs/benchmarks.md, "A sale's three statements prepared").
+    // Prepared (src/db/Pool.ts), as the sale's other statements: planning them was a large share of PostgreSQL's
+    // CPU a purchase (docs/benchmarks.md, "A sale's three statements prepared").
     const rows = yield* orDie(sql`/* prepared */ SELECT p.id AS plan_row_id, p.name AS plan_name, p.description AS plan_description,
           p.billing_cycle AS plan_billing_cycle, p.price_adjustment AS plan_price_adjustment,
           p.wallet_funded_arrear AS plan_wallet_funded_arrear, p.currency_code AS plan_currency_code,

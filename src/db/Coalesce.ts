@@ -6,8 +6,8 @@
  *
  * Why: on this machine the round trip itself, not the statement, is what a
  * short read costs the process (the socket write that wakes a PostgreSQL
- * backend was 30 % of an API process's time at 64 connections of checks,
- * docs/benchmarks.md "Coalesced check reads"); one statement for 30 requests
+ * backend was a large share of an API process's time under a load of checks,
+ * docs/benchmarks.md "Coalesced check reads"); one statement for many requests
  * pays it once.
  *
  * A batch runs on any connection of the pool, where it could not see a

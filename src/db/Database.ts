@@ -107,7 +107,8 @@ export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMark
       // A read's standby that went silent answers 503 within its connect_timeout, not the kernel's TCP timeout.
       { connectionString: driverUri, max: maxConnections, ...(role === "read" ? { connectionTimeoutMillis: target.connectTimeoutMs ?? DEFAULT_HOST_CONNECT_TIMEOUT_MS } : {}) },
       // The first connection may try each host in turn (each within its connect_timeout) and
-      // check its session: on a loaded machine that took more than the 5 s it was once given.
+      // check its session, which on a loaded machine takes seconds (docs/benchmarks.md, "Figures that
+      // were in code comments").
       "20 seconds",
       {
         prepareMarked: prepareMarked && !isSharedSession(uri),
@@ -122,7 +123,8 @@ export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMark
 /**
  * A new client's first statement queues behind whichever client holds the
  * embedded database's one session (a starting process's migrations, a batch):
- * on a loaded host that took over 5 s (test/embedded-shared, 2026-11-27).
+ * on a loaded host that takes seconds (test/embedded-shared; docs/benchmarks.md,
+ * "Figures that were in code comments").
  */
 const EMBEDDED_CONNECT_TIMEOUT = "30 seconds"
 

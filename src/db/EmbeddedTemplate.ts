@@ -1,8 +1,8 @@
 /**
  * A fresh PGlite cluster, kept as a file, so that a new embedded database
  * starts from a copy instead of running initdb. initdb in WebAssembly is most
- * of a first start (docs/benchmarks.md, "A new embedded database": 7.3 s and
- * 10.8 CPU-seconds to a first answer before, 4.4 s and 6.4-6.9 with it).
+ * of a first start, in time and in CPU to a first answer (docs/benchmarks.md,
+ * "Review figures").
  * The copy is PGlite's own dump of a cluster it has just created
  * with the options we open ours with (none), so it is byte for byte what
  * initdb would have written; nothing of ours is in it (migrations run after,
@@ -10,7 +10,7 @@
  *
  * It lives in `node_modules/.cache/billing/`, named by PGlite's version, and
  * is written by the build (`npm ci`, `npm test`: scripts/build.mjs). Without
- * it (sources run before any build), a new database runs initdb as before.
+ * it (sources run before any build), a new database runs initdb instead.
  */
 import { PGlite } from "@electric-sql/pglite"
 import * as fs from "node:fs"

@@ -73,7 +73,7 @@ const applyPending = Effect.zipRight(
  * the Migrator's seven (table check, BEGIN, LOCK, two reads, COMMIT), and no
  * file read: every CLI command and worker starts with this check. A missing
  * table, duplicate file ids or anything unexpected answer false, and the
- * Migrator decides as before.
+ * Migrator, run as usual, decides.
  */
 const alreadyCurrent = Effect.gen(function*() {
   const files = yield* Effect.try(migrationFiles)

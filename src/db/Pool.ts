@@ -38,9 +38,9 @@ export class NoCancelPool extends Pg.Pool {
  * `/` `* prepared: entitlements.quick_read.by_id *` `/`) is sent as a
  * named prepared statement: each connection parses and plans it once, and
  * PostgreSQL keeps its plan (a generic one after five runs). For the few
- * statements that run on every hot request and cost more to plan than to run:
- * the check's one-statement read (src/entitlements/QuickRead.ts) planned in
- * about 0.9 ms and ran in 0.3 ms. The name must be unique to the text.
+ * statements that run on every hot request and cost more to plan than to run,
+ * as the check's one-statement read (src/entitlements/QuickRead.ts) does
+ * (docs/benchmarks.md, "Making the check fast"). The name must be unique to the text.
  * Only on real PostgreSQL: the embedded database multiplexes every client over
  * one session, where a second client's prepare of the same name fails.
  */

@@ -2,7 +2,7 @@
  * The SQL client of reads that tolerate lag (docs/operations.md, "Reads off
  * the primary"): a pool onto `DATABASE_READ_URL` (a standby, or the
  * formation's hosts with `target_session_attrs=prefer-standby`) when the
- * process has one, else the primary's own client, as before.
+ * process has one, else the primary's own client.
  *
  * A `Context.Reference` whose default is "none": a service that reads through
  * `readClient` is built the same way everywhere, and only `billing serve`

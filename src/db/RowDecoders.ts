@@ -2,8 +2,9 @@
  * Row decoders written by hand, for the few statements that read thousands of
  * rows a call (the cycle job's claimed purchases and their balance rows).
  * `decodeRows` runs a row's Schema field by field through ParseResult's
- * machinery: on a billing day that was a quarter of everything the process
- * allocated, and the garbage collector's time with it. A decoder here checks
+ * machinery: on a billing day that was a large share of everything the process
+ * allocated, and the garbage collector's time with it (docs/benchmarks.md,
+ * "Figures that were in code comments"). A decoder here checks
  * each field exactly as the field's Schema would (`string` as Schema.String,
  * `timestamp` as src/schema.ts Timestamp, `money` as Money, `literal` as
  * Schema.Literal) and returns only the fields it names, in their order, as a

@@ -83,7 +83,7 @@ export const QuickRowOf = Schema.extend(QuickRow, Schema.Struct({ request: Schem
  * QuickRowOf decoded by hand (src/db/RowDecoders.ts), its snapshot from its
  * text through the decoded snapshots' cache: the read runs on every check,
  * and its Schema decoding (the snapshot's every component and decimal, on
- * every check) was part of the third of the API process's time that went to
+ * every check) was part of the large share of the API process's time that went to
  * the Effect runtime and Schema (docs/benchmarks.md, "The check without a
  * fiber"). test/row-decoders.test.ts holds it to the Schema.
  */

@@ -224,8 +224,10 @@ const answerWith = (status: ErrorStatus, message: string, code: ErrorCode): Fail
 
 /**
  * The seconds a client waits before retrying while the database is away: a
- * pg_auto_failover promotion took about 13 s here (docs/operations.md), and a
- * pool finds the new primary with the first connection after it.
+ * pg_auto_failover promotion takes seconds (docs/operations.md, "A
+ * highly available PostgreSQL: the formation"; docs/benchmarks.md, "Figures
+ * that were in code comments"), and a pool finds the new primary with the
+ * first connection after it.
  */
 export const DATABASE_RETRY_AFTER_SECONDS = 5
 

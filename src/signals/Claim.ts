@@ -283,11 +283,10 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
    * tried, none waited for), and the queued signals of those it got, oldest
    * first, up to `limit`. A signal comes back only under a key whose lock
    * this statement took (a key's row of `held` exists only once its lock was
-   * taken), whichever of the two the planner reads first. Before
-   * 2026-12-02 a long queue was claimed customer by customer, two
-   * statements each, one after the other: a batch spread over 250 customers
-   * spent most of its time there (docs/benchmarks.md "Many customers at
-   * once").
+   * taken), whichever of the two the planner reads first. Claimed customer
+   * by customer instead, two statements each, one after the other, a long
+   * queue over many customers kept a batch claiming for most of its time
+   * (docs/benchmarks.md "Many customers at once").
    */
   const claimCustomers = (
     lane: Lane,
@@ -361,8 +360,8 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
    * The batch's share of the head's customers (`shareOf`); when every one
    * of them is held by another worker's batch and the lane goes on past
    * the head, its share of a head four batches long. Reading the long head
-   * every time cost a fifth of the drain's statement time
-   * (docs/benchmarks.md).
+   * every time was a large share of the drain's statement time
+   * (docs/benchmarks.md, "The drain's claim").
    */
   const claimWidening = (
     lane: Lane,
@@ -391,8 +390,8 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
   /**
    * `customers` claimed a group at a time, until the batch is full: no more
    * customers locked than fill it, so that what a batch does not need is left
-   * to the other workers (a batch that locked its whole share of 16 busy
-   * customers to price 1,000 signals of one of them left a second worker
+   * to the other workers (a batch that locks its whole share of busy
+   * customers to fill itself from one of them leaves a second worker
    * nothing to claim; docs/benchmarks.md "Many customers at once"). Each
    * group is one statement (`claimCustomers`), sized by `claimStep`.
    */

@@ -80,8 +80,9 @@ export const awaitAnswer = <A, E>(start: (answer: (exit: Exit.Exit<A, E>) => voi
 /**
  * A single request's row and the callback that answers it. A callback rather
  * than a `Deferred`: one was made per request, and a Deferred copies the whole
- * Effect prototype (15 % of the bytes the intake lane had promoted to the old
- * generation, docs/benchmarks.md). `answer` ignores all calls after the first.
+ * Effect prototype (a sizeable share of the bytes the intake lane had promoted
+ * to the old generation, docs/benchmarks.md, "The intake lane"). `answer`
+ * ignores all calls after the first.
  */
 interface Pending {
   readonly row: InboxRow

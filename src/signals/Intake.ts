@@ -59,7 +59,8 @@ const encoderOf = perQueuedRoute((schema) => Schema.encodeUnknownEither(schema))
 /**
  * Routes whose schema decodes every body to itself (strict, so no field is
  * dropped either): encoding the decoded body again would give the same value.
- * The re-encode was 18 % of the intake lane's allocations (docs/benchmarks.md).
+ * The re-encode was a sizeable share of the intake lane's allocations
+ * (docs/benchmarks.md, "The intake lane").
  */
 const decodedIsEncoded = perQueuedRoute((schema) => decodesToItself(schema.ast))
 

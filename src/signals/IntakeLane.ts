@@ -4,7 +4,7 @@
  * answered straight from Node's request, without
  * the platform's per-request machinery (request wrapper, router, middleware
  * chain, schema-driven response). That machinery alone holds a bare endpoint
- * to about a quarter of what Node answers on this machine (docs/benchmarks.md,
+ * to a small part of what Node answers on this machine (docs/benchmarks.md,
  * "The intake lane"), and these routes carry nearly all of a customer's traffic.
  *
  * The lane is a door, not a second implementation. Its routes are the
@@ -18,7 +18,8 @@
  * with the one mapping (`failureAnswer`) and writes the same request-log line.
  * A request whose key is in the key cache (nearly all) runs no fiber at all:
  * the cache answers at once and the inbox writer calls back; a fiber per
- * request was a tenth of the lane's time (docs/benchmarks.md).
+ * request was a noticeable share of the lane's time (docs/benchmarks.md,
+ * "Intake without fibers").
  * A signal sent with a `Prefer` header (it may ask to wait for its price,
  * `Prefer: wait=N`) is not taken at all: the full server answers it; the
  * lane's own path only looks whether the header is there. A batch ignores
@@ -82,8 +83,8 @@ const maxLaneBody = (route: LaneRoute) => route === "BATCH" ? 4 * 1024 * 1024 : 
 
 /**
  * The 202 body. An `Acknowledgement` (strings and a literal) encodes to itself, so the
- * envelope is written directly: the `Accepted` schema's encode was 9 % of the lane's
- * allocations (docs/benchmarks.md). test/intake-lane.test.ts compares it with the full server's.
+ * envelope is written directly: the `Accepted` schema's encode was a noticeable share of the lane's
+ * allocations (docs/benchmarks.md, "The intake lane"). test/intake-lane.test.ts compares it with the full server's.
  */
 const acceptedBody = (acknowledgement: Acknowledgement) => successBody(202, acceptedMessage, acknowledgement)
 
@@ -119,9 +120,10 @@ const make = (api: HttpApi.HttpApi.Any) =>
      * Batches whose body has arrived, each waiting for a turn of the event loop of its own. Node
      * (libuv 1.45 on) accepts ONE new connection per turn of the loop, and a batch is a few
      * milliseconds of work (its JSON, 100 rows, the statement's payload): handled as soon as their
-     * bodies arrived, the batches of a busy turn made it last tens of milliseconds, and 48 clients
+     * bodies arrived, the batches of a busy turn made it last tens of milliseconds, and clients
      * connecting at once to a busy server waited for seconds to be accepted at all (the first wave
-     * of bench/outside.ts's batch phase: p50 1.5-2.9 s, max 4.4-8.4 s, the whole phase). One batch a
+     * of bench/outside.ts's batch phase; docs/benchmarks.md, "Purchases, batch intake, billing day",
+     * and "Figures that were in code comments"). One batch a
      * turn (`setImmediate` queued from a check phase runs in the next turn, after the loop has polled
      * for I/O) keeps turns short, so a connection waits for one batch, not a turnful.
      */

@@ -67,8 +67,9 @@ const StepRow = Schema.Struct({
 /**
  * A batch's statement in a transaction of its own, without JIT compilation:
  * estimated over the whole history of an organisation, the statement's cost
- * passes `jit_above_cost`, and compiling it took a quarter of a second, more
- * than moving the batch's 2,000 rows (EXPLAIN ANALYZE on 100,000 signals).
+ * passes `jit_above_cost`, and compiling it took longer than moving the
+ * batch's rows (EXPLAIN ANALYZE; docs/benchmarks.md, "Figures that were in
+ * code comments").
  */
 const batchStatement = (sql: SqlClient.SqlClient, statement: Effect.Effect<Option.Option<typeof StepRow.Type>>): Effect.Effect<Step> =>
   orDie(sql`SET LOCAL jit = off`).pipe(

@@ -60,12 +60,13 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
      * a row is created when its signal is priced, after its intake), so rows
      * with a `timestamp` at or after `from` were all created at or after
      * `from` less 5 minutes. Said on the partition key, it lets PostgreSQL
-     * skip the older months when it plans the statement: with 24 months kept,
-     * a range from this month's start read every month's index before
+     * skip the older months when it plans the statement: without it, a range
+     * from this month's start would read every kept month's index
      * (docs/operations.md "What the months kept cost a read"). The bound is
      * computed here, not in SQL: `timestamptz - interval` is only stable, so
      * PostgreSQL could prune by it when the statement runs, not when it is
-     * planned, and planned all 27 months each time (about 2 ms).
+     * planned, and would plan every kept month each time (docs/benchmarks.md,
+     * "Figures that were in code comments").
      */
     const createdSince = (from: Date) => sql`u.created_at >= ${new Date(from.getTime() - maxTimestampLeadMs)}`
 
@@ -88,17 +89,18 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
      * The customer is looked up on the primary (one just created has its usage log at once, empty, not a 404);
      * the cursor and the rows on the read connection, where the cursor's row came from.
      *
-     * Without a time range the statement is prepared: planning it over every month kept (27 partitions) cost
+     * Without a time range the statement is prepared: planning it over every month kept cost
      * more than running it. PostgreSQL plans a prepared statement for its values five times, then keeps one
      * generic plan when that plan is estimated no dearer. A `LIMIT $n` is estimated at a tenth of the rows in
      * a generic plan, and a `$n IS NULL OR` filter as matching some, so the generic plan never won and every
-     * request planned the 27 months again (1.2-1.9 ms, more than the 0.4-1.1 ms the statement ran). Hence only
+     * request planned every month kept again, which cost more than running the statement (docs/benchmarks.md,
+     * "History and the present"). Hence only
      * the filters asked for, and the page's limit written in the text (`pageClause`): one prepared statement
      * per shape, each keeping its generic plan, which reads each month's index in id order whoever the
      * customer is. A range (`from`, `to`) is planned for its values instead, each time: the months before
      * `from` are left out when it is planned, and how many of a customer's rows fall in a range differs by
-     * customer and by month (a generic plan guessed one row for a customer with 2,500 this month, and sorted
-     * them all). docs/operations.md "What the months kept cost a read".
+     * customer and by month (a generic plan guessed one row for a customer with thousands this month, and
+     * sorted them all). docs/operations.md "What the months kept cost a read".
      */
     const forCustomer = Effect.fn("UsageLog.forCustomer")(function*(organizationId: OrganizationId, customerId: CustomerId, query: UsageQuery) {
         yield* customers.get(organizationId, customerId)
