@@ -5,7 +5,8 @@
  * (`refreshDrafts`, in the caller's transaction: the signal batch, a
  * reversal). When the grace period ends, the cycle job finalises the drafts
  * (`finalizeDue`): rebuilt once more, then OPEN, or PAID from the wallet per
- * the auto-payment rules, and the cycle FINAL with its charges invoiced.
+ * the auto-payment rules, and the cycle FINAL with its charges invoiced (the
+ * ledger's `invoiceCycleArrears`, src/ledger/Cycles.ts).
  *
  * Set-based: a fixed number of statements for any number of cycles. Locks in
  * the ledger's order: purchase_cycles, then cycle_balances (both in key
@@ -24,6 +25,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
 import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
+import { invoiceCycleArrears } from "../ledger/Cycles.ts"
 import { customerKey, Ledger, type WalletPosting } from "../ledger/Ledger.ts"
 import { type Decimal, toSql } from "../money.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -384,13 +386,7 @@ export const finalizeDue = (now: Date, limit: number = FINALIZE_BATCH_SIZE) =>
       yield* insertRows(sql, "payments", payments)
       const keys = keyColumns(claimed)
       // Whatever a cycle's draft now holds is invoiced; a cycle without one invoiced nothing.
-      yield* orDie(sql`UPDATE cycle_balances AS cb SET invoiced_arrear = cb.arrear_amount
-          FROM purchase_cycles pc
-          WHERE (pc.organization_id, pc.purchase_id, pc.cycle_index) IN (
-              SELECT * FROM unnest(${keys.organizations}::text[], ${keys.purchases}::text[], ${keys.indexes}::int[]))
-            AND pc.usage_invoice_id IS NOT NULL
-            AND cb.organization_id = pc.organization_id AND cb.purchase_id = pc.purchase_id
-            AND cb.cycle_index = pc.cycle_index`)
+      yield* invoiceCycleArrears(sql, keys)
       yield* orDie(sql`UPDATE purchase_cycles SET status = 'FINAL'
           WHERE (organization_id, purchase_id, cycle_index) IN (
             SELECT * FROM unnest(${keys.organizations}::text[], ${keys.purchases}::text[], ${keys.indexes}::int[]))`)

@@ -6,14 +6,17 @@
  * write of the steps goes in one statement of data-modifying WITH clauses
  * (`writeTogether`): purchases, balance rows, invoices with their lines and
  * payments, the ended cycles and their balance rows, the late rows billed.
+ * What of it is money (purchases entering their cycles, balance rows, the
+ * ended cycles' balances, invoiced arrears) is the ledger's statements
+ * (src/ledger/Ledger.ts, src/ledger/Cycles.ts), given plain rows.
  * A new purchase whose first cycle moves no wallet takes a shorter path, one
  * prepared statement (`insertInFirstCycle`).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { insertRowsStatement, writeTogether, writeTogetherStatement } from "../db/Sql.ts"
-import { balanceColumns, createBalancesStatement, customerKey, type Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
-import { toSql } from "../money.ts"
+import { type CycleEntry, endedCycleBalancesStatement, enterCyclesStatement, invoiceLateArrearsStatement } from "../ledger/Cycles.ts"
+import { createBalancesStatement, customerKey, type Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
 import { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
 import type { WalletPayment } from "./Invoice.ts"
 import { issuedStatements } from "./IssuedInvoices.ts"
@@ -53,26 +56,17 @@ export const writeSteps = (
       postings.push(...settled.postings)
       payments.push(...settled.payments)
     }
-    const cycles = renewals.flatMap((r) => (r.cycle === null ? [] : [{ ...r, cycle: r.cycle }]))
-    // A renewal that applies a scheduled change also moves the purchase to its plan (null: it keeps its own).
-    const changedPlanIds = cycles.map((r) => r.changedTo?.planId ?? null)
-    const changedSnapshots = cycles.map((r) => (r.changedTo ? snapshotText(r.changedTo) : null))
-    const purchasesEntered = cycles.length === 0 ? undefined : sql`UPDATE purchases AS p SET status = 'ACTIVE',
-              cycle_index = v.cycle_index, period_start = v.period_start, period_end = v.period_end,
-              spent_this_cycle = 0, updated_at = v.at,
-              plan_id = coalesce(v.plan_id, p.plan_id), snapshot = coalesce(v.snapshot::jsonb, p.snapshot),
-              scheduled_plan_id = CASE WHEN v.plan_id IS NULL THEN p.scheduled_plan_id END,
-              scheduled_snapshot = CASE WHEN v.plan_id IS NULL THEN p.scheduled_snapshot END
-            FROM unnest(
-              ${cycles.map((r) => r.organizationId)}::text[], ${cycles.map((r) => r.purchaseId)}::text[],
-              ${cycles.map((r) => r.cycle.index)}::int[],
-              ${cycles.map((r) => r.cycle.start.toISOString())}::timestamptz[],
-              ${cycles.map((r) => r.cycle.end.toISOString())}::timestamptz[],
-              ${cycles.map((r) => r.cycle.at.toISOString())}::timestamptz[],
-              ${changedPlanIds}::text[], ${changedSnapshots}::text[]
-            ) AS v(organization_id, id, cycle_index, period_start, period_end, at, plan_id, snapshot)
-            WHERE p.organization_id = v.organization_id AND p.id = v.id
-            ${sql.literal(returning ? "RETURNING p.*" : "")}`
+    const entries = renewals.flatMap((r): Array<CycleEntry> =>
+      r.cycle === null ? [] : [{
+        organizationId: r.organizationId,
+        purchaseId: r.purchaseId,
+        cycle: r.cycle,
+        // A renewal that applies a scheduled change also moves the purchase to its plan (null: it keeps its own).
+        planId: r.changedTo?.planId ?? null,
+        snapshot: r.changedTo ? snapshotText(r.changedTo) : null
+      }]
+    )
+    const purchasesEntered = enterCyclesStatement(sql, entries, returning)
     // The rows of a plan change are replaced first, on their own (Ledger.replaceBalances): a change to the same
     // plan keeps their keys, and balance adjustments name them.
     const replacing = renewals.filter((r) => r.replaceBalances === true)
@@ -124,8 +118,8 @@ const planChangeStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<
 
 /**
  * The statements recording the cycles that ended (`purchase_cycles`, their
- * `cycle_balances`) and marking the late rows the USAGE invoices billed as
- * invoiced, for `writeTogether`.
+ * `cycle_balances` through the ledger) and marking the late rows the USAGE
+ * invoices billed as invoiced (the ledger's), for `writeTogether`.
  */
 const endedCycleStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<Renewal>) => {
   const ended = renewals.flatMap((r) => (r.endedCycle === null ? [] : [r.endedCycle]))
@@ -144,23 +138,8 @@ const endedCycleStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<
       // An object, not its text: json_populate_recordset fills the jsonb column with it as it is.
       snapshot: cycle.snapshot ? Schema.encodeSync(PlanSnapshot)(cycle.snapshot) : null
     }))),
-    insertRowsStatement(sql, "cycle_balances", ended.flatMap((cycle) =>
-      cycle.balances.map((row) => ({
-        organizationId: cycle.organizationId,
-        purchaseId: cycle.purchaseId,
-        cycleIndex: cycle.cycleIndex,
-        ...balanceColumns(row),
-        invoicedArrear: toSql(row.invoicedArrear)
-      }))
-    )),
-    billed.length === 0 ? undefined : sql`UPDATE cycle_balances AS cb SET invoiced_arrear = v.amount
-            FROM unnest(
-              ${billed.map((row) => row.organizationId)}::text[], ${billed.map((row) => row.purchaseId)}::text[],
-              ${billed.map((row) => row.cycleIndex)}::int[], ${billed.map((row) => row.componentId)}::text[],
-              ${billed.map((row) => toSql(row.arrearAmount))}::numeric[]
-            ) AS v(organization_id, purchase_id, cycle_index, component_id, amount)
-            WHERE cb.organization_id = v.organization_id AND cb.purchase_id = v.purchase_id
-              AND cb.cycle_index = v.cycle_index AND cb.component_id = v.component_id`
+    endedCycleBalancesStatement(sql, ended),
+    invoiceLateArrearsStatement(sql, billed)
   ]
 }
 

@@ -4,7 +4,8 @@
  * wallet ledger and (through the outbox) the webhook events a wallet change
  * causes, and the threshold alerts of prepaid balances (docs/webhooks.md). Signals, adjustments, purchases, cycles and invoices move money only
  * through here, always inside the caller's transaction, so a move commits
- * together with the rows that say why.
+ * together with the rows that say why. Beside it: the usage log's rows and
+ * the holds they settle (UsageRows.ts), the cycles' money (Cycles.ts).
  *
  * Every operation takes a set: a batch of signals writes each balance row and
  * each wallet once, whatever the number of signals, and a single adjustment is
@@ -23,6 +24,7 @@ import type { BalanceMove } from "../pricing/meters/Context.ts"
 import { type WalletChangeSource, WebhookOutbox } from "../webhooks/Outbox.ts"
 import { thresholdsReached, USED_THRESHOLDS } from "./Thresholds.ts"
 import { type LedgerType, ledgerSource } from "./LedgerType.ts"
+import { type HoldSettlement, settleHoldsStatement, type UsageRow, usageRowsStatement } from "./UsageRows.ts"
 import { currentTime } from "../time.ts"
 
 export type { BalanceMove }
@@ -67,6 +69,18 @@ export interface SpentMove {
   readonly organizationId: string
   readonly purchaseId: string
   readonly amount: Decimal
+}
+
+/**
+ * What a batch of priced signals writes besides its wallet postings, in one
+ * statement (`Ledger.recordUsage`).
+ */
+export interface PricedUsage {
+  readonly moves: ReadonlyArray<BalanceMove>
+  readonly spent: ReadonlyArray<SpentMove>
+  readonly usageRows: ReadonlyArray<UsageRow>
+  /** The spend holds the signals settle. */
+  readonly settlements: ReadonlyArray<HoldSettlement>
 }
 
 /**
@@ -152,7 +166,7 @@ export const balanceColumns = (
  * The UPDATE adding to purchases' spent_this_cycle, aggregated per purchase,
  * for `writeTogether`; undefined when nothing moves.
  */
-export const addSpentStatement = (sql: SqlClient.SqlClient, moves: ReadonlyArray<SpentMove>) => {
+const addSpentStatement = (sql: SqlClient.SqlClient, moves: ReadonlyArray<SpentMove>) => {
   const byPurchase = new Map<string, SpentMove>()
   for (const move of moves) {
     if (BigDecimal.isZero(move.amount)) continue
@@ -334,7 +348,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
      * its grant is told to the outbox (`alertThresholds`), in the same
      * transaction; an ended cycle's balance fires nothing.
      * `alongside`: writes to other tables that go in the current rows'
-     * statement (`leadingWrites`), so that a batch's writes are one round trip.
+     * statement (`leadingWrites`), so that a batch's writes are one round trip
+     * (`recordUsage`'s).
      */
     const moveBalances = Effect.fn("Ledger.moveBalances")((moves: ReadonlyArray<BalanceMove>, alongside: ReadonlyArray<Write> = []) => {
       if (moves.length === 0) return Effect.asVoid(writeTogether(sql, alongside))
@@ -429,6 +444,23 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       return Effect.asVoid(Effect.zipRight(moveCurrent, moveClosed))
     })
 
+    /**
+     * Writes a batch of priced signals: its balance moves, the spent-this-cycle
+     * they add, its usage-log rows and the holds it settles (UsageRows.ts), all
+     * in the moves' statement (`moveBalances`), so that the batch's writes are
+     * one round trip. `alongside`: the caller's writes that are not money (the
+     * signals' end), last in the same statement.
+     */
+    const recordUsage = Effect.fn("Ledger.recordUsage")(function*(usage: PricedUsage, alongside: ReadonlyArray<Write> = []) {
+      const at = yield* currentTime
+      yield* moveBalances(usage.moves, [
+        addSpentStatement(sql, usage.spent),
+        usageRowsStatement(sql, usage.usageRows),
+        settleHoldsStatement(sql, usage.settlements, at),
+        ...alongside
+      ])
+    })
+
     /** Adds to purchases' spent_this_cycle, aggregated per purchase: one statement. */
     const addSpent = Effect.fn("Ledger.addSpent")((moves: ReadonlyArray<SpentMove>) =>
       Effect.asVoid(writeTogether(sql, [addSpentStatement(sql, moves)])))
@@ -500,7 +532,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
       readWallets,
       postToWallets,
       moveWallet,
-      moveBalances,
+      moveBalances: (moves: ReadonlyArray<BalanceMove>) => moveBalances(moves),
+      recordUsage,
       addSpent,
       moveReservedWallet,
       createBalances,

@@ -1,6 +1,6 @@
 /**
  * The statements that write how a batch's signals ended: every signal's end
- * state in one statement (sent inside the ledger's balance statement), the
+ * state in one statement (sent inside the ledger's, Ledger.recordUsage), the
  * `signal.refused` events of those that failed, and one signal failed alone
  * when its batch could not be written (Isolation.ts). Built once per
  * service, on its connection and outbox.

@@ -7,7 +7,8 @@
  */
 import { BigDecimal, Either } from "effect"
 import { makeId } from "../ids.ts"
-import { customerKey, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
+import { customerKey, type PricedUsage, type SpentMove, type WalletPosting } from "../ledger/Ledger.ts"
+import type { HoldSettlement, UsageRow } from "../ledger/UsageRows.ts"
 import { toSql, ZERO } from "../money.ts"
 import { CustomerArchived, CustomerNotFound, UnknownMember } from "../errors.ts"
 import { ensureActive } from "../customers/Customer.ts"
@@ -18,19 +19,19 @@ import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import type { BatchContext, Customer, DecodedSignal, SignalRecord } from "./BatchContext.ts"
 import { meterSignal, type RunCosts } from "./MeterSignal.ts"
 import { refusalMessage } from "./RefusalMoment.ts"
-import type { Settlement } from "./Settlements.ts"
+import { settlementOf } from "./Settlements.ts"
 import { type Ended, refused, type Waiting } from "./SignalEnd.ts"
 
-/** What a priced signal writes, gathered over the batch. */
-export interface Writes {
-  readonly usageRows: Array<Record<string, unknown>>
+/** What a priced signal writes, gathered over the batch: the ledger writes its `PricedUsage` (Ledger.recordUsage). */
+export interface Writes extends PricedUsage {
+  readonly usageRows: Array<UsageRow>
   readonly moves: Array<BalanceMove>
   readonly spent: Array<SpentMove>
   readonly postings: Array<WalletPosting>
   /** The ended cycles late signals moved, for refreshDrafts. */
   readonly endedCycles: Map<string, CycleKey>
   /** The spend holds priced signals settle (src/signals/Settlements.ts). */
-  readonly settlements: Array<Settlement>
+  readonly settlements: Array<HoldSettlement>
 }
 
 /** A batch's writes before its first signal is priced. */
@@ -43,7 +44,7 @@ export const usageRow = (
   id: string,
   priced: Priced,
   cycleIndex: number | null
-): Record<string, unknown> => {
+): UsageRow => {
   const { entry } = priced
   const draw: AllowanceDraw | null = priced.draw
   return {
@@ -174,14 +175,7 @@ export const priceOne = (
     const runKey = `${record.organizationId}/${customer.id}/${record.runId}`
     runCosts.set(runKey, BigDecimal.sum(runCosts.get(runKey) ?? ZERO, priced.entry.providerCost))
   }
-  if (signal.body.reservationId !== undefined) {
-    writes.settlements.push({
-      organizationId: record.organizationId,
-      reservationId: signal.body.reservationId,
-      customerId: customer.id,
-      signalId: record.id,
-      usageLogId
-    })
-  }
+  const settlement = settlementOf(signal, customer.id, usageLogId)
+  if (settlement !== undefined) writes.settlements.push(settlement)
   return { _tag: "Processed", customerId: customer.id, usageLogId }
 }

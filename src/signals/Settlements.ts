@@ -7,26 +7,18 @@
  * follows the usual rules). Only a HELD, unexpired hold of the same
  * organisation and customer settles, once: a second signal naming it, or one
  * naming an unknown, foreign, released or expired hold, is priced as usual
- * and settles nothing.
+ * and settles nothing. The ledger writes the settlements with the batch's
+ * usage rows (src/ledger/UsageRows.ts `settleHoldsStatement`).
  */
-import type { SqlClient } from "@effect/sql"
+import type { HoldSettlement } from "../ledger/UsageRows.ts"
+import type { DecodedSignal } from "./ClaimedSignal.ts"
 
-export interface Settlement {
-  readonly organizationId: string
-  readonly reservationId: string
-  readonly customerId: string
-  readonly signalId: string
-  readonly usageLogId: string
-}
-
-/** One statement for the batch, for `writeTogether`; undefined when no signal names a hold. */
-export const settleReservationsStatement = (sql: SqlClient.SqlClient, settlements: ReadonlyArray<Settlement>, at: Date) =>
-  settlements.length === 0 ? undefined : sql`UPDATE reservations AS r SET
-        status = 'SETTLED', ended_at = ${at}, signal_id = v.signal_id, usage_log_id = v.usage_log_id
-      FROM (SELECT DISTINCT ON (organization_id, id) * FROM unnest(
-        ${settlements.map((s) => s.organizationId)}::text[], ${settlements.map((s) => s.reservationId)}::text[],
-        ${settlements.map((s) => s.customerId)}::text[], ${settlements.map((s) => s.signalId)}::text[],
-        ${settlements.map((s) => s.usageLogId)}::text[]
-      ) AS u(organization_id, id, customer_id, signal_id, usage_log_id) ORDER BY organization_id, id, signal_id) AS v
-      WHERE r.organization_id = v.organization_id AND r.id = v.id AND r.customer_id = v.customer_id
-        AND r.status = 'HELD' AND r.expires_at > ${at}`
+/** The hold a priced signal settles with its usage row `usageLogId`; undefined when it names none. */
+export const settlementOf = (signal: DecodedSignal, customerId: string, usageLogId: string): HoldSettlement | undefined =>
+  signal.body.reservationId === undefined ? undefined : {
+    organizationId: signal.record.organizationId,
+    reservationId: signal.body.reservationId,
+    customerId,
+    signalId: signal.record.id,
+    usageLogId
+  }

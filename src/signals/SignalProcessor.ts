@@ -17,10 +17,11 @@
  *    applying each one's moves in memory before the next, so allowance
  *    refusals are exact and ordered; a refusal or an unexpected error fails
  *    only that signal;
- * 4. write: balance moves aggregated per row, wallet postings, usage rows in
- *    one statement, every signal's end state in one statement (BatchWrites.ts),
- *    and a `signal.refused` event for each refused one when an endpoint
- *    subscribes.
+ * 4. write, through the ledger (Ledger.recordUsage): balance moves aggregated
+ *    per row, spent-this-cycle, usage rows and the holds they settle in one
+ *    statement, with every signal's end state (BatchWrites.ts); then wallet
+ *    postings, and a `signal.refused` event for each refused one when an
+ *    endpoint subscribes.
  * A crash before the commit leaves every claimed signal QUEUED with nothing
  * billed; the commit makes billing and the status change visible together.
  * A batch that fails is tried again, or isolated by halving (Isolation.ts).
@@ -34,9 +35,8 @@ import { SqlClient } from "@effect/sql"
 import { Config, Effect, Option } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import { DatabaseConfig } from "../config.ts"
-import { insertRowsStatement, orDie } from "../db/Sql.ts"
-import { currentTime } from "../time.ts"
-import { addSpentStatement, Ledger } from "../ledger/Ledger.ts"
+import { orDie } from "../db/Sql.ts"
+import { Ledger } from "../ledger/Ledger.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 import { faultPoint } from "../Fault.ts"
 import { periodicCollection } from "../Memory.ts"
@@ -47,7 +47,6 @@ import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { CustomerContext } from "../pricing/meters/Context.ts"
 import { decodeSignal, type DecodedSignal, loadBatchContext, type SignalRecord } from "./BatchContext.ts"
 import type { RunCosts } from "./MeterSignal.ts"
-import { settleReservationsStatement } from "./Settlements.ts"
 import { makeClaims, type Share } from "./Claim.ts"
 import { makeDeferrals } from "./Deferrals.ts"
 import { noWrites, priceOne } from "./PriceSignal.ts"
@@ -163,16 +162,11 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
             joins.push([signal.record, ended.customerId])
           }
         }
-        // The batch's writes of other tables go in its balance moves' statement: a short queue's batch is
-        // bound by its round trips, one after the other (docs/benchmarks.md). The signals' end is among
-        // them, before the composite occurrences' joins: a signal this batch refused is FAILED when a join
-        // asks what reported, as it is when an earlier batch refused it.
-        yield* ledger.moveBalances(writes.moves, [
-          addSpentStatement(sql, writes.spent),
-          insertRowsStatement(sql, "usage_log", writes.usageRows),
-          settleReservationsStatement(sql, writes.settlements, yield* currentTime),
-          batchWrites.finishStatement(results)
-        ])
+        // The batch's money (moves, spent, usage rows, holds settled) is one statement of the ledger's: a short
+        // queue's batch is bound by its round trips, one after the other (docs/benchmarks.md). The signals'
+        // end goes in it too, before the composite occurrences' joins: a signal this batch refused is FAILED
+        // when a join asks what reported, as it is when an earlier batch refused it.
+        yield* ledger.recordUsage(writes, [batchWrites.finishStatement(results)])
         yield* ledger.postToWallets(context.wallets, writes.postings)
         // Late usage of a cycle still inside its grace period changes that cycle's DRAFT invoice.
         if (writes.endedCycles.size > 0) yield* refreshDrafts(sql, [...writes.endedCycles.values()])

@@ -3,7 +3,8 @@
  * by a reversing row, never edited or deleted, so the usage log stays the audit
  * trail of what was billed.
  *
- * `reverse` writes, in one transaction, through the ledger:
+ * `reverse` writes, in one transaction, through the ledger (the rows with
+ * src/ledger/UsageRows.ts `reverseUsageRow`, the money with `Ledger`):
  * - the reversing row: a new `usg_` id, the original's customer, meter,
  *   entitlement, agentKey, model, purchase, cycle_index and occurred_at, the
  *   quantity, costs and split (advance/arrear quantity, arrear charge)
@@ -55,7 +56,8 @@ import {
 } from "../errors.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import { type BalanceMove, Ledger } from "../ledger/Ledger.ts"
-import { type Decimal, toSql, ZERO } from "../money.ts"
+import { reverseUsageRow } from "../ledger/UsageRows.ts"
+import { type Decimal, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, strict, Timestamp } from "../schema.ts"
 import { UsageLog } from "./UsageLog.ts"
 
@@ -342,22 +344,17 @@ export class Reversals extends Effect.Service<Reversals>()("Reversals", {
           if (row.meter === "WALLET") remaining = posted!.balance
         }
 
-        yield* sql`INSERT INTO usage_log (
-              organization_id, id, customer_id, meter, entitlement_id, entitlement_name, agent_key, model,
-              quantity, provider_cost, customer_cost, billing_mode, balance_remaining, purchase_id, signal_id,
-              message_id, run_id, composite_id, composite_ref, composite_value, member, custom,
-              occurred_at, cycle_index, advance_quantity, arrear_quantity, arrear_charge, reverses, reason)
-            SELECT organization_id, ${reversalId}, customer_id, meter, entitlement_id, entitlement_name, agent_key,
-                   model, -quantity, -provider_cost, -customer_cost, billing_mode,
-                   ${remaining === null ? null : toSql(remaining)}::numeric, purchase_id, signal_id,
-                   ${makeId("msg")}, run_id, composite_id, composite_ref, composite_value, member, custom,
-                   coalesce(occurred_at, created_at), ${cycleIndex}::integer, ${toSql(neg(split.advanceQuantity))}::numeric,
-                   ${toSql(neg(split.arrearQuantity))}::numeric, ${toSql(neg(split.arrearCharge))}::numeric,
-                   id, ${input.reason ?? null}
-            FROM usage_log
-            WHERE organization_id = ${organizationId} AND id = ${id}`
-        yield* sql`UPDATE usage_log SET reversed_by = ${reversalId}
-            WHERE organization_id = ${organizationId} AND id = ${id}`
+        yield* reverseUsageRow(sql, {
+          organizationId,
+          usageLogId: id,
+          reversalId,
+          balanceRemaining: remaining,
+          cycleIndex,
+          advanceQuantity: neg(split.advanceQuantity),
+          arrearQuantity: neg(split.arrearQuantity),
+          arrearCharge: neg(split.arrearCharge),
+          reason: input.reason ?? null
+        })
         return yield* record(organizationId, reversalId)
       }, sql.withTransaction, dieOnSqlError)
 
