@@ -23,6 +23,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
+import { groupBy } from "effect/Array"
 import { findAll, insertRows, orDie } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { invoiceCycleArrears } from "../ledger/Cycles.ts"
@@ -161,22 +162,11 @@ const rebuild = (sql: SqlClient.SqlClient, cycles: ReadonlyArray<DraftCycle>, no
           WHERE (organization_id, invoice_id) IN (SELECT * FROM unnest(${invoiceOrgs}::text[], ${invoiceIds}::text[]))
           ORDER BY organization_id, invoice_id, position`
     )
-    const balancesOf = new Map<string, Array<CycleBalance>>()
-    for (const row of balances) {
-      const list = balancesOf.get(keyOf(row))
-      if (list === undefined) balancesOf.set(keyOf(row), [row])
-      else list.push(row)
-    }
+    const balancesOf: Record<string, ReadonlyArray<CycleBalance>> = groupBy(balances, keyOf)
     const headOf = new Map(heads.map((head) => [`${head.organizationId}/${head.id}`, head] as const))
-    const linesOf = new Map<string, Array<typeof ScopedLine.Type>>()
-    for (const line of lines) {
-      const key = `${line.organizationId}/${line.invoiceId}`
-      const list = linesOf.get(key)
-      if (list === undefined) linesOf.set(key, [line])
-      else list.push(line)
-    }
+    const linesOf: Record<string, ReadonlyArray<typeof ScopedLine.Type>> = groupBy(lines, (line) => `${line.organizationId}/${line.invoiceId}`)
     const ownLines = (cycle: DraftCycle) => {
-      const rows = balancesOf.get(keyOf(cycle)) ?? []
+      const rows = balancesOf[keyOf(cycle)] ?? []
       const components = new Map(rows.map((row) => [row.componentId, row] as const))
       const componentOf = (id: string): LineComponent | undefined => {
         const row = components.get(id)
@@ -226,7 +216,7 @@ const rebuild = (sql: SqlClient.SqlClient, cycles: ReadonlyArray<DraftCycle>, no
       if (head.status !== "DRAFT") continue // never edit an invoice that is not a draft
       const periodStart = head.periodStart ?? cycle.periodStart
       const periodEnd = head.periodEnd ?? cycle.periodEnd
-      const existing = linesOf.get(`${head.organizationId}/${head.id}`) ?? []
+      const existing = linesOf[`${head.organizationId}/${head.id}`] ?? []
       // Lines of other cycles (late lines it was issued with) stay; the cycle's own are rebuilt.
       const kept: Array<LineInput> = existing
         .filter((line) =>

@@ -16,6 +16,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { BigDecimal, Effect, Schema } from "effect"
+import { keyPairs } from "../db/KeyPairs.ts"
 import { findAll, insertRows, insertRowsStatement, leadingWrites, orDie, type Write, writeTogether } from "../db/Sql.ts"
 import { makeId } from "../ids.ts"
 import { Money, Timestamp } from "../schema.ts"
@@ -137,13 +138,10 @@ const RaisedBalance = Schema.Struct({
 })
 type RaisedBalance = typeof RaisedBalance.Type
 
+/** The customers' distinct keys in key order, for `unnest`: wallets are locked in that order. */
 const keyColumns = (keys: ReadonlyArray<CustomerKey>) => {
-  const unique = new Map(keys.map((key) => [customerKey(key), key] as const))
-  const sorted = [...unique.values()].sort((a, b) => customerKey(a) < customerKey(b) ? -1 : 1)
-  return {
-    organizations: sorted.map((key) => key.organizationId),
-    customers: sorted.map((key) => key.customerId)
-  }
+  const pairs = keyPairs(keys.map((key) => [key.organizationId, key.customerId] as const))
+  return { organizations: pairs.organizations, customers: pairs.keys }
 }
 
 /** The columns a balance row is inserted with, keys aside (`purchase_balances`, and an ended cycle's `cycle_balances`). */

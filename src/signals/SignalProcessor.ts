@@ -59,10 +59,10 @@ import { announceEnded } from "./PricedWaits.ts"
 
 /**
  * Signals claimed per transaction. Large enough that the batch's fixed
- * statements cost ~0.014 a signal, small enough that a batch takes about
- * 0.1 s (an adjustment of a customer in the batch waits that long) and the
- * heap stays small; batches of 500 were slower and no flatter in memory
- * (docs/benchmarks.md). `BILLING_SIGNAL_BATCH` overrides it.
+ * statements cost little a signal, small enough that a batch is short (an
+ * adjustment of a customer in the batch waits for it) and the heap stays
+ * small; smaller batches were slower and no flatter in memory
+ * (docs/benchmarks.md, and docs/signals.md for the figures). `BILLING_SIGNAL_BATCH` overrides it.
  */
 const DEFAULT_BATCH_SIZE = 1000
 
