@@ -11,6 +11,7 @@ import type { PlanSnapshot, SnapshotComponent } from "../pricing/PlanSnapshot.ts
 import type { OrganizationId } from "../ids.ts"
 import { sum, ZERO } from "../money.ts"
 import { Money } from "../schema.ts"
+import { prepared } from "../db/Prepared.ts"
 
 const Step = Schema.Struct({ id: Schema.String, name: Schema.String, agentKey: Schema.String })
 
@@ -114,7 +115,7 @@ export const loadSnapshot = <A, I>(
     // entitlements come along as JSON (ids and names only: the decimals are columns).
     // Prepared (src/db/Pool.ts), as the sale's other statements: planning them was a large share of PostgreSQL's
     // CPU a purchase (docs/benchmarks.md, "A sale's three statements prepared").
-    const rows = yield* orDie(sql`/* prepared */ SELECT p.id AS plan_row_id, p.name AS plan_name, p.description AS plan_description,
+    const rows = yield* orDie(prepared(sql)`SELECT p.id AS plan_row_id, p.name AS plan_name, p.description AS plan_description,
           p.billing_cycle AS plan_billing_cycle, p.price_adjustment AS plan_price_adjustment,
           p.wallet_funded_arrear AS plan_wallet_funded_arrear, p.currency_code AS plan_currency_code,
           p.is_active AS plan_is_active,

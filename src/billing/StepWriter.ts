@@ -22,6 +22,7 @@ import type { WalletPayment } from "./Invoice.ts"
 import { issuedStatements } from "./IssuedInvoices.ts"
 import { type LockedPurchase, scalarColumns, snapshotText } from "./PurchaseRows.ts"
 import { needsWallet, type Renewal, settleWallet, type WalletState } from "./Renewal.ts"
+import { prepared } from "../db/Prepared.ts"
 
 /**
  * Writes the steps, in the caller's transaction: locks the wallets that
@@ -171,5 +172,5 @@ export const insertInFirstCycle = (sql: SqlClient.SqlClient, row: Readonly<Recor
     ...issuedStatements(sql, first.invoices, [])
   ], purchase)!
   // Prepared (src/db/Pool.ts): its text is one per plan shape (components, invoice lines), planned once a connection.
-  return sql`/* prepared */ ${written}`
+  return prepared(sql)`${written}`
 }

@@ -47,7 +47,8 @@ export class NoCancelPool extends Pg.Pool {
 export const preparedName = /^\/\* prepared: ([A-Za-z0-9_.]{1,63}) \*\//
 
 /**
- * `/` `* prepared *` `/` without a name: the statement is named after its text
+ * `/` `* prepared *` `/` without a name (written by the `prepared` tag,
+ * src/db/Prepared.ts, never by hand): the statement is named after its text
  * (a hash of it), so that each variant of a statement built from fragments
  * (a lane's literal, a lock clause) is its own prepared statement. Only for
  * statements whose variants are few: never a text that grows with its values.

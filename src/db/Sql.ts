@@ -11,6 +11,7 @@ import type { Row } from "@effect/sql/SqlConnection"
 import { Effect, Option, type ParseResult, Schema, String } from "effect"
 import type { CatalogueListQuery, Page } from "../Page.ts"
 import { UnknownCursor } from "../errors.ts"
+import { prepared } from "./Prepared.ts"
 
 /** PostgreSQL's SQLSTATE of a failed statement, when there is one. */
 export const sqlState = (error: SqlError.SqlError): string | undefined => {
@@ -103,7 +104,7 @@ export const findByIdOr = <A, I, R, E>(
     findOne(
       schema,
       // Prepared (src/db/Pool.ts): one text per table and lock, run on nearly every request that names a row.
-      sql`/* prepared */ SELECT ${sql.literal(options.columns ?? "*")} FROM ${sql(table)}
+      prepared(sql)`SELECT ${sql.literal(options.columns ?? "*")} FROM ${sql(table)}
           WHERE organization_id = ${organizationId} AND id = ${id} ${
         sql.literal(options.where === undefined ? "" : `AND ${options.where}`)
       } ${sql.literal(lock ? "FOR UPDATE" : "")}`
@@ -203,7 +204,7 @@ export const insertRowsStatement = (
   const { columns, json } = recordsetOf(rows)
   const list = sql.literal(columns.map((column) => `"${column}"`).join(", "))
   // Its text depends on the table and the columns only: one prepared statement each (src/db/Pool.ts).
-  return sql`/* prepared */ INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${json}::json)`
+  return prepared(sql)`INSERT INTO ${sql(table)} (${list}) SELECT ${list} FROM json_populate_recordset(NULL::${sql(table)}, ${json}::json)`
 }
 
 /**

@@ -27,6 +27,7 @@ import { thresholdsReached, USED_THRESHOLDS } from "./Thresholds.ts"
 import { type LedgerType, ledgerSource } from "./LedgerType.ts"
 import { type HoldSettlement, settleHoldsStatement, type UsageRow, usageRowsStatement } from "./UsageRows.ts"
 import { currentTime } from "../time.ts"
+import { prepared } from "../db/Prepared.ts"
 
 export type { BalanceMove }
 
@@ -174,7 +175,7 @@ const addSpentStatement = (sql: SqlClient.SqlClient, moves: ReadonlyArray<SpentM
   }
   const rows = [...byPurchase.values()]
   if (rows.length === 0) return undefined
-  return sql`/* prepared */ UPDATE purchases AS p SET spent_this_cycle = p.spent_this_cycle + v.amount
+  return prepared(sql)`UPDATE purchases AS p SET spent_this_cycle = p.spent_this_cycle + v.amount
       FROM unnest(${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
                   ${rows.map((row) => toSql(row.amount))}::numeric[]) AS v(organization_id, id, amount)
       WHERE p.organization_id = v.organization_id AND p.id = v.id`
@@ -389,7 +390,7 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
         return Effect.flatMap(
           findAll(
             RaisedBalance,
-            sql`/* prepared */ WITH ${leadingWrites(sql, alongside)} moved AS (
+            prepared(sql)`WITH ${leadingWrites(sql, alongside)} moved AS (
                 UPDATE purchase_balances AS b SET
                   granted = b.granted + v.granted, used = b.used + v.used, remaining = b.remaining + v.remaining,
                   cycle_quantity = b.cycle_quantity + v.cycle_quantity, arrear_amount = b.arrear_amount + v.arrear_amount

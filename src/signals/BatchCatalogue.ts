@@ -17,6 +17,7 @@ import type { ModelRates } from "../pricing/Pricing.ts"
 import { Money } from "../schema.ts"
 import { pairs, scoped } from "./BatchKeys.ts"
 import type { DecodedSignal, SignalRecord } from "./ClaimedSignal.ts"
+import { prepared } from "../db/Prepared.ts"
 
 /**
  * The statement is one UNION, so its columns are shared: a credit's three
@@ -107,7 +108,7 @@ export const loadCatalogue = (
     // keys are empty reads nothing.
     const catalogueRows = creditKeys.size + stepKeys.size + unitKeys.size + refKeys.size + modelKeys.size === 0 ? [] : yield* findAll(
       CatalogueRow,
-      sql`/* prepared */ SELECT 'CREDIT' AS kind, organization_id, agent_key AS key, id, name, NULL::text AS step_name,
+      prepared(sql)`SELECT 'CREDIT' AS kind, organization_id, agent_key AS key, id, name, NULL::text AS step_name,
                  base_price AS base_price_or_input_rate, tokens_per_credit AS tokens_per_credit_or_output_rate, margin_percent AS margin_percent_or_cache_read_rate, NULL::numeric AS cache_write_rate
           FROM credits
           WHERE is_active AND (organization_id, agent_key) IN (

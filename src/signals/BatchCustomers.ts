@@ -9,6 +9,7 @@ import { findAll, orDie } from "../db/Sql.ts"
 import { Timestamp } from "../schema.ts"
 import { pairs, scoped } from "./BatchKeys.ts"
 import type { SignalRecord } from "./ClaimedSignal.ts"
+import { prepared } from "../db/Prepared.ts"
 
 /** The customer fields the drain needs. */
 export const Customer = Schema.Struct({
@@ -47,7 +48,7 @@ export const loadCustomers = (
     )
     const customers = known ?? (byId.size + byExternal.size === 0 ? [] : yield* findAll(
       Customer,
-      sql`/* prepared */ SELECT organization_id, id, external_id, archived_at FROM customers WHERE (organization_id, id) IN (
+      prepared(sql)`SELECT organization_id, id, external_id, archived_at FROM customers WHERE (organization_id, id) IN (
             SELECT * FROM unnest(${byId.organizations}::text[], ${byId.keys}::text[]))
           UNION ALL
           SELECT organization_id, id, external_id, archived_at FROM customers

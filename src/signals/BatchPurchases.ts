@@ -13,6 +13,7 @@ import type { PurchaseContext } from "../pricing/meters/Context.ts"
 import { Timestamp } from "../schema.ts"
 import type { Customer } from "./BatchCustomers.ts"
 import { type LockClause, pairs, scoped } from "./BatchKeys.ts"
+import { prepared } from "../db/Prepared.ts"
 
 /** A customer's ACTIVE purchase and its current cycle. */
 export const ActivePurchaseRow = Schema.Struct({
@@ -58,7 +59,7 @@ export const loadActivePurchases = (
     // (docs/benchmarks.md "Many customers at once").
     const purchases = live.size === 0 ? [] : yield* findAll(
       ActivePurchaseRow,
-      sql`/* prepared */ WITH found AS MATERIALIZED (
+      prepared(sql)`WITH found AS MATERIALIZED (
             SELECT f.organization_id, f.id
             FROM unnest(${live.organizations}::text[], ${live.keys}::text[]) AS k(organization_id, customer_id)
             CROSS JOIN LATERAL (
@@ -80,7 +81,7 @@ export const loadActivePurchases = (
     const purchasePairs = pairs(purchases.map((p) => [p.organizationId, p.id] as const))
     const balances = purchasePairs.size === 0 ? [] : yield* findAll(
       ActiveBalanceRow,
-      sql`/* prepared */ WITH found AS MATERIALIZED (
+      prepared(sql)`WITH found AS MATERIALIZED (
             SELECT f.organization_id, f.purchase_id, f.component_id
             FROM unnest(${purchasePairs.organizations}::text[], ${purchasePairs.keys}::text[]) AS k(organization_id, purchase_id)
             CROSS JOIN LATERAL (

@@ -13,6 +13,7 @@ import { Timestamp } from "../schema.ts"
 import type { RefusedSignal, WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { SignalRecord } from "./BatchContext.ts"
 import { type Ended, internalError } from "./SignalEnd.ts"
+import { prepared } from "../db/Prepared.ts"
 
 /** A held signal's reason, as the API would answer it: no active customer holds its externalId (404). */
 const pendingCode = codeOf("CustomerNotFound")
@@ -58,7 +59,7 @@ export const makeBatchWrites = (sql: SqlClient.SqlClient, outbox: WebhookOutbox)
     if (results.length === 0) return undefined
     const column = <A>(pick: (signal: SignalRecord, outcome: Ended) => A) =>
       results.map(([signal, outcome]) => pick(signal, outcome))
-    return sql`/* prepared */ UPDATE signals AS s SET
+    return prepared(sql)`UPDATE signals AS s SET
             status = v.status, error_status = v.error_status, error_code = v.error_code, error_message = v.error_message,
             customer_id = coalesce(v.customer_id, s.customer_id), usage_log_id = v.usage_log_id,
             attempts = s.attempts + 1, processed_at = now()

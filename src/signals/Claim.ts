@@ -14,6 +14,7 @@ import { findAll, withoutBitmapScans } from "../db/Sql.ts"
 import { idOrder } from "../ids.ts"
 import { Timestamp } from "../schema.ts"
 import { ClaimedSignal, type Customer, momentColumns, scoped, type SignalRecord } from "./BatchContext.ts"
+import { prepared } from "../db/Prepared.ts"
 
 /** The queue's two lanes: today's signals, and late ones (a backfill: `signals.late`). */
 export type Lane = "ON_TIME" | "LATE"
@@ -238,7 +239,7 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
   ) =>
     findAll(
       Candidate,
-      sql`/* prepared */ SELECT c.organization_id, c.customer_key,
+      prepared(sql)`SELECT c.organization_id, c.customer_key,
                  CASE WHEN named.archived_at IS NULL THEN named.external_id END AS held_external_id, f.other_lane, c.queued,
                  named.id AS customer_id, named.external_id AS customer_external_id, named.archived_at AS customer_archived_at
           FROM (
@@ -297,7 +298,7 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
     if (named.length === 0) return Effect.succeed([])
     return findAll(
       ClaimedSignal,
-      sql`/* prepared */ WITH held AS MATERIALIZED (
+      prepared(sql)`WITH held AS MATERIALIZED (
             SELECT k.org, k.key, k.held_external_id
             FROM unnest(${named.map((c) => c.organizationId)}::text[], ${named.map((c) => c.customerKey)}::text[],
                         ${named.map((c) => c.heldExternalId)}::text[]) AS k(org, key, held_external_id)

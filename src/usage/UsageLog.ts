@@ -13,6 +13,7 @@ import { Money } from "../schema.ts"
 import { maxTimestampLeadMs } from "../time.ts"
 import { type Meter, UsageRecord } from "./UsageLogEntry.ts"
 import { type CustomerId, type OrganizationId } from "../ids.ts"
+import { prepared } from "../db/Prepared.ts"
 
 export interface UsageQuery {
   readonly page: Page
@@ -108,7 +109,7 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
         const hasRange = query.from !== undefined || query.to !== undefined
         return yield* findAll(
           UsageRecord,
-          read`${hasRange ? read`` : read`/* prepared */ `}${selectRows}
+          (hasRange ? read : prepared(read))`${selectRows}
               WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId} AND ${filters(query)}
                 ${pageClause(read, query.page, "u.id")}`
         )
