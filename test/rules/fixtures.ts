@@ -1,11 +1,12 @@
 /**
- * Builders for the pure rule tests (test/rules/): plan snapshots, balance rows
- * and renewal states in memory, with decimals written as text.
+ * Builders for the pure rule tests (test/rules/): plan snapshots, balance rows,
+ * renewal states and claimed signals in memory, with decimals written as text.
  */
 import type { BigDecimal } from "effect"
 import type { RenewalBalance, RenewalPurchase, RenewalState } from "../../src/billing/Renewal.ts"
 import { decimal, toSql, ZERO } from "../../src/money.ts"
 import type { PlanSnapshot, SnapshotComponent } from "../../src/pricing/PlanSnapshot.ts"
+import type { Customer, DecodedSignal, SignalRecord } from "../../src/signals/BatchContext.ts"
 
 export const d = decimal
 /** A decimal as its normalised text, so an assertion names the exact amount. */
@@ -131,3 +132,34 @@ export const ids = () => {
 }
 
 export { ZERO }
+
+/** The organisation and customer the drain's pure tests price for. */
+export const ORG = "org_1"
+export const CUSTOMER: Customer = { organizationId: ORG, id: "cus_1", externalId: "jo-1", archivedAt: null }
+/** When the pure tests' signals happened. */
+export const MOMENT = new Date("2026-11-27T08:00:00.000Z")
+
+let sequence = 0
+/** A claimed signal of the route, for `CUSTOMER`, at `MOMENT`, with a fresh id. */
+export const queued = (route: SignalRecord["route"], body: DecodedSignal["body"], fields: Partial<SignalRecord> = {}): DecodedSignal => {
+  sequence += 1
+  return {
+    record: {
+      organizationId: ORG,
+      id: `sig_${sequence}`,
+      messageId: `msg_${sequence}`,
+      route,
+      customerId: CUSTOMER.id,
+      externalId: null,
+      runId: null,
+      compositeRef: null,
+      compositeValue: null,
+      member: null,
+      body,
+      moment: MOMENT,
+      momentSource: "TIMESTAMP",
+      ...fields
+    } as SignalRecord,
+    body
+  }
+}

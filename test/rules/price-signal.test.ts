@@ -13,14 +13,11 @@ import type { SnapshotComponent } from "../../src/pricing/PlanSnapshot.ts"
 import type { BatchContext, Customer, DecodedSignal, SignalCycle, SignalRecord } from "../../src/signals/BatchContext.ts"
 import type { RunCosts } from "../../src/signals/MeterSignal.ts"
 import { noWrites, priceOne, type Writes } from "../../src/signals/PriceSignal.ts"
-import { snapshotComponent as component } from "./fixtures.ts"
+import { CUSTOMER, MOMENT, ORG, queued, snapshotComponent as component } from "./fixtures.ts"
 
 const d = decimal
 const text = (value: Decimal | null | undefined) => (value == null ? value : BigDecimal.format(BigDecimal.normalize(value)))
 
-const ORG = "org_1"
-const CUSTOMER: Customer = { organizationId: ORG, id: "cus_1", externalId: "jo-1", archivedAt: null }
-const MOMENT = new Date("2026-11-27T08:00:00.000Z")
 
 const unitAdvance = component({ id: "cmp_uadv", type: "UNIT", billingMode: "ADVANCE", targetId: "unt_1", quantity: d("10"), pricingType: "FLAT", flatPrice: d("0.5") })
 const walletComponent = component({ id: "cmp_w", type: "WALLET", billingMode: "ADVANCE", amount: ZERO })
@@ -84,29 +81,6 @@ const contextOf = (world: World): BatchContext => {
   }
 }
 
-let sequence = 0
-const queued = (route: SignalRecord["route"], body: DecodedSignal["body"], fields: Partial<SignalRecord> = {}): DecodedSignal => {
-  sequence += 1
-  return {
-    record: {
-      organizationId: ORG,
-      id: `sig_${sequence}`,
-      messageId: `msg_${sequence}`,
-      route,
-      customerId: CUSTOMER.id,
-      externalId: null,
-      runId: null,
-      compositeRef: null,
-      compositeValue: null,
-      member: null,
-      body,
-      moment: MOMENT,
-      momentSource: "TIMESTAMP",
-      ...fields
-    },
-    body
-  }
-}
 const pages = (quantity: string, fields: Partial<SignalRecord> = {}, reservationId?: string) =>
   queued("UNIT", { agentKey: "pages", quantity: d(quantity), ...(reservationId === undefined ? {} : { reservationId }) }, fields)
 

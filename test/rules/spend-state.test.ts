@@ -32,13 +32,11 @@ import { type Decimal, decimal, ZERO } from "../../src/money.ts"
 import type { Catalogue, CustomerContext, PurchaseContext } from "../../src/pricing/meters/Context.ts"
 import type { PlanSnapshot, SnapshotComponent } from "../../src/pricing/PlanSnapshot.ts"
 import type { BatchContext, Customer, DecodedSignal, SignalCycle, SignalRecord } from "../../src/signals/BatchContext.ts"
-import { snapshotComponent as component } from "./fixtures.ts"
+import { CUSTOMER, ORG, queued, snapshotComponent as component } from "./fixtures.ts"
 
 const d = decimal
 const text = (value: Decimal | null) => (value === null ? null : BigDecimal.format(BigDecimal.normalize(value)))
 
-const ORG = "org_1"
-const CUSTOMER: Customer = { organizationId: ORG, id: "cus_1", externalId: "jo-1", archivedAt: null }
 
 
 // A credit bundle costing 0.0055 a call: 1000 input and 500 output tokens of gpt-4o cost 0.0075, so 1.363636363636 credits.
@@ -139,28 +137,6 @@ const contextOf = (world: World): BatchContext => {
   }
 }
 
-let sequence = 0
-const queued = (route: SignalRecord["route"], body: DecodedSignal["body"], fields: Partial<SignalRecord> = {}): DecodedSignal => {
-  sequence += 1
-  return {
-    record: {
-      organizationId: ORG,
-      id: `sig_${sequence}`,
-      messageId: `msg_${sequence}`,
-      route,
-      customerId: CUSTOMER.id,
-      externalId: null,
-      runId: null,
-      compositeRef: null,
-      compositeValue: null,
-      member: null,
-      body,
-      moment: new Date("2026-11-27T08:00:00.000Z"),
-      ...fields
-    } as SignalRecord,
-    body
-  }
-}
 const units = (quantity: string, fields: Partial<SignalRecord> = {}, holdId?: string) =>
   queued("UNIT", { agentKey: "pages", quantity: d(quantity), ...(holdId === undefined ? {} : { reservationId: holdId }) }, fields)
 const creditCall = (holdId?: string) =>
