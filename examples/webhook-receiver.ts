@@ -73,6 +73,10 @@ if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) 
         ? `${event.data.balance_type} ${event.data.balance_id} ${event.data.threshold}% used`
         : event.event_type === "signal.refused"
         ? `signal ${event.data.raw_id} refused: ${event.data.error.code} (${event.data.error.message})`
+        : "purchase" in event.data
+        ? `purchase ${event.data.purchase.id} ${event.data.purchase.status}`
+        : "invoice" in event.data
+        ? `invoice ${event.data.invoice.id} ${event.data.invoice.status}`
         : `balance=${event.data.current_balance}`
       process.stdout.write(
         `${event.triggered_at} ${event.event_type} ${event.id} customer=${event.data.customer_id} ` +

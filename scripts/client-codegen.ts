@@ -56,6 +56,17 @@ export interface OperationEntry {
   readonly body: boolean
   readonly idempotencyKey: IdempotencyPlace
   readonly summary: string
+  /** The media type of a success that is a file (`application/pdf`), not the JSON envelope; absent for the envelope. */
+  readonly file?: string
+}
+
+/** The media type a success answers other than JSON (an invoice's PDF); undefined when every success is the envelope. */
+const fileOf = (operation: Json): string | undefined => {
+  for (const [status, response] of Object.entries<Json>(operation.responses ?? {})) {
+    const types = Object.keys(response?.content ?? {})
+    if (status.startsWith("2") && types.length > 0 && !types.includes("application/json")) return types[0]
+  }
+  return undefined
 }
 
 export const operationsOf = (document: Json): Array<OperationEntry> => {
@@ -74,7 +85,8 @@ export const operationsOf = (document: Json): Array<OperationEntry> => {
         queryParams: parameters.filter((p) => p.in === "query").map((p) => String(p.name)),
         body: body !== undefined,
         idempotencyKey: idempotencyPlace(document, body),
-        summary: String(operation.summary ?? "")
+        summary: String(operation.summary ?? ""),
+        ...(fileOf(operation) === undefined ? {} : { file: fileOf(operation) })
       })
     }
   }

@@ -6,10 +6,16 @@
  */
 export { computeSignature, signatureHeader, verifyWebhookSignature, type VerifyOptions } from "./webhooks/Signature.ts"
 export {
+  type ApiRecord,
   type BalanceThresholdEventData,
   DEFAULT_EVENT_TYPES,
   EVENT_TYPES,
   type EventType,
+  type InvoiceEventData,
+  LIFECYCLE_EVENT_TYPES,
+  type LifecycleEventType,
+  type PurchaseChangeKind,
+  type PurchaseEventData,
   type SignalRefusedEventData,
   type WalletBalanceEventData,
   type WebhookEventBody

@@ -246,6 +246,10 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     const invoices = (await resultOf(valid("GET /invoices", {}, { query: "limit=1" }), 200)).invoices as Array<any>
     const invoiceId = invoices[0]?.id ?? "inv_unknown"
     await valid("GET /invoices/{id}", { id: invoiceId })
+    // A PDF, not an envelope (application/pdf in the document); an unknown id is the envelope's 404.
+    const pdf = await valid("GET /invoices/{id}/pdf", { id: invoiceId })
+    expect([pdf.status, String(pdf.body).slice(0, 5)]).toEqual([200, "%PDF-"])
+    await valid("GET /invoices/{id}/pdf", { id: "inv_unknown" })
     await valid("POST /invoices/{id}/pay-link", { id: invoiceId })
     await valid("GET /payments", {})
     await valid("GET /payments/{id}", { id: "pay_unknown" })
@@ -346,7 +350,8 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
       .filter((e) => !e.valid && !e.violations.some((v) => v.location[0] === "request"))
       .map((e) => `${e.operation} → ${e.status}`)
     expect(unnoticed).toEqual([])
-    // Every answer, valid request or not, is an envelope with statusCode equal to the HTTP status.
-    expect(exchanges.filter((e) => e.body?.statusCode !== e.status).map((e) => `${e.operation} → ${e.status}`)).toEqual([])
+    // Every answer, valid request or not, is an envelope with statusCode equal to the HTTP status (but an invoice's PDF).
+    const isPdf = (e: Exchange) => e.operation === "GET /invoices/{id}/pdf" && e.status === 200
+    expect(exchanges.filter((e) => !isPdf(e) && e.body?.statusCode !== e.status).map((e) => `${e.operation} → ${e.status}`)).toEqual([])
   })
 })

@@ -1,8 +1,10 @@
 /**
  * A customer with something to see, shared by the customer-page tests: a plan
  * of prepaid credits, a prepaid unit allowance and a pay-as-you-go unit, a
- * tax, usage priced by the worker, an OPEN plan invoice, payment instructions,
- * and a second customer (and organisation) whose data must stay out of reach.
+ * tax, usage priced by the worker, an OPEN plan invoice with a due date,
+ * payment instructions and a billing contact, and a second customer (and
+ * organisation) whose data must stay out of reach. `holdAndCorrect` adds what
+ * is held and a correction.
  */
 import { Effect } from "effect"
 import { expect } from "vitest"
@@ -15,6 +17,7 @@ import type { Tenant, TestApp } from "./support/TestApp.ts"
 import type { OrganizationId } from "../src/ids.ts"
 
 export const PAYMENT_INSTRUCTIONS = "Bank transfer to IBAN GB33 BUKB 2020 1555 5555 55\nReference: your invoice number"
+export const BILLING_CONTACT = { email: "accounts@acme.example", addressLines: ["Acme AI Ltd", "1 Long Lane", "London EC1A 7HW"] }
 
 export interface PortalWorld {
   readonly origin: string
@@ -32,12 +35,20 @@ export interface PortalWorld {
 export const portalTokenOf = async (api: Client, customerId: string) =>
   ok(await api.post("/portal/token", { customerId })) as { token: string; url: string; expiresAt: string }
 
-export const makePortalWorld = async (app: TestApp, customerName = "Jo's Robots"): Promise<PortalWorld> => {
+export const makePortalWorld = async (
+  app: TestApp,
+  customerName = "Jo's Robots",
+  options: { readonly paymentTermsDays?: number } = {}
+): Promise<PortalWorld> => {
   const origin = new URL(app.baseUrl).origin
   const acme = await app.tenant("Acme AI")
   const api = clientOf(app, acme)
   await app.run(Effect.flatMap(Organizations, (organizations) =>
-    organizations.updateSettings(acme.organizationId, { paymentInstructions: PAYMENT_INSTRUCTIONS })))
+    organizations.updateSettings(acme.organizationId, {
+      paymentInstructions: PAYMENT_INSTRUCTIONS,
+      billingContact: BILLING_CONTACT,
+      paymentTermsDays: options.paymentTermsDays ?? 14
+    })))
   ok(await api.post("/taxes", { name: "VAT", ratePercent: 20 }), 201)
   const credit = ok(await api.post("/credits", {
     name: "Assistant credits",
@@ -90,6 +101,37 @@ export const makePortalWorld = async (app: TestApp, customerName = "Jo's Robots"
     neighbour: { id: neighbour.id, invoiceId: neighbourInvoice.id },
     stranger: { tenant: other, id: stranger.id, invoiceId: strangerInvoice.id }
   }
+}
+
+/**
+ * What the portal shows as held and corrected: a hold of 0.2 of the plan's
+ * credits and one of $1.50 of the wallet (`POST /entitlements/check` with
+ * `reserve`, for an hour), and the customer's latest "Pages parsed" row taken
+ * back (`POST /signal/usage-log/{id}/reverse`). The reversing row is the
+ * customer's newest, so it is among the portal's latest usage.
+ */
+export const holdAndCorrect = async (world: PortalWorld) => {
+  const call = { model: "gpt-4o", inputTokens: 1000, outputTokens: 500 }
+  const credit = ok(await world.api.post("/entitlements/check", {
+    customerId: world.customer.id, meter: "CREDIT", agentKey: "chat", usage: call, reserve: { quantity: 0.2, ttlSeconds: 3600 }
+  }))
+  expect(credit).toMatchObject({ allowed: true, reservationId: expect.stringMatching(/^rsv_/) })
+  const wallet = ok(await world.api.post("/entitlements/check", {
+    customerId: world.customer.id, meter: "WALLET", usage: call, reserve: { amount: 1.5, ttlSeconds: 3600 }
+  }))
+  expect(wallet).toMatchObject({ allowed: true, reservationId: expect.stringMatching(/^rsv_/) })
+  const rows = ok(await world.api.get(`/signal/usage-log?customerId=${world.customer.id}&limit=200`)).usageLogs as Array<{
+    id: string
+    meter: string
+    agentKey: string | null
+    customerCost: number
+  }>
+  const pages = rows.filter((row) => row.meter === "UNIT" && row.agentKey === "pages").at(-1)!
+  const reversal = ok(await world.api.post(`/signal/usage-log/${pages.id}/reverse`, { reason: "counted twice" })) as {
+    id: string
+    customerCost: number
+  }
+  return { reversed: pages, reversal }
 }
 
 /** A token signed with `organizationId`'s real secret, with whatever claims a test needs (an expired one). */

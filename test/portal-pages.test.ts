@@ -9,8 +9,17 @@ import { Invoices } from "../src/billing/Invoices.ts"
 import { withoutTokens } from "../src/app/Server.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { startTestApp, type TestApp } from "./support/TestApp.ts"
-import { expectError, ok } from "./billing-support.ts"
-import { makePortalWorld, PAYMENT_INSTRUCTIONS, type PortalWorld, portalTokenOf, signedWith, tampered } from "./portal-fixtures.ts"
+import { clientOf, expectError, ok, runCycles } from "./billing-support.ts"
+import {
+  BILLING_CONTACT,
+  holdAndCorrect,
+  makePortalWorld,
+  PAYMENT_INSTRUCTIONS,
+  type PortalWorld,
+  portalTokenOf,
+  signedWith,
+  tampered
+} from "./portal-fixtures.ts"
 
 let app: TestApp
 let world: PortalWorld
@@ -36,6 +45,30 @@ const expectRefused = async (url: string, status: number, title: RegExp) => {
 
 const invoiceLinksOf = (html: string) => [...html.matchAll(/href="(\/pay\/[^"]+)"/g)].map((m) => m[1]!.replaceAll("&amp;", "&"))
 
+const usd = (amount: number) => new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" }).format(amount)
+
+/** The text a person reads of a piece of the page: tags dropped, entities decoded, spaces collapsed. */
+const textOf = (html: string) =>
+  html.replace(/<script[\s\S]*?<\/script>|<style[\s\S]*?<\/style>/g, "")
+    .replace(/<\/?(br|div|p|td|th|tr|li|dt|dd|h\d|section|address|table|thead|tbody|tfoot|ul|dl|header|main|footer|figcaption|summary|details)\b[^>]*>/g, " ")
+    .replace(/<[^>]+>/g, "")
+    .replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&quot;/g, "\"").replace(/&#39;/g, "'").replace(/&amp;/g, "&")
+    .replace(/\s+/g, " ").trim()
+
+/** The HTML of the element carrying `data-testid="id"` up to its closing tag (no nesting of the same tag inside). */
+const byTestId = (html: string, id: string) => {
+  const match = new RegExp(`<(\\w+)[^>]*data-testid="${id}"[^>]*>([\\s\\S]*?)</\\1>`).exec(html)
+  expect(match, `data-testid="${id}"`).not.toBeNull()
+  return match![2]!
+}
+
+/** The section with the heading id `id`. */
+const sectionOf = (html: string, id: string) => {
+  const match = new RegExp(`<section[^>]*aria-labelledby="${id}"[\\s\\S]*?</section>`).exec(html)
+  expect(match, `section ${id}`).not.toBeNull()
+  return match![0]
+}
+
 describe("GET /portal", () => {
   it("shows the token's customer their plan, balances, usage chart and invoices, every value escaped", async () => {
     const { url } = await portalTokenOf(world.api, world.customer.id)
@@ -57,8 +90,96 @@ describe("GET /portal", () => {
     expect(page.text).toMatch(/data-meter="UNIT"/)
     // The invoice's total, in dollars and cents, and a link to its hosted page.
     expect(page.text).toContain(new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" }).format(world.invoice.total))
-    expect(invoiceLinksOf(page.text)).toHaveLength(1)
+    // Linked twice: under what is owed (it is OPEN) and in the invoice list.
+    expect(invoiceLinksOf(page.text)).toHaveLength(2)
+    expect(new Set(invoiceLinksOf(page.text)).size).toBe(1)
     expect(page.text).not.toContain(world.neighbour.invoiceId)
+  })
+
+  it("shows what is owed, the upcoming invoice, what is held, corrections labelled, and what the usage total is made of", async () => {
+    const { reversal, reversed } = await holdAndCorrect(world)
+    const page = await open((await portalTokenOf(world.api, world.customer.id)).url)
+    expect(page.status).toBe(200)
+    const invoice = ok(await world.api.get(`/invoices/${world.invoice.id}`)).invoice
+
+    // What is owed: the OPEN invoice, its amount due and its due date (the organisation's 14-day terms).
+    const owed = sectionOf(page.text, "owed")
+    expect(textOf(byTestId(owed, "owed-total"))).toBe(usd(invoice.amountDue ?? invoice.total))
+    expect(textOf(owed)).toContain("1 open invoice")
+    expect(invoice.dueDate).toBe(new Date(new Date(invoice.issuedAt).getTime() + 14 * 86_400_000).toISOString())
+    expect(owed).toContain(`<time datetime="${invoice.dueDate}" data-style="date">`)
+    expect(owed).not.toContain("Overdue")
+
+    // The upcoming invoices, as GET /invoices/upcoming previews them: their date, in UTC with its zone, and their sum.
+    const upcoming = ok(await world.api.get(`/invoices/upcoming?customerId=${world.customer.id}`)).invoices as Array<{
+      kind: string
+      total: number
+      issuedAt: string
+    }>
+    expect(upcoming.map((item) => item.kind)).toEqual(["USAGE", "PLAN"])
+    const summary = textOf(byTestId(page.text, "upcoming-summary"))
+    const inAll = upcoming.reduce((acc, item) => acc + Math.round(item.total * 100), 0) / 100
+    expect(summary).toContain(`${usd(inAll)} in all over 2 invoices`)
+    expect(summary).toMatch(/^On [A-Z][a-z]{2} \d{1,2}, \d{4}, \d{1,2}:\d{2} [AP]M UTC,/)
+    expect(page.text).toContain(`<time datetime="${upcoming[0]!.issuedAt}" data-style="datetime">`)
+    expect(textOf(sectionOf(page.text, "upcoming"))).toContain("Pages parsed (usage)")
+
+    // What the holds keep back, in words and on the tiles.
+    expect(textOf(byTestId(page.text, "holds"))).toContain("Held for requests in progress: $1.50 of the wallet and 0.2 Assistant credits.")
+    expect([...page.text.matchAll(/data-testid="tile-held">([^<]*)</g)].map((m) => m[1])).toEqual(["$1.50 held", "0.2 held"])
+
+    // The correction is labelled as one, and the row it takes back says so; its cost keeps its sign.
+    const correction = /<tr class="correction" data-testid="correction">([\s\S]*?)<\/tr>/.exec(page.text)
+    expect(correction).not.toBeNull()
+    expect(textOf(correction![1]!)).toContain("Correction Pages parsed Takes back an earlier use")
+    expect(textOf(correction![1]!)).toContain(`-${usd(-reversal.customerCost)}`)
+    expect(reversal.customerCost).toBe(-reversed.customerCost)
+    expect(textOf(page.text)).toContain("Taken back by a correction.")
+
+    // "$X in all" beside "usage charges $Y": the difference is what prepaid allowances covered.
+    const plan = ok(await world.api.get(`/customers/${world.customer.id}/plan`)).plan
+    const rows = ok(await world.api.get(`/signal/usage-log?customerId=${world.customer.id}&limit=200`)).usageLogs as Array<{ customerCost: number }>
+    const cents = (amount: number) => Math.round(amount * 100)
+    const total = rows.reduce((acc, row) => acc + row.customerCost, 0)
+    const explained = textOf(byTestId(page.text, "usage-explained"))
+    expect(explained).toBe(
+      `${usd(cents(total) / 100)} in all: ${usd(cents(plan.spentThisCycle) / 100)} of it is charged (billed after the cycle, or taken ` +
+        `from the wallet as it was used), the plan's usage charges above; the other ${
+          usd((cents(total) - cents(plan.spentThisCycle)) / 100)
+        } was drawn from allowances the plan price already paid for, and is not charged again.`
+    )
+    expect(textOf(sectionOf(page.text, "plan"))).toContain(`Usage charges this cycle ${usd(plan.spentThisCycle)}`)
+
+    // Every time of day carries its zone when scripts are off (the script rewrites it into the browser's, named too).
+    const times = [...page.text.matchAll(/<time datetime="[^"]+" data-style="(short|datetime)">([^<]*)<\/time>/g)]
+    expect(times.length).toBeGreaterThan(10)
+    for (const [, , text] of times) expect(text).toMatch(/UTC$/)
+  })
+
+  it("says an empty cycle has no usage instead of drawing empty axes", async () => {
+    const page = await open((await portalTokenOf(world.api, world.neighbour.id)).url)
+    expect(page.status).toBe(200)
+    const usage = sectionOf(page.text, "usage")
+    expect(textOf(usage)).toContain("No usage to chart in this period yet.")
+    expect(usage).not.toContain("<svg")
+    expect(page.text).not.toContain("$4.00")
+  })
+
+  it("draws the chart twice, laid out for a desktop and a phone, the axis title above its ticks", async () => {
+    const page = await open((await portalTokenOf(world.api, world.customer.id)).url)
+    const svgs = [...page.text.matchAll(/<svg class="(wide|narrow)" viewBox="0 0 (\d+) (\d+)"[\s\S]*?<\/svg>/g)]
+    expect(svgs.map((m) => m[1])).toEqual(["wide", "narrow"])
+    for (const [svg, , width] of svgs) {
+      // The day labels' centres far enough apart for "Dec 10" (about 45 units at 12) and a gap.
+      const xs = [...svg.matchAll(/<text class="tick x" x="([\d.]+)"/g)].map((m) => Number(m[1]))
+      expect(xs.length).toBeGreaterThan(1)
+      for (let i = 1; i < xs.length; i++) expect(xs[i]! - xs[i - 1]!).toBeGreaterThanOrEqual(50)
+      for (const x of xs) expect(x + 23).toBeLessThanOrEqual(Number(width))
+      // The axis title sits on the first line, above the top tick (y 30 and below).
+      expect(svg).toMatch(/<text class="axis-title y" x="0" y="13">Cost \(USD\)<\/text>/)
+      const tickYs = [...svg.matchAll(/<text class="tick y" x="[\d.]+" y="([\d.]+)"/g)].map((m) => Number(m[1]))
+      expect(Math.min(...tickYs)).toBeGreaterThanOrEqual(30)
+    }
   })
 
   it("answers a missing, garbled, tampered, expired or foreign token with a 401 page", async () => {
@@ -110,6 +231,50 @@ describe("GET /pay/{invoiceId}", () => {
     expect(page.text).toContain("VAT (20%)")
     expect(page.text).toContain(new Intl.NumberFormat("en-US", { style: "currency", currency: "USD" }).format(world.invoice.total))
     expect(page.text).toContain(PAYMENT_INSTRUCTIONS.split("\n")[0])
+  })
+
+  it("shows the organisation's billing contact, the due date, and a unit price on every FLAT unit line", async () => {
+    const link = ok(await world.api.post(`/invoices/${world.invoice.id}/pay-link`)).url
+    const page = await open(link)
+    expect(page.status).toBe(200)
+    const invoice = ok(await world.api.get(`/invoices/${world.invoice.id}`)).invoice
+    // The contact: the e-mail address as a mail link, then the address a line each.
+    const contact = byTestId(page.text, "billing-contact")
+    expect(contact).toContain(`<a href="mailto:${BILLING_CONTACT.email}">${BILLING_CONTACT.email}</a>`)
+    expect(textOf(contact)).toBe(`${BILLING_CONTACT.email} ${BILLING_CONTACT.addressLines.join(" ")}`)
+    expect(contact.match(/<br>/g)).toHaveLength(BILLING_CONTACT.addressLines.length)
+    expect(textOf(page.text)).toContain(`From Acme AI ${BILLING_CONTACT.email}`)
+    // Due 14 days after it became final; not overdue.
+    expect(byTestId(page.text, "due-date")).toContain(`<time datetime="${invoice.dueDate}" data-style="date">`)
+    expect(textOf(byTestId(page.text, "due-date"))).toMatch(/^Due [A-Z][a-z]{2} \d{1,2}, \d{4}\.$/)
+    expect(textOf(byTestId(page.text, "amount-due"))).toBe(usd(invoice.amountDue ?? invoice.total))
+    // Seats are a FLAT unit: its prepaid line carries no unit price (`unitPrice: null`); the page shows the unit's, $12.50.
+    const seats = invoice.lines.find((line: { description: string }) => line.description === "Seats (prepaid)")
+    expect(seats).toMatchObject({ quantity: 3, unitPrice: null, amount: 37.5 })
+    const row = new RegExp(`<tr><td>Seats \\(prepaid\\)[\\s\\S]*?</tr>`).exec(page.text)![0]
+    expect(textOf(byTestId(row, "unit-price"))).toBe("$12.50")
+    // On a phone the quantity and unit price columns give way to a line under the description, which says both.
+    expect(textOf(byTestId(row, "line-quantity"))).toBe("3 \u00d7 $12.50")
+    // The credits' line carries its own unit price; the wallet credit, a flat amount, none.
+    const credits = new RegExp(`<tr><td>Assistant credits \\(prepaid\\)[\\s\\S]*?</tr>`).exec(page.text)![0]
+    const creditLine = invoice.lines.find((line: { description: string }) => line.description === "Assistant credits (prepaid)")
+    expect(textOf(byTestId(credits, "unit-price"))).toBe(
+      new Intl.NumberFormat("en-US", { style: "currency", currency: "USD", maximumFractionDigits: 6 }).format(creditLine.unitPrice)
+    )
+    const walletRow = new RegExp(`<tr><td>Wallet \\(wallet credit\\)[\\s\\S]*?</tr>`).exec(page.text)![0]
+    expect(textOf(byTestId(walletRow, "unit-price"))).toBe("")
+    expect(walletRow).not.toContain("line-quantity")
+  })
+
+  it("without a billing contact or payment instructions, names the organisation alone", async () => {
+    const link = ok(await clientOf(app, world.stranger.tenant).post(`/invoices/${world.stranger.invoiceId}/pay-link`)).url
+    const page = await open(link)
+    expect(page.status).toBe(200)
+    expect(page.text).not.toContain("billing-contact")
+    expect(page.text).not.toContain("mailto:")
+    expect(textOf(page.text)).toMatch(/Contact Other Org to pay this invoice, quoting INV-\d{6}\./)
+    // A FLAT unit of $7 prepaid once: its unit price is the flat price.
+    expect(textOf(byTestId(page.text, "unit-price"))).toBe("$7.00")
   })
 
   it("opens from the pay-link route, at BILLING_PUBLIC_URL when it is set", async () => {
@@ -195,5 +360,28 @@ describe("the request log", () => {
     expect(withoutTokens("/portal?token=pt_abc.def")).toBe("/portal?token=[redacted]")
     expect(withoutTokens("/pay/inv_1?x=1&token=pl_abc.def&y=2")).toBe("/pay/inv_1?x=1&token=[redacted]&y=2")
     expect(withoutTokens("/api/v1/customers?limit=5")).toBe("/api/v1/customers?limit=5")
+  })
+})
+
+describe("an overdue invoice", () => {
+  it("is marked on the portal and on its page once the cycle job marks it", async () => {
+    // A database of its own: the cycle job marks every organisation's invoices past their due date.
+    const own = await startTestApp({ ownDatabase: true })
+    try {
+      const late = await makePortalWorld(own, "Late Payer", { paymentTermsDays: 0 })
+      await runCycles(own, new Date(Date.now() + 1000))
+      const invoice = ok(await late.api.get(`/invoices/${late.invoice.id}`)).invoice
+      expect(invoice).toMatchObject({ status: "OPEN", overdue: true })
+      const portal = await fetch((await portalTokenOf(late.api, late.customer.id)).url).then((r) => r.text())
+      const owed = sectionOf(portal, "owed")
+      expect(textOf(byTestId(owed, "owed-overdue"))).toBe("1 overdue")
+      expect(textOf(owed)).toContain("Overdue")
+      expect(portal).toMatch(/class="badge OPEN">OPEN<\/span> <span class="badge OVERDUE">Overdue<\/span>/)
+      const page = await fetch(ok(await late.api.post(`/invoices/${late.invoice.id}/pay-link`)).url).then((r) => r.text())
+      expect(page).toMatch(/<h1>Plan invoice <span class="badge OPEN">OPEN<\/span> <span class="badge OVERDUE">Overdue<\/span><\/h1>/)
+      expect(textOf(byTestId(page, "due-date"))).toMatch(/^Overdue: it was due [A-Z][a-z]{2} \d{1,2}, \d{4}\.$/)
+    } finally {
+      await own.close()
+    }
   })
 })

@@ -146,7 +146,7 @@ describe("billing listen and billing trigger", () => {
   it("refuses an unknown event type and says when nobody takes the event", async () => {
     const other = await app.tenant("Quiet")
     await makeCustomer(clientOf(app, other))
-    const unknown = await app.cli(["trigger", "invoice.paid", "--org", other.organizationId])
+    const unknown = await app.cli(["trigger", "invoice.exploded", "--org", other.organizationId])
     expect(unknown.code).not.toBe(0)
     expect(unknown.stderr).toContain("wallet.balance.update")
     const nobody = await app.cli(["trigger", "wallet.balance.drop", "--org", other.organizationId, "--json"])

@@ -23,6 +23,7 @@ const CustomerView = (props: { readonly customer: Customer; readonly title?: str
       ["name", props.customer.name],
       ["email", props.customer.email],
       ["currency", props.customer.currencyCode],
+      ["payment terms", props.customer.paymentTermsDays === null ? "the workspace's" : `${props.customer.paymentTermsDays} day(s)`],
       ["status", props.customer.archivedAt ? `archived ${props.customer.archivedAt.toISOString()}` : "active"],
       ["created", props.customer.createdAt.toISOString()]
     ]}
@@ -42,13 +43,30 @@ interface CustomerFlags {
   readonly email?: string
   readonly externalId?: string
   readonly currency?: string
+  readonly paymentTermsDays?: string
 }
+
+/**
+ * `--payment-terms-days N` as the body's `paymentTermsDays`: a number (the
+ * schema takes whole days in range, else 400), `default` null (the
+ * workspace's terms); anything else is sent as written, for the schema to
+ * refuse with the field's name.
+ */
+const termsFlag = (value: string | undefined): number | string | null | undefined =>
+  value === undefined
+    ? undefined
+    : value.trim() === "default"
+    ? null
+    : /^\s*[+-]?\d+(\.\d+)?\s*$/.test(value)
+    ? Number(value)
+    : value
 
 const flagsOf = (options: CustomerFlags) => ({
   name: options.name,
   email: options.email,
   externalId: options.externalId,
-  currencyCode: options.currency
+  currencyCode: options.currency,
+  paymentTermsDays: termsFlag(options.paymentTermsDays)
 })
 
 const withProfileFlags = (command: Command) =>
@@ -58,6 +76,10 @@ const withProfileFlags = (command: Command) =>
     .option("--email <email>")
     .option("--external-id <id>", "your own id for the customer")
     .option("--currency <code>")
+    .option(
+      "--payment-terms-days <n>",
+      "days after the customer's invoices become final that they are due (0 to 365), or default for the workspace's"
+    )
 
 export const registerCustomer = (program: Command) => {
   const customer = program.command("customer").description("customers")

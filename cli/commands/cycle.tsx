@@ -19,7 +19,7 @@ const run = runnerOn(withArrivalsAnswered(Layer.merge(Purchases.Default, Ledger.
 export const registerCycle = (program: Command) => {
   const cycle = program.command("cycle").description("billing cycles")
 
-  withJson(cycle.command("run").description("activate scheduled purchases, renew ended cycles and finalise due draft invoices, then exit"))
+  withJson(cycle.command("run").description("activate scheduled purchases, renew ended cycles, finalise due draft invoices and mark unpaid invoices past their due date overdue, then exit"))
     .option("--now <iso>", "the instant treated as now (default: the clock)")
     .action((options: { json?: boolean; now?: string }) =>
       run(

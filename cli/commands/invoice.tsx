@@ -1,4 +1,6 @@
 import type { Command } from "commander"
+import { writeFile } from "node:fs/promises"
+import { resolve } from "node:path"
 import { listFooter, newestFirstPage, nextCursorOf, withOldest, limitOption } from "../lists.ts"
 import { BigDecimal, Effect } from "effect"
 import { PayLink, UpcomingInvoice } from "../../src/billing/InvoicesApi.ts"
@@ -6,6 +8,8 @@ import { Purchases } from "../../src/billing/Purchases.ts"
 import { withCustomer } from "../customerRef.ts"
 import { Invoice, Payment, PaymentCreate } from "../../src/billing/Invoice.ts"
 import { Invoices } from "../../src/billing/Invoices.ts"
+import { InvoicePdfs } from "../../src/billing/InvoicePdfs.ts"
+import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
@@ -29,6 +33,18 @@ const linePeriod = (invoice: Invoice, line: Invoice["lines"][number]) =>
     ? ""
     : ` (period ${periodText(line.periodStart, line.periodEnd)})`
 
+/** When the invoice is due, and whether it is overdue (or was, when paid late). */
+const dueText = (invoice: Invoice) =>
+  invoice.dueDate === null
+    ? invoice.status === "DRAFT" ? "(none while DRAFT: due dates are given when final)" : "(none: not issued yet)"
+    : `${invoice.dueDate.toISOString()}${
+      invoice.overdue
+        ? ` (OVERDUE since ${invoice.overdueAt!.toISOString()})`
+        : invoice.overdueAt !== null
+        ? ` (was overdue from ${invoice.overdueAt.toISOString()})`
+        : ""
+    }`
+
 const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string }) => (
   <Details
     title={props.title}
@@ -43,7 +59,8 @@ const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string 
         : [["period", periodText(props.invoice.periodStart, props.invoice.periodEnd)] as const]),
       ...props.invoice.lines.map((line, i) => [`line ${i + 1}`, `${line.description}: ${BigDecimal.format(line.amount)}${linePeriod(props.invoice, line)}`] as const),
       ...props.invoice.taxLines.map((tax) => [`tax ${tax.name}`, `${BigDecimal.format(tax.ratePercent)}%: ${BigDecimal.format(tax.amount)}`] as const),
-      ["total", `${BigDecimal.format(props.invoice.total)} ${props.invoice.currencyCode}`]
+      ["total", `${BigDecimal.format(props.invoice.total)} ${props.invoice.currencyCode}`],
+      ["due", dueText(props.invoice)]
     ]}
   />
 )
@@ -84,7 +101,8 @@ export const registerInvoice = (program: Command) => {
             { header: "CUSTOMER", value: (i) => i.customerId },
             { header: "KIND", value: (i) => i.kind },
             { header: "STATUS", value: (i) => i.status },
-            { header: "TOTAL", value: (i) => BigDecimal.format(i.total), align: "right" }
+            { header: "TOTAL", value: (i) => BigDecimal.format(i.total), align: "right" },
+            { header: "DUE", value: (i) => `${i.dueDate?.toISOString().slice(0, 10) ?? "-"}${i.overdue ? " overdue" : ""}` }
           ]}
           rows={list}
           footer={listFooter(`${list.length} invoice(s)`, list, options)}
@@ -118,6 +136,40 @@ export const registerInvoice = (program: Command) => {
   withOrg(invoice.command("show").description("show an invoice").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>
       run(options, withInvoices(options, (invoices, org) => invoices.get(org, id)), presentInvoice("Invoice")))
+
+  withOrg(invoice.command("pdf").description("write an invoice as a PDF file (as GET /invoices/{id}/pdf)").argument("<id>"))
+    .requiredOption("--out <file>", "the file to write, e.g. INV-000042.pdf (replaced if it exists)")
+    .action((id: string, options: { json?: boolean; org?: string; out: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const pdf = yield* Effect.flatMap(InvoicePdfs, (pdfs) => pdfs.render(organizationId, id))
+          const file = resolve(options.out)
+          yield* Effect.tryPromise({
+            try: () => writeFile(file, pdf.bytes),
+            catch: (error) => new BadRequest({ message: `cannot write ${options.out}: ${(error as Error).message}` })
+          })
+          return { invoice: pdf.invoice, file, bytes: pdf.bytes.byteLength }
+        }),
+        {
+          json: (written) => ({
+            invoiceId: written.invoice.id,
+            number: written.invoice.number,
+            status: written.invoice.status,
+            file: written.file,
+            bytes: written.bytes
+          }),
+          view: (written) => (
+            <Box flexDirection="column">
+              <Text bold>Invoice {written.invoice.number ?? `${written.invoice.id} (DRAFT: no number yet)`} written as a PDF</Text>
+              <Text>file   {written.file}</Text>
+              <Text>size   {written.bytes} bytes</Text>
+              <Text>status {written.invoice.status}, total {BigDecimal.format(written.invoice.total)} {written.invoice.currencyCode}</Text>
+            </Box>
+          )
+        }
+      ))
 
   withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice (the whole total)").argument("<id>"))
     .option("--reference <text>", "the payment's reference (bank transfer id, ...)")

@@ -13,7 +13,16 @@ import { AppServicesLive } from "../../src/app/Services.ts"
 import { TelemetryLive } from "../../src/Telemetry.ts"
 import { type Forwarded, LISTEN_LEASE_SECONDS, type ListenSession, WebhookListen } from "../../src/webhooks/Listen.ts"
 import { WebhookOutbox } from "../../src/webhooks/Outbox.ts"
-import { DEFAULT_EVENT_TYPES, EVENT_TYPES, EventType, TriggerableEventType, WebhookUrl } from "../../src/webhooks/Webhook.ts"
+import {
+  DEFAULT_EVENT_TYPES,
+  EVENT_TYPES,
+  EventType,
+  isWalletEventType,
+  LIFECYCLE_EVENT_TYPES,
+  TriggerableEventType,
+  WebhookUrl
+} from "../../src/webhooks/Webhook.ts"
+import { testLifecycleEvent } from "../../src/billing/LifecycleEvents.ts"
 import { outputMode, setExitCode, writeOut } from "../Output.ts"
 import { decodeInput, organizationOf, runnerOn, withOrg, writeFailure } from "../run.ts"
 import { customerIdOf } from "../customerRef.ts"
@@ -140,7 +149,11 @@ export const registerListen = (program: Command) => {
 
   withOrg(
     program.command("trigger").description("make a test event of this type (marked \"test\": true) for endpoints and listeners")
-      .argument("<event>", "wallet.balance.update, wallet.balance.drop or wallet.balance.recovered")
+      .argument(
+        "<event>",
+        "wallet.balance.update, wallet.balance.drop or wallet.balance.recovered (nothing moved), or a lifecycle event: " +
+          `${LIFECYCLE_EVENT_TYPES.join(", ")} (about the customer's newest purchase or invoice)`
+      )
   )
     .option("--customer <id>", "the customer the event is about (default: the newest active one)")
     .option("--external-id <id>", "the active customer with this external id")
@@ -151,22 +164,43 @@ export const registerListen = (program: Command) => {
           const organizationId = yield* organizationOf(options)
           const eventType = yield* decodeInput(TriggerableEventType, event)
           const customerId = yield* customerFor(organizationId, options)
+          if (!isWalletEventType(eventType)) {
+            // A lifecycle event: about the customer's newest purchase or invoice, as the API shows it now.
+            const sql = yield* SqlClient.SqlClient
+            const triggered = yield* testLifecycleEvent(sql, organizationId, eventType, customerId)
+            if (triggered.recordId === null) {
+              const record = eventType.startsWith("purchase.") ? "purchase" : "invoice"
+              return yield* new BadRequest({
+                message: `a test ${eventType} is about the customer's newest ${record}, and customer ${customerId} has none: ` +
+                  `pass --customer ID or --external-id ID of a customer with one`
+              })
+            }
+            return { id: triggered.id ?? "", eventType, recipients: triggered.recipients, customerId, recordId: triggered.recordId }
+          }
           const customer = yield* Effect.flatMap(Customers, (customers) => customers.get(organizationId, customerId))
           const wallet = yield* Effect.flatMap(Wallets, (wallets) => wallets.get(organizationId, customerId))
           const triggered = yield* Effect.flatMap(WebhookOutbox, (outbox) =>
             outbox.testEvent(organizationId, eventType, { id: customer.id, externalId: customer.externalId, balance: wallet.balance }))
-          return { ...triggered, customerId }
+          return { ...triggered, customerId, recordId: null as string | null }
         }),
         {
           json: (triggered) => ({
-            event: { id: triggered.id, eventType: triggered.eventType, test: true, customerId: triggered.customerId },
+            event: {
+              id: triggered.id,
+              eventType: triggered.eventType,
+              test: true,
+              customerId: triggered.customerId,
+              ...(triggered.recordId === null ? {} : { recordId: triggered.recordId })
+            },
             recipients: triggered.recipients
           }),
           view: (triggered) => (
             <Text>
               {triggered.recipients === 0
                 ? `No endpoint or listener takes ${triggered.eventType}: nothing sent.`
-                : `Test event ${triggered.id} (${triggered.eventType}) for ${triggered.customerId} queued for ${triggered.recipients} recipient(s).`}
+                : `Test event ${triggered.id} (${triggered.eventType}) for ${triggered.customerId}${
+                  triggered.recordId === null ? "" : ` about ${triggered.recordId}`
+                } queued for ${triggered.recipients} recipient(s).`}
             </Text>
           )
         }

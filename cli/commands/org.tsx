@@ -5,10 +5,14 @@ import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { ApiKeys, type ApiKey } from "../../src/organizations/ApiKeys.ts"
 import { defaultKeyCacheOptions } from "../../src/organizations/KeyCache.ts"
 import {
+  type BillingContactChange,
+  billingContactOf,
+  billingContactProblem,
   INVOICE_GRACE_HOURS,
   LATE_USAGE_DAYS,
   Organizations,
   type Organization,
+  PAYMENT_TERMS_DAYS,
   settingsOf,
   wholeNumberIn
 } from "../../src/organizations/Organizations.ts"
@@ -55,6 +59,34 @@ const wholeFlag = (flag: string, value: string | undefined, range: { readonly mi
   const number = /^\s*[+-]?\d+\s*$/.test(value) ? Number(value) : Number.NaN
   const why = wholeNumberIn(flag, number, range)
   return why === undefined ? Effect.succeed(number) : Effect.fail(new BadRequest({ message: `${why} (got ${JSON.stringify(value)})` }))
+}
+
+/** `--billing-address LINE`, once a line, collected in order. */
+const collectLine = (line: string, lines: Array<string> | undefined) => [...(lines ?? []), line]
+
+/**
+ * The billing contact flags as a change: `--billing-email ""` clears the
+ * e-mail; `--billing-address LINE` (repeated, a line each) replaces the
+ * address, and one `--billing-address ""` clears it. What the service would
+ * refuse is a 400 naming the flag, nothing written.
+ */
+const billingContactFlags = (email: string | undefined, lines: ReadonlyArray<string> | undefined) => {
+  const addressLines = lines === undefined ? undefined : lines.length === 1 && lines[0]!.trim() === "" ? [] : lines
+  if (email === undefined && addressLines === undefined) return Effect.succeed(undefined)
+  const change: BillingContactChange = {
+    ...(email !== undefined ? { email } : {}),
+    ...(addressLines !== undefined ? { addressLines } : {})
+  }
+  const why = billingContactProblem(change)
+  return why === undefined
+    ? Effect.succeed(change)
+    : Effect.fail(new BadRequest({ message: `--billing-email/--billing-address: ${why}` }))
+}
+
+const contactText = (organization: Organization) => {
+  const contact = billingContactOf(organization)
+  const parts = [contact.email, ...contact.addressLines].filter((part): part is string => part !== null)
+  return parts.length === 0 ? "(not set)" : parts.join(", ")
 }
 
 const keyJson = (key: ApiKey) => ({
@@ -131,6 +163,16 @@ export const registerOrg = (program: Command) => {
     .option("--rate-limit-signals <rate/burst>", "API rate limit per key for signals and checks: PER_SECOND/BURST, or default (50000/100000)")
     .option("--rate-limit-reads <rate/burst>", "API rate limit per key for reads: PER_SECOND/BURST, or default (10000/20000)")
     .option("--rate-limit-writes <rate/burst>", "API rate limit per key for other changes: PER_SECOND/BURST, or default (5000/10000)")
+    .option(
+      "--payment-terms-days <n>",
+      `days after an invoice becomes final that it is due, for customers without their own (${PAYMENT_TERMS_DAYS.min} to ${PAYMENT_TERMS_DAYS.max}, default ${PAYMENT_TERMS_DAYS.default})`
+    )
+    .option("--billing-email <email>", "the billing contact's e-mail address, shown to customers (\"\" clears)")
+    .option(
+      "--billing-address <line>",
+      "a line of the billing contact's postal address; repeat for each line, in order (\"\" alone clears)",
+      collectLine
+    )
     .action((options: {
       json?: boolean
       org?: string
@@ -143,6 +185,9 @@ export const registerOrg = (program: Command) => {
       rateLimitSignals?: string
       rateLimitReads?: string
       rateLimitWrites?: string
+      paymentTermsDays?: string
+      billingEmail?: string
+      billingAddress?: Array<string>
     }) =>
       run(
         options,
@@ -152,6 +197,8 @@ export const registerOrg = (program: Command) => {
           const reserved = options.reservedWallet === undefined ? undefined : ["on", "true", "yes"].includes(options.reservedWallet)
           const lateUsageDays = yield* wholeFlag("--late-usage-days", options.lateUsageDays, LATE_USAGE_DAYS)
           const invoiceGraceHours = yield* wholeFlag("--invoice-grace-hours", options.invoiceGraceHours, INVOICE_GRACE_HOURS)
+          const paymentTermsDays = yield* wholeFlag("--payment-terms-days", options.paymentTermsDays, PAYMENT_TERMS_DAYS)
+          const billingContact = yield* billingContactFlags(options.billingEmail, options.billingAddress)
           const rateLimits = yield* rateLimitFlags({
             signals: options.rateLimitSignals,
             reads: options.rateLimitReads,
@@ -164,7 +211,9 @@ export const registerOrg = (program: Command) => {
             lateUsageDays,
             invoiceGraceHours,
             invoiceNumberPrefix: options.invoiceNumberPrefix,
-            rateLimits
+            rateLimits,
+            paymentTermsDays,
+            billingContact
           })
         }),
         {
@@ -180,6 +229,8 @@ export const registerOrg = (program: Command) => {
                 ["late-usage window", `${organization.lateUsageDays} day(s)`],
                 ["invoice grace period", organization.invoiceGraceHours === 0 ? "none (usage invoices final at once)" : `${organization.invoiceGraceHours} hour(s)`],
                 ["invoice numbers", `${organization.invoiceNumberPrefix}000001, ...`],
+                ["payment terms", organization.paymentTermsDays === 0 ? "due when final (0 days)" : `${organization.paymentTermsDays} day(s)`],
+                ["billing contact", contactText(organization)],
                 ...ROUTE_FAMILIES.map((family) =>
                   [`rate limit ${family}`, rateLimitText(rateLimitsInForce(organization.rateLimits)[family])] as const
                 )

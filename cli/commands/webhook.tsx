@@ -128,7 +128,7 @@ const parseEvents = (value: string) => value.split(",").map((part) => part.trim(
 export const registerWebhook = (program: Command) => {
   const webhook = program.command("webhook").description("webhook endpoints, deliveries, retries and replays")
 
-  withOrg(webhook.command("add").description("subscribe an endpoint to wallet and balance events"))
+  withOrg(webhook.command("add").description("subscribe an endpoint to wallet, balance, purchase and invoice events"))
     .requiredOption("--url <url>", "where events are POSTed")
     .option(
       "--events <list>",

@@ -54,8 +54,17 @@ type Envelopes<K extends OperationId> = {
     : never
 }[keyof Responses<K>]
 
-/** What an operation answers: its envelope's `result` (a union where it has several successes, as a signal's 202 or priced 200). */
-export type Result<K extends OperationId> = ResultOf<Envelopes<K>>
+type Files<K extends OperationId> = {
+  [S in keyof Responses<K>]: S extends SuccessStatus
+    ? Responses<K>[S] extends { content: infer C } ? "application/json" extends keyof C ? never : Uint8Array : never
+    : never
+}[keyof Responses<K>]
+
+/**
+ * What an operation answers: its envelope's `result` (a union where it has several successes, as a signal's 202 or
+ * priced 200), or the bytes of a file it answers instead of the envelope (an invoice's PDF, `invoices.pdf`).
+ */
+export type Result<K extends OperationId> = ResultOf<Envelopes<K>> | Files<K>
 
 /** Per call: extra headers (`prefer: "wait=5"` on a signal), an abort signal, no retries. */
 export interface CallOptions {
@@ -216,8 +225,9 @@ export const createBillingClient = (options: BillingClientOptions): BillingClien
     const payload = entry.body ? JSON.stringify(withKeys(entry, body ?? {}, newKey)) : undefined
     // A repeat cannot do a thing twice: a read, PUT or DELETE, or a write carrying idempotency keys.
     const repeatable = entry.method === "GET" || entry.method === "PUT" || entry.method === "DELETE" || entry.idempotencyKey !== null
+    const file = "file" in entry ? entry.file : undefined
     const headers: Record<string, string> = {
-      accept: "application/json",
+      accept: file === undefined ? "application/json" : `${file}, application/json`,
       ...options.headers,
       ...callOptions.headers,
       authorization: `Bearer ${options.apiKey}`,
@@ -241,6 +251,8 @@ export const createBillingClient = (options: BillingClientOptions): BillingClien
         await sleep(backOff)
         continue
       }
+      // A file (an invoice's PDF) is its bytes; a refusal of the same operation is the envelope, read below.
+      if (response.ok && file !== undefined) return new Uint8Array(await response.arrayBuffer())
       const text = await response.text()
       let parsed: unknown = text
       try {

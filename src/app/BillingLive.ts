@@ -8,6 +8,7 @@ import { Layer } from "effect"
 import { Adjustments } from "../billing/Adjustments.ts"
 import { Balances } from "../billing/Balances.ts"
 import { Invoices } from "../billing/Invoices.ts"
+import { InvoicePdfs } from "../billing/InvoicePdfs.ts"
 import { CurrentPurchases } from "../billing/CurrentPurchases.ts"
 import { Purchases } from "../billing/Purchases.ts"
 import { Taxes } from "../billing/Taxes.ts"
@@ -28,6 +29,7 @@ export const BillingLive = withArrivalsAnswered(Layer.mergeAll(
   Wallets.Default,
   Adjustments.Default,
   Invoices.Default,
+  InvoicePdfs.Default,
   Taxes.Default,
   Members.Default,
   Portal.Default,

@@ -6,7 +6,8 @@
  * never sent (`documentApi`).
  *
  * The `webhooks` section describes every event body the service POSTs to
- * endpoints (src/webhooks/EventSchemas.ts).
+ * endpoints (src/webhooks/EventSchemas.ts; the lifecycle events' records are
+ * billing's, src/billing/LifecycleEventSchemas.ts).
  *
  * Error codes: each status's envelope enumerates the codes of that status
  * (`statusDetail.code`), and each operation lists, in `x-error-codes`, the
@@ -22,9 +23,11 @@
  * responses are written here from its own list.
  */
 import * as OpenApi from "@effect/platform/OpenApi"
+import type { JSONSchema } from "effect"
 import type { ErrorStatus } from "../http/Envelope.ts"
 import { codesOfStatus } from "../http/ApiErrors.ts"
 import { type ErrorDescriptions, errorResponse, isError, isWrittenResponse } from "../http/Documented.ts"
+import { LifecycleEventBodySchemas } from "../billing/LifecycleEventSchemas.ts"
 import { webhooksDocument } from "../webhooks/EventSchemas.ts"
 
 const bodyRefusals =
@@ -127,8 +130,14 @@ export const documentApi = OpenApi.annotations({
     for (const name of Object.keys(schemas)) if (!referenced.has(name)) delete schemas[name]
     dropGeneratedWords(spec.paths)
     dropGeneratedWords(spec.components)
-    // The events the service POSTs to subscribed endpoints (OpenAPI 3.1 `webhooks`).
-    return { ...spec, webhooks: webhooksDocument() }
+    // The events the service POSTs to subscribed endpoints (OpenAPI 3.1 `webhooks`); the lifecycle events
+    // with their records whole, whose named schemas (Money, Timestamp, ...) join the components.
+    const definitions: Record<string, JSONSchema.JsonSchema7> = {}
+    const webhooks = webhooksDocument(LifecycleEventBodySchemas, definitions)
+    for (const [name, definition] of Object.entries(definitions)) {
+      if (schemas[name] === undefined) schemas[name] = definition
+    }
+    return { ...spec, webhooks }
   }
 })
 

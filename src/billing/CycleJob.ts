@@ -1,12 +1,14 @@
 /**
  * The worker job that activates scheduled purchases and renews ended cycles,
  * a batch of purchases per transaction (Purchases.renewBatch), then finalises
- * the DRAFT usage invoices whose grace period ended (DraftInvoices.finalizeDue).
+ * the DRAFT usage invoices whose grace period ended (DraftInvoices.finalizeDue),
+ * then marks the OPEN invoices past their due date overdue (DueDates.markAllOverdue).
  */
 import { Effect } from "effect"
 import { waitForHeldWork } from "../worker/HeldWork.ts"
 import { jobOf } from "../worker/Worker.ts"
 import { finalizeDue } from "./DraftInvoices.ts"
+import { markAllOverdue } from "./DueDates.ts"
 import { Purchases } from "./Purchases.ts"
 
 /**
@@ -47,11 +49,23 @@ export const billingCycleJobName = "billing-cycles"
  * One batch of the cycle job: renewals first (a cycle that ends now may be
  * finalised in the same run when its grace period is already over), then,
  * when nothing is left to renew, a batch of DRAFT usage invoices whose grace
- * period ended (DraftInvoices.finalizeDue). The number of steps taken.
+ * period ended (DraftInvoices.finalizeDue), then, when none is left either,
+ * the OPEN invoices whose due date passed are marked overdue, a batch a
+ * transaction until none is left (DueDates.markAllOverdue: after the
+ * finalisations, so an invoice finalised in this run is judged by the due
+ * date it was just given). The number of purchase cycles renewed or
+ * finalised, what `billing cycle run` reports; overdue marks are not counted,
+ * so a run whose only work was marking reports 0, and a worker looping on the
+ * job reads the due invoices once an idle poll (one indexed statement).
  */
 export const billingCycleJob = jobOf(
   billingCycleJobName,
-  (now) => Effect.flatMap(renewDue(now), (renewed) => (renewed > 0 ? Effect.succeed(renewed) : finalizeDue(now)))
+  (now) =>
+    Effect.flatMap(renewDue(now), (renewed) =>
+      renewed > 0
+        ? Effect.succeed(renewed)
+        : Effect.flatMap(finalizeDue(now), (finalised) =>
+          finalised > 0 ? Effect.succeed(finalised) : Effect.as(markAllOverdue(now), 0)))
 )
 
 /**

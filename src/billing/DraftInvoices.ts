@@ -34,6 +34,7 @@ import { type IssuedInvoice, LineRow } from "./Invoice.ts"
 import { finaliseDrafts } from "./InvoiceNumbers.ts"
 import { invoiceTotals, type LineInput, type TaxRate } from "./InvoiceTotals.ts"
 import { invoiceRecord, lineRecords } from "./IssuedInvoices.ts"
+import { recordLifecycleEvents } from "./LifecycleEvents.ts"
 import { arrearLines, type LineComponent } from "./Renewal.ts"
 import { currentTime } from "../time.ts"
 
@@ -281,6 +282,11 @@ const rebuild = (sql: SqlClient.SqlClient, cycles: ReadonlyArray<DraftCycle>, no
                       ${created.map((r) => r.cycle.cycleIndex)}::int[], ${created.map((r) => r.invoice.id)}::text[])
             AS v(organization_id, purchase_id, cycle_index, invoice_id)
           WHERE pc.organization_id = v.organization_id AND pc.purchase_id = v.purchase_id AND pc.cycle_index = v.cycle_index`)
+      // A draft made now is an invoice created (LifecycleEvents.ts); none made, no statement.
+      yield* recordLifecycleEvents(
+        sql,
+        created.map((r) => ({ type: "invoice.created" as const, organizationId: r.invoice.organizationId, invoiceId: r.invoice.id, at: now }))
+      )
     }
     return rebuilt
   })

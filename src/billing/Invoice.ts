@@ -15,6 +15,7 @@
  * is issued PAID. A DRAFT is never paid, voided or given a pay link (409).
  * Each line carries the period it bills: the invoice's, or an earlier cycle's
  * for a late line (docs/billing.md "Late usage and the grace period").
+ * A final invoice has a due date and may be marked overdue (DueDates.ts).
  */
 import { Schema } from "effect"
 import { CustomerId } from "../ids.ts"
@@ -42,6 +43,19 @@ export const InvoiceNumber = Schema.NullOr(Schema.String).annotations({
 export const InvoiceKind = Schema.Literal("PLAN", "USAGE", "PRORATION")
 export type InvoiceKind = typeof InvoiceKind.Type
 
+/**
+ * When payment is due: the moment the invoice became final (issued OPEN or
+ * PAID, or a DRAFT finalised when its grace period ended) plus the customer's
+ * payment terms, or the organisation's, in whole days of 24 hours (DueDates.ts,
+ * docs/billing.md "Due dates and overdue"). Null while DRAFT; a PAID or VOID
+ * invoice keeps the one it was given.
+ */
+export const DueDate = Schema.NullOr(Timestamp).annotations({
+  description: "When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment " +
+    "terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); " +
+    "kept as it is once the invoice is PAID or VOID."
+})
+
 export class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   id: Schema.String,
   number: InvoiceNumber,
@@ -57,7 +71,9 @@ export class InvoiceRow extends Schema.Class<InvoiceRow>("InvoiceRow")({
   total: Money,
   issuedAt: Timestamp,
   paidAt: Schema.NullOr(Timestamp),
-  voidedAt: Schema.NullOr(Timestamp)
+  voidedAt: Schema.NullOr(Timestamp),
+  dueDate: Schema.NullOr(Timestamp),
+  overdueAt: Schema.NullOr(Timestamp)
 }) {}
 
 export const LineRow = Schema.Struct({
@@ -115,7 +131,16 @@ export const Invoice = Schema.Struct({
   totalCents: Schema.Number,
   issuedAt: Timestamp,
   paidAt: Schema.NullOr(Timestamp),
-  voidedAt: Schema.NullOr(Timestamp)
+  voidedAt: Schema.NullOr(Timestamp),
+  dueDate: DueDate,
+  overdue: Schema.Boolean.annotations({
+    description: "true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed " +
+      "unpaid); false once it is paid or voided, and for every other invoice."
+  }),
+  overdueAt: Schema.NullOr(Timestamp).annotations({
+    description: "When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a " +
+      "late payment shows. Null when it never was."
+  })
 })
 export type Invoice = typeof Invoice.Type
 

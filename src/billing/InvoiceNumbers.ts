@@ -6,11 +6,15 @@
  * without a number (migrations/0019_invoice_numbers.sql). The order a batch
  * takes its numbers in is pure (InvoiceTotals.ts `numberOrder`); the issued
  * invoices' INSERTs take theirs through `numberedInsert` (IssuedInvoices.ts),
- * the DRAFTs made final through `finaliseDrafts`.
+ * the DRAFTs made final through `finaliseDrafts`. The same statements fix the
+ * invoices' due dates (DueDates.ts `termsIntervalSql`): a number and a due date are
+ * both given when an invoice becomes final.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { NamedWrite, recordsetOf } from "../db/Sql.ts"
+import { termsIntervalSql } from "./DueDates.ts"
+import { type LifecycleEvent, recordLifecycleEvents } from "./LifecycleEvents.ts"
 import { type NumberedInvoice, numberOrder } from "./InvoiceTotals.ts"
 
 /** The text of invoice number `sequence` under `prefix` (SQL expressions): at least six digits. */
@@ -25,7 +29,8 @@ const NUMBERS = "invoice_numbers"
  * upsert of the organisations' counter rows (`invoice_counters`), each moved
  * on by how many of its invoices are finalised here, in organisation order (so
  * two transactions never wait on each other's counters), returning the new
- * last number and the prefix. Each invoice's number is the new last number
+ * last number, the prefix and the organisation's payment terms (for the due
+ * dates, `termsIntervalSql`). Each invoice's number is the new last number
  * plus its `offset` (0 for the organisation's last one here, -1 for the one
  * before, ...): the invoices of one organisation in id order, that is
  * creation order. The counter row stays locked until the transaction commits:
@@ -44,7 +49,8 @@ export const numbering = (sql: SqlClient.SqlClient, finals: ReadonlyArray<Number
         ORDER BY organization_id
         ON CONFLICT (organization_id) DO UPDATE SET last_number = c.last_number + EXCLUDED.last_number
         RETURNING c.organization_id, c.last_number,
-          (SELECT o.invoice_number_prefix FROM organizations o WHERE o.id = c.organization_id) AS prefix`
+          (SELECT o.invoice_number_prefix FROM organizations o WHERE o.id = c.organization_id) AS prefix,
+          (SELECT o.payment_terms_days FROM organizations o WHERE o.id = c.organization_id) AS payment_terms_days`
   )
   return {
     counter,
@@ -53,7 +59,11 @@ export const numbering = (sql: SqlClient.SqlClient, finals: ReadonlyArray<Number
   }
 }
 
-/** The INSERT of invoice rows whose `sequence_number` holds their offset, numbered from the counter's clause. */
+/**
+ * The INSERT of invoice rows whose `sequence_number` holds their offset,
+ * numbered from the counter's clause; the final ones (numbered) due from their
+ * issue time plus their terms (`termsIntervalSql`), the DRAFTs not yet.
+ */
 export const numberedInsert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<Record<string, unknown>>) => {
   const { columns, json } = recordsetOf(rows)
   const sequence = "n.last_number + r.sequence_number"
@@ -62,9 +72,11 @@ export const numberedInsert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<Rec
       ? `CASE WHEN r.sequence_number IS NULL THEN NULL ELSE ${sequence} END`
       : `r."${column}"`
   )
-  return sql`INSERT INTO invoices (${sql.literal(columns.map((column) => `"${column}"`).join(", "))}, number)
+  const due = `r.issued_at + ${termsIntervalSql("r.organization_id", "r.customer_id", "n.payment_terms_days")}`
+  return sql`INSERT INTO invoices (${sql.literal(columns.map((column) => `"${column}"`).join(", "))}, number, due_date)
     SELECT ${sql.literal(selected.join(", "))},
-      CASE WHEN r.sequence_number IS NULL THEN NULL ELSE ${sql.literal(numberText("n.prefix", sequence))} END
+      CASE WHEN r.sequence_number IS NULL THEN NULL ELSE ${sql.literal(numberText("n.prefix", sequence))} END,
+      CASE WHEN r.sequence_number IS NULL THEN NULL ELSE ${sql.literal(due)} END
     FROM json_populate_recordset(NULL::invoices, ${json}::json) r
     LEFT JOIN ${sql.literal(NUMBERS)} n ON n.organization_id = r.organization_id`
 }
@@ -78,7 +90,10 @@ export interface Finalised {
 
 /**
  * Finalises DRAFT invoices (locked by the caller) in one statement: their
- * status, and their numbers (`numbering`). Meant to be among the last writes
+ * status, their numbers (`numbering`) and their due dates, `at` plus
+ * their terms (`termsIntervalSql`), then writes their lifecycle events
+ * (`invoice.finalized`, and `invoice.paid` for the PAID ones; one statement
+ * more when nobody listens). Meant to be among the last writes
  * of the caller's transaction: the counter rows stay locked until it commits.
  */
 export const finaliseDrafts = (sql: SqlClient.SqlClient, finals: ReadonlyArray<Finalised>, at: Date) => {
@@ -88,7 +103,8 @@ export const finaliseDrafts = (sql: SqlClient.SqlClient, finals: ReadonlyArray<F
   const finalised = sql`WITH ${sql.literal(NUMBERS)} AS (${counter!.statement})
       UPDATE invoices AS i SET status = v.status,
         paid_at = CASE WHEN v.status = 'PAID' THEN ${at}::timestamptz ELSE NULL END, updated_at = ${at},
-        sequence_number = ${sql.literal(sequence)}, number = ${sql.literal(numberText("n.prefix", sequence))}
+        sequence_number = ${sql.literal(sequence)}, number = ${sql.literal(numberText("n.prefix", sequence))},
+        due_date = ${at}::timestamptz + ${sql.literal(termsIntervalSql("i.organization_id", "i.customer_id", "n.payment_terms_days"))}
       FROM unnest(${finals.map((f) => f.organizationId)}::text[], ${finals.map((f) => f.id)}::text[],
                   ${finals.map((f) => f.status)}::text[], ${finals.map((f) => offsetOf(f)!)}::bigint[])
         AS v(organization_id, id, status, offset_by)
@@ -98,6 +114,19 @@ export const finaliseDrafts = (sql: SqlClient.SqlClient, finals: ReadonlyArray<F
   // A number taken for an invoice that is not a DRAFT any more would be a gap: the transaction dies instead.
   return Effect.flatMap(Effect.orDie(finalised), (rows) =>
     rows.length === finals.length
-      ? Effect.void
+      ? recordLifecycleEvents(sql, finalisedEvents(finals, at))
       : Effect.die(new Error(`finalised ${rows.length} of ${finals.length} DRAFT invoices: the others were not DRAFT`)))
 }
+
+/**
+ * The events of DRAFTs made final (LifecycleEvents.ts): `invoice.finalized`
+ * for each, then `invoice.paid` for each made PAID; written in the
+ * finalisation's transaction, nothing read unless an endpoint subscribes.
+ */
+const finalisedEvents = (finals: ReadonlyArray<Finalised>, at: Date): Array<LifecycleEvent> =>
+  finals.flatMap((final): Array<LifecycleEvent> => {
+    const key = { organizationId: final.organizationId, invoiceId: final.id, at }
+    return final.status === "PAID"
+      ? [{ type: "invoice.finalized", ...key }, { type: "invoice.paid", ...key }]
+      : [{ type: "invoice.finalized", ...key }]
+  })

@@ -14,9 +14,10 @@ import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import { claimKey, fingerprintOf } from "../idempotency/Idempotency.ts"
 import type { Page } from "../Page.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
-import { toSql, ZERO } from "../money.ts"
-import { type Invoice, InvoiceRow, type IssuedInvoice, LineRow, Payment, type PaymentCreate, type PaymentRecorded, type WalletPayment } from "./Invoice.ts"
-import { cents } from "./InvoiceTotals.ts"
+import { toSql } from "../money.ts"
+import { InvoiceRow, type IssuedInvoice, LineRow, Payment, type PaymentCreate, type PaymentRecorded, type WalletPayment } from "./Invoice.ts"
+import { assembleInvoice, readInvoices } from "./InvoiceReads.ts"
+import { recordLifecycleEvents } from "./LifecycleEvents.ts"
 import { issuedStatements } from "./IssuedInvoices.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../links/InvoiceLinks.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
@@ -31,26 +32,6 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
     const read = yield* readClient
     const signingKeys = yield* SigningKeys
 
-    const assemble = (row: InvoiceRow, lines: ReadonlyArray<typeof LineRow.Type>): Invoice => ({
-      ...row,
-      lines: lines.filter((l) => l.kind === "LINE").map((l) => ({
-        description: l.description,
-        componentId: l.componentId,
-        quantity: l.quantity,
-        unitPrice: l.unitPrice,
-        amount: l.amount,
-        periodStart: l.periodStart ?? row.periodStart,
-        periodEnd: l.periodEnd ?? row.periodEnd
-      })),
-      taxLines: lines.filter((l) => l.kind === "TAX").map((l) => ({
-        taxId: l.taxId ?? "",
-        name: l.description,
-        ratePercent: l.ratePercent ?? ZERO,
-        amount: l.amount
-      })),
-      totalCents: cents(row.total)
-    })
-
     /** `rows` with their lines, read on `on`: the client that read the rows, so that both are of one moment. */
     const withLines = (organizationId: OrganizationId, rows: ReadonlyArray<InvoiceRow>, on: SqlClient.SqlClient = sql) =>
       Effect.gen(function*() {
@@ -60,13 +41,15 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
           on`SELECT * FROM invoice_lines WHERE organization_id = ${organizationId}
                 AND ${on.in("invoice_id", rows.map((r) => r.id))} ORDER BY invoice_id, position`
         )
-        return rows.map((row) => assemble(row, lines.filter((line) => line.invoiceId === row.id)))
+        return rows.map((row) => assembleInvoice(row, lines.filter((line) => line.invoiceId === row.id)))
       })
 
     const findRow = findByIdOr(sql, InvoiceRow, "invoices", notFound)
 
+    /** `GET /invoices/{id}`: read as the lifecycle events read it (InvoiceReads.ts), so both show the same. */
     const get = Effect.fn("Invoices.get")((organizationId: OrganizationId, id: string) =>
-      Effect.map(Effect.flatMap(findRow(organizationId, id), (row) => withLines(organizationId, [row])), (list) => list[0]!))
+      Effect.flatMap(readInvoices(sql, [{ organizationId, id }]), ([found]) =>
+        found === undefined ? Effect.fail(notFound(id)) : Effect.succeed(found.invoice)))
 
     /** The invoice list tolerates lag: read on the read connection when there is one (docs/operations.md, "Reads off the primary"). */
     const list = Effect.fn("Invoices.list")((organizationId: OrganizationId, query: { readonly customerId?: string | undefined; readonly page: Page }) =>
@@ -175,6 +158,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         }
         yield* sql`UPDATE invoices SET status = 'PAID', paid_at = ${at}, updated_at = ${at}
             WHERE organization_id = ${organizationId} AND id = ${invoice.id}`
+        yield* recordLifecycleEvents(sql, [{ type: "invoice.paid", organizationId, invoiceId: invoice.id, at }])
         return {
           replayed: false,
           payment: yield* Effect.orDie(getPayment(organizationId, paymentId)),
@@ -187,6 +171,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
         const at = yield* currentTime
         yield* sql`UPDATE invoices SET status = 'VOID', voided_at = ${at}, updated_at = ${at}
             WHERE organization_id = ${organizationId} AND id = ${id}`
+        yield* recordLifecycleEvents(sql, [{ type: "invoice.voided", organizationId, invoiceId: id, at }])
         return yield* get(organizationId, id)
       }, sql.withTransaction, dieOnSqlError)
 

@@ -6,6 +6,7 @@
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Success } from "../http/Envelope.ts"
@@ -34,6 +35,13 @@ const UpcomingParams = Schema.Struct({
 })
 
 export const PayLink = Schema.Struct({ invoiceId: Schema.String, url: Schema.String, expiresAt: Timestamp })
+
+/** An invoice's PDF (src/billing/InvoicePdf.ts): the bytes themselves, not an envelope. */
+export const InvoicePdfFile = HttpApiSchema.Uint8Array({ contentType: "application/pdf" }).annotations({
+  description: "The invoice as an A4 PDF document: its number, status, dates, lines, taxes and totals, the " +
+    "organisation's billing contact and the customer billed.",
+  jsonSchema: { type: "string", format: "binary" }
+})
 
 export class InvoicesApi extends HttpApiGroup.make("invoices")
   .add(
@@ -69,6 +77,19 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
       .annotateContext(documented({
         summary: "Get an invoice",
         description: "One invoice with its lines, taxes and totals.",
+        errors: { 404: "No invoice with this id in the workspace." }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("pdf", "/invoices/:id/pdf")
+      .setPath(RecordIdPath)
+      .addSuccess(InvoicePdfFile)
+      .annotateContext(documented({
+        summary: "Download an invoice as a PDF",
+        description: "The invoice as a PDF document (`application/pdf`, not the JSON envelope), for any status: " +
+          "a DRAFT says it is not final, a VOID one that nothing is due. Amounts are printed digit for digit as " +
+          "`GET /invoices/{id}` answers them. The answer names the file (`Content-Disposition: attachment; " +
+          "filename=\"INV-000042.pdf\"`). A refusal is the JSON envelope, like every other route's.",
         errors: { 404: "No invoice with this id in the workspace." }
       }))
   )

@@ -1,20 +1,35 @@
 /** The invoices group's handlers (InvoicesApi.ts) over the Invoices, Taxes and Purchases services. */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { forOrganization } from "../http/Auth.ts"
 import { groupApi } from "../http/GroupApi.ts"
 import { toPage } from "../http/Pagination.ts"
 import { requestOrigin } from "../links/PublicUrl.ts"
+import { InvoicePdfs, type RenderedInvoicePdf } from "./InvoicePdfs.ts"
 import { Invoices } from "./Invoices.ts"
 import { InvoicesApi } from "./InvoicesApi.ts"
 import { Purchases } from "./Purchases.ts"
 import { Taxes } from "./Taxes.ts"
+
+/** A rendered invoice as the file it is: `application/pdf`, named for the invoice, for `disposition`. */
+export const pdfResponse = (pdf: RenderedInvoicePdf, disposition: "attachment" | "inline", headers: Record<string, string> = {}) =>
+  HttpServerResponse.uint8Array(pdf.bytes, {
+    contentType: "application/pdf",
+    headers: {
+      "content-disposition": `${disposition}; filename="${pdf.fileName}"`,
+      "cache-control": "private, no-store",
+      "x-content-type-options": "nosniff",
+      ...headers
+    }
+  })
 
 export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "invoices", (handlers) =>
   Effect.gen(function*() {
     const invoices = yield* Invoices
     const taxes = yield* Taxes
     const purchases = yield* Purchases
+    const pdfs = yield* InvoicePdfs
     return handlers
       .handle("upcoming", ({ urlParams }) =>
         forOrganization((org) => purchases.upcoming(org, urlParams)).pipe(Effect.map((list) => ({ invoices: list }))))
@@ -24,6 +39,8 @@ export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "inv
         ))
       .handle("get", ({ path }) =>
         forOrganization((org) => invoices.get(org, path.id)).pipe(Effect.map((invoice) => ({ invoice }))))
+      .handle("pdf", ({ path }) =>
+        forOrganization((org) => pdfs.render(org, path.id)).pipe(Effect.map((pdf) => pdfResponse(pdf, "attachment"))))
       .handle("payLink", ({ path }) =>
         Effect.flatMap(requestOrigin, (origin) => forOrganization((org) => invoices.payLink(org, path.id, origin))))
       .handle("recordPayment", ({ path, payload }) => forOrganization((org) => invoices.pay(org, path.id, payload)))

@@ -14,10 +14,19 @@ import type { Invoice, IssuedInvoice, WalletPayment } from "./Invoice.ts"
 import { numberedInsert, numbering } from "./InvoiceNumbers.ts"
 import { cents } from "./InvoiceTotals.ts"
 
+/**
+ * When an issued invoice is PAID at issue, if it is: a DRAFT never; a free one
+ * (a total of zero or less) at its issue; else when a wallet payment settled
+ * it (`paidAt`), if one did. Its status (`invoiceRecord`) and its
+ * `invoice.paid` event (StepWriter.ts `stepEvents`) both follow it.
+ */
+export const paidAtIssue = (invoice: IssuedInvoice, paidAt: Date | null): Date | null =>
+  invoice.draft === true ? null : invoice.totals.free ? invoice.at : paidAt
+
 /** The invoices row of an issued invoice; `paidAt` when a payment settled it at issue. */
 export const invoiceRecord = (invoice: IssuedInvoice, paidAt: Date | null): Record<string, unknown> => {
   const at = invoice.at.toISOString()
-  const paid = invoice.draft === true ? null : invoice.totals.free ? at : paidAt === null ? null : paidAt.toISOString()
+  const paid = paidAtIssue(invoice, paidAt)?.toISOString() ?? null
   return {
     organizationId: invoice.organizationId,
     id: invoice.id,
@@ -115,10 +124,16 @@ export const lineRecords = (
  * An invoice computed in memory, in the shape the API answers a stored one
  * with: the same status and totals `invoiceRecord` writes, the lines and tax
  * lines as `lineRecords` writes them. The answer of a plan change (its
- * PRORATION invoice, as written: `number` is the one its INSERT took) and the
- * upcoming invoices (never written, so never numbered: `number` null).
+ * PRORATION invoice, as written: `number` and `dueDate` are the ones its INSERT
+ * gave it) and the upcoming invoices (never written, so never numbered nor due:
+ * `number` and `dueDate` null). Just issued, it is not overdue.
  */
-export const issuedInvoiceJson = (invoice: IssuedInvoice, paidAt: Date | null, number: string | null): Invoice => {
+export const issuedInvoiceJson = (
+  invoice: IssuedInvoice,
+  paidAt: Date | null,
+  number: string | null,
+  dueDate: Date | null = null
+): Invoice => {
   const record = invoiceRecord(invoice, paidAt)
   return {
     id: invoice.id,
@@ -151,6 +166,9 @@ export const issuedInvoiceJson = (invoice: IssuedInvoice, paidAt: Date | null, n
     totalCents: cents(invoice.totals.total),
     issuedAt: invoice.at,
     paidAt: record.paidAt === null ? null : new Date(record.paidAt as string),
-    voidedAt: null
+    voidedAt: null,
+    dueDate,
+    overdue: false,
+    overdueAt: null
   }
 }

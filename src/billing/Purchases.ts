@@ -37,6 +37,9 @@
  * kept on the purchase and applied by `renewal`; the upcoming invoices
  * (`upcoming`) are that same `renewal`, computed on rows read unlocked and
  * never written (docs/billing.md "Changing plans", "The upcoming invoice").
+ * Every change records its lifecycle events (`purchase.*`, and the
+ * `invoice.*` of the invoices it issues) after its last write, in its
+ * transaction (LifecycleEvents.ts; one statement more when nobody listens).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
@@ -50,6 +53,7 @@ import { customerKey, Ledger } from "../ledger/Ledger.ts"
 import { ZERO } from "../money.ts"
 import type { Invoice } from "./Invoice.ts"
 import { Invoices } from "./Invoices.ts"
+import { paymentTermsOf, projectedDueDate } from "./DueDates.ts"
 import { issuedInvoiceJson } from "./IssuedInvoices.ts"
 import { planChange } from "./PlanChange.ts"
 import { claimKey, fingerprintOf } from "../idempotency/Idempotency.ts"
@@ -70,7 +74,8 @@ import {
 } from "./PurchaseRows.ts"
 import { cancellation, needsWallet, renewal, settleWallet } from "./Renewal.ts"
 import { loadSnapshot } from "./Snapshot.ts"
-import { insertInFirstCycle, writeSteps } from "./StepWriter.ts"
+import { anyoneListens, type LifecycleEvent, type PurchaseEvent, recordLifecycleEvents } from "./LifecycleEvents.ts"
+import { insertInFirstCycle, stepEvents, writeSteps } from "./StepWriter.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
 import { currentTime } from "../time.ts"
@@ -115,8 +120,19 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         const claimed = yield* claimDue(sql, now, limit)
         if (claimed.length === 0) return claimed
         const states = yield* loadStates(sql, claimed)
+        const steps = states.map((state) => renewal(state))
         // The renewed rows are not read back: a batch's snapshots would be parsed and renamed for nothing.
-        yield* writeSteps(sql, ledger, states.map((state) => renewal(state)), claimed, false)
+        const { payments } = yield* writeSteps(sql, ledger, steps, claimed, false)
+        // purchase.renewed and the invoices' events: one statement more when nobody listens (LifecycleEvents.ts).
+        const before = new Map<string, LockedPurchase>(claimed.map((purchase) => [`${purchase.organizationId}/${purchase.id}`, purchase]))
+        yield* recordLifecycleEvents(sql, stepEvents(steps, payments, (step, invoiceIds) => ({
+          type: "purchase.renewed",
+          organizationId: step.organizationId,
+          purchaseId: step.purchaseId,
+          at: step.cycle?.at ?? now,
+          before: before.get(`${step.organizationId}/${step.purchaseId}`),
+          invoiceIds
+        })))
         yield* faultPoint("cycles.before-commit") // tests: dies with the batch written, before its commit
         return claimed
       },
@@ -170,8 +186,16 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
             message: `Customer ${customer.id} already has a scheduled or active purchase; cancel it first`
           })
         )
+        const createdEvent = (invoiceIds: ReadonlyArray<string>): PurchaseEvent =>
+          ({ type: "purchase.created", organizationId, purchaseId: id, at: now, invoiceIds })
         if (scheduled) {
-          return (yield* decodeRows(PurchaseRow)(yield* alreadyHeld(sql`INSERT INTO purchases ${sql.insert(row)} RETURNING *`)))[0]!
+          const insert = Effect.map(
+            Effect.flatMap(alreadyHeld(sql`INSERT INTO purchases ${sql.insert(row)} RETURNING *`), decodeRows(PurchaseRow)),
+            (rows) => rows[0]!
+          )
+          // One statement on its own when nobody listens; with its event in a transaction when somebody does.
+          if (!(yield* anyoneListens(sql, organizationId, ["purchase.created"]))) return yield* insert
+          return yield* sql.withTransaction(Effect.tap(insert, () => recordLifecycleEvents(sql, [createdEvent([])])))
         }
         // Not started yet (no period): its first cycle starts at its billing date, now.
         const unstarted: LockedPurchase = {
@@ -199,11 +223,18 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           return yield* sql.withTransaction(Effect.gen(function*() {
             const inserted = yield* alreadyHeld(sql`INSERT INTO purchases AS p ${sql.insert(row)} RETURNING ${sql.literal(lockedColumns)}`)
             const [locked] = yield* decodeLocked(inserted)
-            const { entered } = yield* writeSteps(sql, ledger, (yield* loadStates(sql, [locked!], sale.activeTaxes)).map((state) => renewal(state)), [locked!])
+            const steps = (yield* loadStates(sql, [locked!], sale.activeTaxes)).map((state) => renewal(state))
+            const { entered, payments } = yield* writeSteps(sql, ledger, steps, [locked!])
+            yield* recordLifecycleEvents(sql, stepEvents(steps, payments, (_, invoiceIds) => createdEvent(invoiceIds)))
             return (yield* decodeRows(PurchaseRow)(entered))[0]!
           }))
         }
-        const [scalars] = yield* decodeRows(PurchaseScalars)(yield* alreadyHeld(insertInFirstCycle(sql, row, first)))
+        const insert = Effect.flatMap(alreadyHeld(insertInFirstCycle(sql, row, first)), decodeRows(PurchaseScalars))
+        // One statement, atomic on its own, when nobody listens; with the events in a transaction when somebody does.
+        const events = stepEvents([first], [], (_, invoiceIds) => createdEvent(invoiceIds))
+        const [scalars] = (yield* anyoneListens(sql, organizationId, [...new Set(events.map((event) => event.type))]))
+          ? yield* sql.withTransaction(Effect.tap(insert, () => recordLifecycleEvents(sql, events)))
+          : yield* insert
         return new PurchaseRow({ ...scalars!, snapshot }, true)
       }, dieOnSqlError)
 
@@ -225,6 +256,16 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         yield* customers.requireActive(organizationId, purchase.customerId)
         yield* sql`UPDATE purchases SET auto_payment = ${patch.autoPayment}, updated_at = now()
             WHERE organization_id = ${organizationId} AND id = ${id}`
+        if (patch.autoPayment !== purchase.autoPayment) {
+          yield* recordLifecycleEvents(sql, [{
+            type: "purchase.changed",
+            organizationId,
+            purchaseId: id,
+            at: yield* currentTime,
+            before: purchase,
+            change: "AUTO_PAYMENT_CHANGED"
+          }])
+        }
         return yield* findRow(organizationId, id)
       }, sql.withTransaction, dieOnSqlError)
 
@@ -241,13 +282,20 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           return yield* new PurchaseCancelled({ message: `Purchase ${id} is already cancelled` })
         }
         const now = yield* currentTime
-        if (purchase.status === "ACTIVE") {
-          yield* writeSteps(sql, ledger, (yield* loadStates(sql, [purchase])).map((state) => cancellation(state, now)), [purchase])
-        }
+        const steps = purchase.status === "ACTIVE"
+          ? (yield* loadStates(sql, [purchase])).map((state) => cancellation(state, now))
+          : []
+        const { payments } = steps.length === 0 ? { payments: [] } : yield* writeSteps(sql, ledger, steps, [purchase])
         yield* sql`UPDATE purchases SET status = 'CANCELLED', cancelled_at = ${now},
               scheduled_plan_id = NULL, scheduled_snapshot = NULL,
               period_end = CASE WHEN period_end IS NULL THEN NULL ELSE ${now}::timestamptz END, updated_at = ${now}
             WHERE organization_id = ${organizationId} AND id = ${id}`
+        const cancelled = (invoiceIds: ReadonlyArray<string>): PurchaseEvent =>
+          ({ type: "purchase.cancelled", organizationId, purchaseId: id, at: now, before: purchase, invoiceIds })
+        yield* recordLifecycleEvents(
+          sql,
+          steps.length === 0 ? [cancelled([])] : stepEvents(steps, payments, (_, invoiceIds) => cancelled(invoiceIds))
+        )
         return yield* findRow(organizationId, id)
       }, sql.withTransaction, dieOnSqlError)
 
@@ -311,6 +359,9 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         yield* customers.requireActive(organizationId, purchase.customerId)
         const { snapshot } = yield* loadSnapshot(organizationId, input.planId, planOnly, PlanOnly)
         let invoice: Invoice | null = null
+        const changedEvent = (change: PurchaseEvent["change"], invoiceIds: ReadonlyArray<string> = []): PurchaseEvent =>
+          ({ type: "purchase.changed", organizationId, purchaseId: id, at: now, before: purchase, invoiceIds, change })
+        let events: ReadonlyArray<LifecycleEvent> = [changedEvent(input.when === "CYCLE_END" ? "PLAN_CHANGE_SCHEDULED" : "PLAN_CHANGED")]
         if (input.when === "CYCLE_END") {
           yield* sql`UPDATE purchases SET scheduled_plan_id = ${snapshot.planId},
                 scheduled_snapshot = ${snapshotText(snapshot)}::jsonb, updated_at = ${now}
@@ -324,14 +375,16 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           const [state] = yield* loadStates(sql, [purchase])
           const step = planChange(state!, snapshot, now)
           const { payments } = yield* writeSteps(sql, ledger, [step], [purchase], false)
+          events = stepEvents([step], payments, (_, invoiceIds) => changedEvent("PLAN_CHANGED", invoiceIds))
           const issued = step.invoices[0]!
-          // Its number was taken by its INSERT (issuedStatements), in SQL: read back to answer it.
-          const [numbered] = yield* orDie(sql<{ readonly number: string | null }>`SELECT number FROM invoices
-              WHERE organization_id = ${organizationId} AND id = ${issued.id}`)
+          // Its number and due date were given by its INSERT (issuedStatements), in SQL: read back to answer it.
+          const [numbered] = yield* orDie(sql<{ readonly number: string | null; readonly dueDate: Date | string | null }>`
+              SELECT number, due_date FROM invoices WHERE organization_id = ${organizationId} AND id = ${issued.id}`)
           invoice = issuedInvoiceJson(
             issued,
             payments.find((payment) => payment.invoiceId === issued.id)?.at ?? null,
-            numbered?.number ?? null
+            numbered?.number ?? null,
+            numbered?.dueDate == null ? null : new Date(numbered.dueDate)
           )
         }
         if (input.idempotencyKey !== undefined) {
@@ -340,6 +393,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         } else {
           yield* sql`INSERT INTO purchase_changes ${sql.insert({ ...record, invoiceId: invoice?.id ?? null })}`
         }
+        yield* recordLifecycleEvents(sql, events)
         return yield* changed(organizationId, id, invoice, false)
       }, sql.withTransaction, dieOnSqlError)
 
@@ -353,8 +407,17 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         if (purchase.scheduledPlanId === null) {
           return yield* new NoScheduledChange({ message: `Purchase ${id} has no scheduled plan change` })
         }
-        yield* sql`UPDATE purchases SET scheduled_plan_id = NULL, scheduled_snapshot = NULL, updated_at = ${yield* currentTime}
+        const now = yield* currentTime
+        yield* sql`UPDATE purchases SET scheduled_plan_id = NULL, scheduled_snapshot = NULL, updated_at = ${now}
             WHERE organization_id = ${organizationId} AND id = ${id}`
+        yield* recordLifecycleEvents(sql, [{
+          type: "purchase.changed",
+          organizationId,
+          purchaseId: id,
+          at: now,
+          before: purchase,
+          change: "SCHEDULED_CHANGE_REMOVED"
+        }])
         return yield* findRow(organizationId, id)
       }, sql.withTransaction, dieOnSqlError)
 
@@ -379,8 +442,14 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
           ? (yield* ledger.readWallets([step])).get(key) ?? { balance: ZERO, recurringGrantUsd: null }
           : undefined
         const { payments } = settleWallet(step, wallet)
+        const terms = yield* paymentTermsOf(sql, organizationId, customer.id)
         return step.invoices.map((issued) => ({
-          ...issuedInvoiceJson(issued, payments.find((payment) => payment.invoiceId === issued.id)?.at ?? null, null),
+          ...issuedInvoiceJson(
+            issued,
+            payments.find((payment) => payment.invoiceId === issued.id)?.at ?? null,
+            null,
+            projectedDueDate(issued, terms)
+          ),
           id: null,
           number: null
         }))

@@ -10,7 +10,9 @@
  * ended cycles' balances, invoiced arrears) is the ledger's statements
  * (src/ledger/Ledger.ts, src/ledger/Cycles.ts), given plain rows.
  * A new purchase whose first cycle moves no wallet takes a shorter path, one
- * prepared statement (`insertInFirstCycle`).
+ * prepared statement (`insertInFirstCycle`). The lifecycle events of the
+ * steps (`stepEvents`: the purchase's, then its invoices' created and paid)
+ * are recorded by the caller after its last write (LifecycleEvents.ts).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
@@ -19,7 +21,8 @@ import { type CycleEntry, endedCycleBalancesStatement, enterCyclesStatement, inv
 import { createBalancesStatement, customerKey, type Ledger, setBalancesStatement, type WalletPosting } from "../ledger/Ledger.ts"
 import { PlanSnapshot } from "../pricing/PlanSnapshot.ts"
 import type { WalletPayment } from "./Invoice.ts"
-import { issuedStatements } from "./IssuedInvoices.ts"
+import { issuedStatements, paidAtIssue } from "./IssuedInvoices.ts"
+import type { LifecycleEvent, PurchaseEvent } from "./LifecycleEvents.ts"
 import { type LockedPurchase, scalarColumns, snapshotText } from "./PurchaseRows.ts"
 import { needsWallet, type Renewal, settleWallet, type WalletState } from "./Renewal.ts"
 import { prepared } from "../db/Prepared.ts"
@@ -88,6 +91,36 @@ export const writeSteps = (
     yield* ledger.postToWallets(locked, postings)
     return { entered, payments }
   })
+
+/**
+ * The lifecycle events of written steps (LifecycleEvents.ts), for the caller
+ * to record after its last write: for each step, its purchase's event
+ * (`purchaseEventOf`: renewed, created, cancelled, changed; none when it
+ * gives none), with the invoices the step issued as its `invoiceIds`, then
+ * `invoice.created` for each of them (DRAFTs too) and `invoice.paid` for each
+ * issued PAID (`paidAtIssue`: free, or paid from the wallet by `payments`).
+ * Descriptors only, cheap: nothing is read or built unless an endpoint of the
+ * organisation subscribes (`recordLifecycleEvents`).
+ */
+export const stepEvents = (
+  renewals: ReadonlyArray<Renewal>,
+  payments: ReadonlyArray<WalletPayment>,
+  purchaseEventOf: (step: Renewal, invoiceIds: ReadonlyArray<string>) => PurchaseEvent | undefined
+): Array<LifecycleEvent> => {
+  const paidAt = new Map(payments.map((payment) => [`${payment.organizationId}/${payment.invoiceId}`, payment.at] as const))
+  const events: Array<LifecycleEvent> = []
+  for (const step of renewals) {
+    const purchaseEvent = purchaseEventOf(step, step.invoices.map((invoice) => invoice.id))
+    if (purchaseEvent !== undefined) events.push(purchaseEvent)
+    for (const invoice of step.invoices) {
+      const key = { organizationId: invoice.organizationId, invoiceId: invoice.id }
+      events.push({ type: "invoice.created", ...key, at: invoice.at })
+      const paid = paidAtIssue(invoice, paidAt.get(`${invoice.organizationId}/${invoice.id}`) ?? null)
+      if (paid !== null) events.push({ type: "invoice.paid", ...key, at: paid })
+    }
+  }
+  return events
+}
 
 /**
  * The statements of plan changes, for `writeTogether`: a change NOW moves

@@ -2,6 +2,7 @@
 import { Either, Schema } from "effect"
 import { CustomerArchived, CustomerRefMissing } from "../errors.ts"
 import { CustomerId } from "../ids.ts"
+import { PAYMENT_TERMS_DAYS } from "../organizations/Organizations.ts"
 import { CurrencyCode, ExternalId, strict, Timestamp } from "../schema.ts"
 
 /**
@@ -51,6 +52,22 @@ export const profileFields = {
 
 export type ProfileField = keyof typeof profileFields
 
+/**
+ * The customer's own payment terms (docs/billing.md "Due dates and overdue"):
+ * whole days after an invoice becomes final that it is due; a value outside
+ * them is a 400 `validation_failed`.
+ */
+export const CustomerPaymentTerms = Schema.Number.pipe(
+  Schema.int({ message: () => "payment terms must be a whole number of days" }),
+  Schema.between(PAYMENT_TERMS_DAYS.min, PAYMENT_TERMS_DAYS.max, {
+    message: () => `payment terms must be from ${PAYMENT_TERMS_DAYS.min} to ${PAYMENT_TERMS_DAYS.max} days`
+  })
+).annotations({
+  description: `Days after one of the customer's invoices becomes final that it is due (${PAYMENT_TERMS_DAYS.min} to ` +
+    `${PAYMENT_TERMS_DAYS.max}), instead of the workspace's \`paymentTermsDays\`; null (the default) takes the ` +
+    "workspace's. Applies to invoices finalised from then on."
+})
+
 const nullableProfile = {
   description: Schema.NullOr(Schema.String),
   website: Schema.NullOr(Schema.String),
@@ -72,6 +89,9 @@ export class Customer extends Schema.Class<Customer>("Customer")({
   email: Schema.String,
   ...nullableProfile,
   currencyCode: Schema.String,
+  paymentTermsDays: Schema.NullOr(Schema.Number).annotations({
+    description: "The customer's own payment terms in days; null when the workspace's `paymentTermsDays` apply."
+  }),
   archivedAt: Schema.NullOr(Timestamp),
   createdAt: Timestamp,
   updatedAt: Timestamp
@@ -95,7 +115,8 @@ export const CustomerCreate = Schema.Struct({
   taxId: optionalNullable(profileFields.taxId),
   currencyCode: Schema.optional(CurrencyCode).annotations({
     description: "The customer's currency, a 3-letter ISO 4217 code; the workspace's primary currency by default."
-  })
+  }),
+  paymentTermsDays: optionalNullable(CustomerPaymentTerms)
 }).annotations(strict)
 export type CustomerCreate = typeof CustomerCreate.Type
 

@@ -19,6 +19,7 @@ import {
   namedCustomer
 } from "./Customer.ts"
 import { currentTime } from "../time.ts"
+import { prepared } from "../db/Prepared.ts"
 
 const externalIdPattern = /^[A-Za-z0-9-]{1,32}$/
 
@@ -73,7 +74,8 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
               country: input.country ?? null,
               pincode: input.pincode ?? null,
               taxId: input.taxId ?? null,
-              currencyCode: input.currencyCode ?? currency?.currencyCode ?? "USD"
+              currencyCode: input.currencyCode ?? currency?.currencyCode ?? "USD",
+              paymentTermsDays: input.paymentTermsDays ?? null
             })
           } RETURNING *`.pipe(uniqueOr(() => externalIdTaken(input.externalId ?? "")), Effect.flatMap(decodeRows(Customer)))
         if (input.externalId) yield* arrivals.arrived(organizationId, input.externalId)
@@ -103,7 +105,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
         }
         return yield* foundOr(() => notFound(`with externalId ${externalId}`))(findOne(
           Customer,
-          sql`/* prepared */ SELECT * FROM customers
+          prepared(sql)`SELECT * FROM customers
               WHERE organization_id = ${organizationId} AND external_id = ${externalId} AND archived_at IS NULL`
         ))
       })

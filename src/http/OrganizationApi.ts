@@ -10,7 +10,13 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { INVOICE_GRACE_HOURS, LATE_USAGE_DAYS, MAX_PAYMENT_INSTRUCTIONS } from "../organizations/Organizations.ts"
+import {
+  BILLING_CONTACT,
+  INVOICE_GRACE_HOURS,
+  LATE_USAGE_DAYS,
+  MAX_PAYMENT_INSTRUCTIONS,
+  PAYMENT_TERMS_DAYS
+} from "../organizations/Organizations.ts"
 import { RateLimitsChange, RateLimitSchema } from "../organizations/RateLimits.ts"
 import { strict, Timestamp } from "../schema.ts"
 import { documented } from "./Documented.ts"
@@ -22,6 +28,47 @@ const RateLimitInForce = Schema.Struct({
     description: "`ORGANIZATION` when the workspace set this family's limit, `DEFAULT` when it is the built-in one."
   })
 })
+
+/** The billing contact customers are shown (hosted invoice page, PDF). */
+export const BillingContact = Schema.Struct({
+  email: Schema.NullOr(Schema.String).annotations({ description: "The billing contact's e-mail address; null when not set." }),
+  addressLines: Schema.Array(Schema.String).annotations({
+    description: "The billing contact's postal address, one line an element (free text); empty when not set."
+  })
+}).annotations({ identifier: "BillingContact" })
+
+/** Payment terms as a request sends them: whole days in range, else 400 `validation_failed`. */
+export const PaymentTermsDays = Schema.Number.pipe(
+  Schema.int({ message: () => "payment terms must be a whole number of days" }),
+  Schema.between(PAYMENT_TERMS_DAYS.min, PAYMENT_TERMS_DAYS.max, {
+    message: () => `payment terms must be from ${PAYMENT_TERMS_DAYS.min} to ${PAYMENT_TERMS_DAYS.max} days`
+  })
+)
+
+const ContactEmail = Schema.String.pipe(
+  Schema.maxLength(BILLING_CONTACT.emailMax, { message: () => `must be at most ${BILLING_CONTACT.emailMax} characters` }),
+  Schema.pattern(/^$|^[^\s@]+@[^\s@]+\.[^\s@]+$/, { message: () => "must be an e-mail address (or empty to clear it)" })
+)
+
+const AddressLine = Schema.String.pipe(
+  Schema.filter((line) => line.trim().length > 0 || "must not be blank"),
+  Schema.maxLength(BILLING_CONTACT.lineMax, { message: () => `must be at most ${BILLING_CONTACT.lineMax} characters` }),
+  Schema.pattern(/^[^\r\n]*$/, { message: () => "must be one line (send one element a line)" })
+)
+
+const BillingContactChange = Schema.Struct({
+  email: Schema.optional(Schema.NullOr(ContactEmail).annotations({
+    description: `The billing contact's e-mail address, at most ${BILLING_CONTACT.emailMax} characters; null or "" clears it.`
+  })),
+  addressLines: Schema.optional(Schema.NullOr(
+    Schema.Array(AddressLine).pipe(
+      Schema.maxItems(BILLING_CONTACT.lines, { message: () => `must be at most ${BILLING_CONTACT.lines} lines` })
+    )
+  ).annotations({
+    description: `The postal address, one line an element: at most ${BILLING_CONTACT.lines} lines of 1 to ` +
+      `${BILLING_CONTACT.lineMax} characters; null or [] clears it.`
+  }))
+}).annotations(strict)
 
 export const OrganizationSettingsJson = Schema.Struct({
   id: Schema.String,
@@ -41,6 +88,13 @@ export const OrganizationSettingsJson = Schema.Struct({
   }),
   rateLimits: Schema.Struct({ signals: RateLimitInForce, reads: RateLimitInForce, writes: RateLimitInForce }).annotations({
     description: "The API rate limits in force, per API key and route family, counted in each API process (docs/api.md)."
+  }),
+  paymentTermsDays: Schema.Number.annotations({
+    description: "Days after an invoice becomes final that it is due (its `dueDate`), for every customer without " +
+      "terms of its own (0: due at once)."
+  }),
+  billingContact: BillingContact.annotations({
+    description: "Who customers contact about their invoices, shown on the hosted invoice page."
   }),
   createdAt: Timestamp,
   updatedAt: Timestamp
@@ -67,6 +121,14 @@ export const OrganizationSettingsChange = Schema.Struct({
   rateLimits: Schema.optional(RateLimitsChange.annotations({
     description: "API rate limits by route family (`signals`, `reads`, `writes`), each `{perSecond, burst}`: a family " +
       "sent changes, `null` puts it back to the default, one left out stays. In force within half a second."
+  })),
+  paymentTermsDays: Schema.optional(PaymentTermsDays.annotations({
+    description: `Days after an invoice becomes final that it is due, in whole days (${PAYMENT_TERMS_DAYS.min} to ` +
+      `${PAYMENT_TERMS_DAYS.max}), for customers without terms of their own. Applies to invoices finalised from then on.`
+  })),
+  billingContact: Schema.optional(BillingContactChange.annotations({
+    description: "The billing contact shown to customers: `email` and `addressLines`, each changed when sent " +
+      "(null clears it) and kept when left out."
   }))
 }).annotations(strict)
 
@@ -76,7 +138,8 @@ export class OrganizationApi extends HttpApiGroup.make("organization")
       .addSuccess(Success(Schema.Struct({ organization: OrganizationSettingsJson }), { message: "Organization settings" }))
       .annotateContext(documented({
         summary: "Read the workspace's settings",
-        description: "The settings of the API key's organisation, with the API rate limits in force for each route family."
+        description: "The settings of the API key's organisation, with the API rate limits in force for each route " +
+          "family, the payment terms and the billing contact."
       }))
   )
   .add(
@@ -89,9 +152,12 @@ export class OrganizationApi extends HttpApiGroup.make("organization")
         summary: "Change the workspace's settings",
         description: "Changes the settings sent, as `billing org settings` does, and leaves the others. Rate limits " +
           "reach every API process within half a second (the key cache's lifetime); a new `invoiceNumberPrefix` " +
-          "applies to invoices finalised from then on.",
+          "or `paymentTermsDays` applies to invoices finalised from then on.",
         errors: { 400: "The body fails its schema, or a setting is out of its range (the message says which)." }
       }))
   )
-  .annotate(OpenApi.Description, "The workspace: its settings, its invoice number prefix and its API rate limits.")
+  .annotate(
+    OpenApi.Description,
+    "The workspace: its settings, its invoice number prefix, payment terms, billing contact and API rate limits."
+  )
 {}

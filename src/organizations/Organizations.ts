@@ -26,9 +26,25 @@ export class Organization extends Schema.Class<Organization>("Organization")({
   invoiceNumberPrefix: Schema.String,
   /** The API rate limits it set (src/organizations/RateLimits.ts); null: the defaults for every family. */
   rateLimits: Schema.NullOr(StoredRateLimits),
+  /** Days after an invoice becomes final that it is due, for customers without terms of their own (0 to 365). */
+  paymentTermsDays: Schema.Int,
+  /** The billing contact's e-mail address, shown to customers (hosted page, PDF); null when not set. */
+  billingEmail: Schema.NullOr(Schema.String),
+  /** The billing contact's postal address, as free text lines; null when not set. */
+  billingAddressLines: Schema.NullOr(Schema.Array(Schema.String)),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 }) {}
+
+/**
+ * The organisation's billing contact as customers are shown it (the hosted
+ * invoice page, the PDF) and the settings answer it: `addressLines` empty when
+ * no address is set.
+ */
+export const billingContactOf = (organization: Pick<Organization, "billingEmail" | "billingAddressLines">) => ({
+  email: organization.billingEmail,
+  addressLines: organization.billingAddressLines ?? []
+})
 
 /** An organisation's settings as the API and the CLI show them: the rate limits in force, and where each comes from. */
 export const settingsOf = (organization: Organization) => ({
@@ -41,6 +57,8 @@ export const settingsOf = (organization: Organization) => ({
   invoiceGraceHours: organization.invoiceGraceHours,
   invoiceNumberPrefix: organization.invoiceNumberPrefix,
   rateLimits: rateLimitsInForce(organization.rateLimits),
+  paymentTermsDays: organization.paymentTermsDays,
+  billingContact: billingContactOf(organization),
   createdAt: organization.createdAt,
   updatedAt: organization.updatedAt
 })
@@ -58,12 +76,52 @@ export interface OrganizationSettings {
   readonly invoiceNumberPrefix?: string | undefined
   /** API rate limits by route family: a family sent changes, null puts it back to the default. */
   readonly rateLimits?: RateLimitsChange | undefined
+  /** Days after an invoice becomes final that it is due: `PAYMENT_TERMS_DAYS`. */
+  readonly paymentTermsDays?: number | undefined
+  /** The billing contact: a part sent changes (null or empty clears it), a part left out stays. */
+  readonly billingContact?: BillingContactChange | undefined
+}
+
+/** A change of the billing contact: `email` null or "" clears it, `addressLines` null or [] clears the address. */
+export interface BillingContactChange {
+  readonly email?: string | null | undefined
+  readonly addressLines?: ReadonlyArray<string> | null | undefined
 }
 
 /** The late-usage window's bounds (days) and its default. */
 export const LATE_USAGE_DAYS = { min: 0, max: 365, default: 35 } as const
 /** The grace period's bounds (hours) and its default. */
 export const INVOICE_GRACE_HOURS = { min: 0, max: 720, default: 0 } as const
+
+/**
+ * Payment terms, in whole days (Stripe's `days_until_due`, Lago's
+ * `net_payment_term`, Orb's `net_terms`): 0 (due when final) to a year;
+ * anything longer is a typing mistake rather than terms.
+ */
+export const PAYMENT_TERMS_DAYS = { min: 0, max: 365, default: 0 } as const
+
+/** The billing contact's bounds: an e-mail address as customers' are, a postal address of a few short lines. */
+export const BILLING_CONTACT = { emailMax: 254, lines: 8, lineMax: 120 } as const
+
+const emailPattern = /^[^\s@]+@[^\s@]+\.[^\s@]+$/
+
+/** What is wrong with a billing contact change, in words; undefined when nothing. */
+export const billingContactProblem = (change: BillingContactChange) => {
+  const email = change.email?.trim()
+  if (email !== undefined && email !== "" && (email.length > BILLING_CONTACT.emailMax || !emailPattern.test(email))) {
+    return `billing contact email must be an e-mail address of at most ${BILLING_CONTACT.emailMax} characters (got ${JSON.stringify(change.email)})`
+  }
+  const lines = change.addressLines
+  if (lines != null) {
+    if (lines.length > BILLING_CONTACT.lines) return `billing contact address must be at most ${BILLING_CONTACT.lines} lines`
+    for (const line of lines) {
+      if (line.trim().length === 0 || line.length > BILLING_CONTACT.lineMax || /[\r\n]/.test(line)) {
+        return `each billing contact address line must be 1 to ${BILLING_CONTACT.lineMax} characters on one line, not blank`
+      }
+    }
+  }
+  return undefined
+}
 
 /** A whole number within `range`, or why not, in words naming `name`. */
 export const wholeNumberIn = (name: string, value: number, range: { readonly min: number; readonly max: number }) =>
@@ -146,6 +204,15 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
         if (outOfRange !== undefined) return yield* new InvalidOrganizationSettings({ message: outOfRange })
         const badPrefix = settings.invoiceNumberPrefix === undefined ? undefined : invoicePrefixProblem(settings.invoiceNumberPrefix)
         if (badPrefix !== undefined) return yield* new InvalidOrganizationSettings({ message: badPrefix })
+        const badTerms = settings.paymentTermsDays === undefined
+          ? undefined
+          : wholeNumberIn("payment terms days", settings.paymentTermsDays, PAYMENT_TERMS_DAYS)
+        if (badTerms !== undefined) return yield* new InvalidOrganizationSettings({ message: badTerms })
+        const contact = settings.billingContact
+        const badContact = contact === undefined ? undefined : billingContactProblem(contact)
+        if (badContact !== undefined) return yield* new InvalidOrganizationSettings({ message: badContact })
+        const email = contact?.email === undefined ? undefined : (contact.email ?? "").trim()
+        const lines = contact?.addressLines === undefined ? undefined : (contact.addressLines ?? []).map((line) => line.trim())
         let rateLimits: StoredRateLimits | null | undefined
         if (settings.rateLimits !== undefined) {
           const change = Schema.decodeUnknownEither(RateLimitsChange)(settings.rateLimits)
@@ -168,6 +235,12 @@ export class Organizations extends Effect.Service<Organizations>()("Organization
                 invoice_number_prefix = coalesce(${settings.invoiceNumberPrefix ?? null}::text, invoice_number_prefix),
                 rate_limits = CASE WHEN ${rateLimits === undefined}::boolean THEN rate_limits
                   ELSE ${rateLimits == null ? null : JSON.stringify(rateLimits)}::jsonb END,
+                payment_terms_days = coalesce(${settings.paymentTermsDays ?? null}::integer, payment_terms_days),
+                billing_email = CASE WHEN ${email === undefined}::boolean THEN billing_email
+                  ELSE nullif(${email ?? ""}, '') END,
+                billing_address_lines = CASE WHEN ${lines === undefined}::boolean THEN billing_address_lines
+                  WHEN ${lines === undefined || lines.length === 0}::boolean THEN NULL
+                  ELSE ${lines ?? []}::text[] END,
                 updated_at = now()
               WHERE id = ${id} RETURNING *`
         )

@@ -8,11 +8,12 @@ import { BigDecimal } from "effect"
 import { createHash } from "node:crypto"
 import type { Allowance } from "../billing/Balances.ts"
 import type { Invoice } from "../billing/Invoice.ts"
-import { HUNDRED, toNumber } from "../money.ts"
+import { HUNDRED, sum, toNumber } from "../money.ts"
 import { meterLabels, usageChart } from "./Chart.ts"
 import { type Formats, isNegativeInCents } from "./Format.ts"
 import { type Html, html, trusted } from "./Html.ts"
-import type { InvoicePageView, PageRefusal, PortalPageView } from "./PortalView.ts"
+import { amountDueOf, type HeldAmount, type UnitPriceShown } from "./Amounts.ts"
+import type { InvoicePageView, PageRefusal, PortalPageView, UpcomingInvoice } from "./PortalView.ts"
 
 const stylesheet = `
 :root{--bg:#f4f5f7;--card:#fff;--text:#16181d;--muted:#555d6b;--line:#e1e4e9;--accent:#0b5cd5;--track:#e6e9ee}
@@ -54,6 +55,16 @@ tfoot .total th,tfoot .total td{font-size:1.0625rem;font-weight:700;border-top:2
 .badge{display:inline-block;padding:1px 10px;border-radius:999px;font-size:.8125rem;font-weight:650;letter-spacing:.02em;vertical-align:middle}
 .badge.DRAFT{background:#eef0f3;color:#3a404a;border:1px dashed #8a919e}.badge.OPEN{background:#fdf0c4;color:#6d4a00}.badge.PAID{background:#d4f5e2;color:#0b5132}.badge.VOID{background:#e6e8ec;color:#3a404a}
 .badge.ACTIVE{background:#d4f5e2;color:#0b5132}.badge.SCHEDULED{background:#dbe8ff;color:#123d84}
+.badge.OVERDUE{background:#fde2e0;color:#8c1d18}.badge.CORRECTION{background:#ebe6fa;color:#3e2a84}
+.note{color:var(--muted);font-size:.875rem;font-weight:400;margin:2px 0 0}
+.owed{font-size:1.75rem;font-weight:700;margin:0 0 4px;font-variant-numeric:tabular-nums}
+.upcoming{margin:12px 0 0;padding:0;list-style:none}.nowrap{white-space:nowrap}.upcoming li{padding:10px 0;border-top:1px solid var(--line)}.upcoming li:first-child{border-top:none;padding-top:0}
+.upcoming .head{display:flex;flex-wrap:wrap;justify-content:space-between;gap:4px 12px;font-weight:600}
+.held{color:#6d4a00;font-size:.875rem;margin-top:2px}
+.contact{font-weight:400;font-style:normal;color:var(--muted)}
+.corrected{color:var(--muted);font-size:.8125rem}
+.phone{display:none}
+.chart svg.narrow{display:none}
 a{color:#0a4fb8}a:focus-visible{outline:3px solid #0a4fb8;outline-offset:2px}
 .chart{margin:0}.chart svg{display:block;width:100%;height:auto}
 .chart .grid{stroke:var(--line)}.chart .axis{stroke:#8a919e}
@@ -69,15 +80,20 @@ footer{max-width:980px;margin:0 auto;padding:0 16px 32px;color:var(--muted);font
 .refused{max-width:560px;margin:10vh auto;text-align:center}
 @media (max-width:640px){
   main{padding:10px}.card{padding:14px 14px;border-radius:10px}h1{font-size:1.3rem}
-  .wide{display:none}
-  .chart .tick,.chart .axis-title{font-size:19px}
+  .wide{display:none}.phone{display:block}
+  .when{white-space:normal;min-width:5.5em}
+  .chart svg.wide{display:none}.chart svg.narrow{display:block}
   th,td{padding:8px 6px}
 }
 @media print{.top{background:none;color:#000}.top span{color:#000}.card{border:none}details{display:none}}
 `
 
-/** Rewrites each <time> in the browser's time zone; without the script the UTC text stays. */
-const localTimes = `document.querySelectorAll("time[datetime]").forEach(function(t){var d=new Date(t.getAttribute("datetime"));if(isNaN(d))return;var s=t.dataset.style,o={month:"short",day:"numeric"};if(s!=="short")o.year="numeric";if(s!=="date"){o.hour="numeric";o.minute="2-digit"}if(s==="datetime")o.timeZoneName="short";try{t.title=t.textContent;t.textContent=new Intl.DateTimeFormat(undefined,o).format(d)}catch(e){}});`
+/**
+ * Rewrites each <time> in the browser's time zone, naming the zone on every
+ * time of day ("Dec 18, 3:04 PM GMT+9"; a date alone is a day); without the
+ * script the UTC text stays, which says "UTC".
+ */
+const localTimes = `document.querySelectorAll("time[datetime]").forEach(function(t){var d=new Date(t.getAttribute("datetime"));if(isNaN(d))return;var s=t.dataset.style,o={month:"short",day:"numeric"};if(s!=="short")o.year="numeric";if(s!=="date"){o.hour="numeric";o.minute="2-digit";o.timeZoneName="short"}try{t.title=t.textContent;t.textContent=new Intl.DateTimeFormat(undefined,o).format(d)}catch(e){}});`
 
 /** The Content-Security-Policy of every page: our inline style and this one script, nothing else. */
 export const contentSecurityPolicy = `default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-${
@@ -111,29 +127,168 @@ const kindLabels: Record<Allowance["kind"], string> = {
   COMPOSITE: "Composite"
 }
 
-const allowanceTile = (allowance: Allowance, formats: Formats) => {
+const allowanceTile = (allowance: Allowance, formats: Formats, held?: HeldAmount) => {
   const heading = html`<h3>${allowance.name}</h3><div class="kind">${kindLabels[allowance.kind]}</div>`
+  const heldLine = heldNote(held, (h) => formats.quantity(h.amount))
   if (!BigDecimal.isPositive(allowance.granted)) {
     // Pay-as-you-go (ARREAR): nothing granted, use is billed after the cycle.
-    return html`<div class="tile">${heading}<p class="big">${formats.quantity(allowance.used)}</p><div class="muted">used this cycle \u00b7 billed after it</div></div>`
+    return html`<div class="tile">${heading}<p class="big">${formats.quantity(allowance.used)}</p><div class="muted">used this cycle \u00b7 billed after it</div>${heldLine}</div>`
   }
   const share = toNumber(BigDecimal.unsafeDivide(BigDecimal.multiply(allowance.used, HUNDRED), allowance.granted))
   const over = BigDecimal.isNegative(allowance.remaining)
   return html`<div class="tile">${heading}
 <p class="big${over ? " negative" : ""}">${formats.quantity(allowance.remaining)} <span class="suffix">left</span></p>
 <div class="track${over ? " over" : ""}" role="img" aria-label="${formats.quantity(allowance.used)} used of ${formats.quantity(allowance.granted)}"><span style="width:${Math.min(100, Math.max(0, share)).toFixed(1)}%"></span></div>
-<div class="muted">${formats.quantity(allowance.used)} used of ${formats.quantity(allowance.granted)}</div></div>`
+<div class="muted">${formats.quantity(allowance.used)} used of ${formats.quantity(allowance.granted)}</div>${heldLine}</div>`
 }
 
 const statusLabel = (status: string) => (status === "DRAFT" ? "Draft" : status)
 
 const statusBadge = (status: string) => html`<span class="badge ${status}">${statusLabel(status)}</span>`
 
+/** OPEN and overdue: both badges, so the state reads in words and not by colour alone. */
+const invoiceBadges = (invoice: Pick<Invoice, "status" | "overdue">) =>
+  html`${statusBadge(invoice.status)}${invoice.status === "OPEN" && invoice.overdue ? html` <span class="badge OVERDUE">Overdue</span>` : ""}`
+
 const period = (start: Date | null, end: Date | null, formats: Formats) =>
   start === null || end === null ? html`<span class="muted">n/a</span>` : html`${formats.date(start)} \u2013 ${formats.date(end)}`
 
 const usageName = (row: PortalPageView["latestUsage"][number]) =>
   row.entitlementName ?? row.compositeRef ?? row.agentKey ?? meterLabels[row.meter] ?? row.meter
+
+/** "0.2 Assistant credits" or "$1.50 of the wallet": an amount held, in its balance's unit. */
+const heldText = (held: HeldAmount, currency: string, formats: Formats) =>
+  held.meter === "WALLET"
+    ? `${formats.money(held.amount, currency)} of the wallet`
+    : `${formats.quantity(held.amount)} ${held.name}`
+
+/** "a, b and c" */
+const listed = (items: ReadonlyArray<string>) =>
+  items.length <= 1 ? items.join("") : `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`
+
+/** Under a tile: what active holds keep back of it. */
+const heldNote = (held: HeldAmount | undefined, text: (held: HeldAmount) => string) =>
+  held === undefined ? "" : html`<div class="held" data-testid="tile-held">${text(held)} held</div>`
+
+/**
+ * What the customer owes now: every OPEN invoice with what remains to pay of
+ * it and its due date, the overdue ones marked, and their sum.
+ */
+const owedSection = (view: PortalPageView, formats: Formats) => {
+  const { owed } = view
+  const money = (value: BigDecimal.BigDecimal) => formats.money(value, view.currencyCode)
+  if (owed.count === 0) {
+    return html`<section class="card" aria-labelledby="owed"><h2 id="owed">What you owe</h2><p class="flush" data-testid="owed-none">Nothing: you have no open invoices.</p></section>`
+  }
+  const more = owed.count - owed.invoices.length
+  return html`<section class="card pay" aria-labelledby="owed"><h2 id="owed">What you owe</h2>
+<p class="owed" data-testid="owed-total">${money(owed.amountDue)}</p>
+<p class="note">${owed.count === 1 ? "1 open invoice" : `${owed.count} open invoices`}${
+    owed.overdue === 0 ? "" : html`, <strong class="negative" data-testid="owed-overdue">${owed.overdue} overdue</strong>`
+  }${more > 0 ? `; the ${owed.invoices.length} oldest are listed, and the total counts those` : ""}. Open an invoice for how to pay it.</p>
+<div class="scroll"><table data-testid="owed-invoices">
+<thead><tr><th scope="col">Invoice</th><th scope="col">Due</th><th scope="col" class="num">Amount due</th></tr></thead>
+<tbody>${
+    owed.invoices.map(({ href, invoice }) =>
+      html`<tr><td><a class="nowrap" href="${href}">${invoice.number ?? invoiceTitle(invoice)}</a><div class="id">${invoiceTitle(invoice)}</div></td><td>${
+        invoice.dueDate === null ? html`<span class="muted">n/a</span>` : formats.date(invoice.dueDate)
+      }${invoice.overdue ? html` <span class="badge OVERDUE">Overdue</span>` : ""}</td><td class="num">${
+        formats.money(amountDueOf(invoice), invoice.currencyCode)
+      }</td></tr>`
+    )
+  }</tbody></table></div></section>`
+}
+
+/** What an upcoming invoice will ask of the customer, in words. */
+const upcomingOutcome = (invoice: UpcomingInvoice, formats: Formats) =>
+  BigDecimal.isZero(invoice.total)
+    ? "nothing to pay"
+    : invoice.status === "PAID"
+    ? "to be paid from your wallet (auto-payment)"
+    : invoice.status === "DRAFT"
+    ? "issued as a draft first (late usage may still change it), due once final"
+    : invoice.dueDate === null
+    ? "to be paid when issued"
+    : html`due ${formats.date(invoice.dueDate)}`
+
+/**
+ * The upcoming invoices (`Purchases.upcoming`): what the cycle job would
+ * issue at the end of this cycle if no more usage arrived, each with its
+ * lines; never stored, so no number yet.
+ */
+const upcomingSection = (view: PortalPageView, formats: Formats) => {
+  if (view.upcoming.length === 0) {
+    return html`<section class="card" aria-labelledby="upcoming"><h2 id="upcoming">Upcoming invoice</h2><p class="muted flush">None: there is no current plan to bill.</p></section>`
+  }
+  const [first] = view.upcoming
+  const total = sum(view.upcoming.map((invoice) => invoice.total))
+  const money = (value: BigDecimal.BigDecimal, currency: string) => formats.money(value, currency)
+  return html`<section class="card" aria-labelledby="upcoming"><h2 id="upcoming">Upcoming invoice${view.upcoming.length === 1 ? "" : "s"}</h2>
+<p class="flush" data-testid="upcoming-summary">On ${formats.dateTime(first!.issuedAt)}, ${money(total, first!.currencyCode)} in all${
+    view.upcoming.length === 1 ? "" : ` over ${view.upcoming.length} invoices`
+  }, if no more usage arrives before then.</p>
+<p class="note">A preview: usage from now on adds to it, and it is issued, with a number, when the cycle ends.</p>
+<ul class="upcoming">${
+    view.upcoming.map((invoice) =>
+      html`<li data-testid="upcoming-invoice"><div class="head"><span>${invoiceTitle(invoice)} <span class="muted">${
+        period(invoice.periodStart, invoice.periodEnd, formats)
+      }</span></span><span class="num">${money(invoice.total, invoice.currencyCode)}</span></div>
+<div class="note">${upcomingOutcome(invoice, formats)}</div>
+<details><summary>Lines</summary><div class="scroll"><table>
+<thead><tr><th scope="col">Description</th><th scope="col" class="num">Amount</th></tr></thead>
+<tbody>${
+        invoice.lines.map((line) =>
+          html`<tr><td>${line.description}</td><td class="num">${formats.preciseMoney(line.amount, invoice.currencyCode)}</td></tr>`
+        )
+      }${
+        invoice.taxLines.map((tax) =>
+          html`<tr><td>${tax.name} (${formats.quantity(tax.ratePercent)}%)</td><td class="num">${money(tax.amount, invoice.currencyCode)}</td></tr>`
+        )
+      }</tbody></table></div></details></li>`
+    )
+  }</ul></section>`
+}
+
+/**
+ * What the chart's "in all" is made of beside the plan's "usage charges":
+ * the chart counts every use at the customer's prices, the charges only what
+ * is billed after the cycle or taken from the wallet; the rest was drawn from
+ * allowances the plan price prepaid. The charges count usage when it was
+ * priced, the chart when it happened, so the two can differ the other way
+ * (usage priced this cycle that happened before it); then it says that.
+ */
+const usageExplained = (view: PortalPageView, formats: Formats) => {
+  if (view.plan === null) return ""
+  const money = (value: BigDecimal.BigDecimal) => formats.money(value, view.currencyCode)
+  const total = sum(view.dailyUsage.map((row) => row.customerCost))
+  if (!BigDecimal.isPositive(total)) return ""
+  const charged = view.plan.spentThisCycle
+  const prepaid = BigDecimal.subtract(total, charged)
+  const text = BigDecimal.isZero(prepaid)
+    ? html`${money(total)} in all, every cent of it charged (billed after the cycle, or taken from the wallet as it was used): the plan's usage charges.`
+    : BigDecimal.isPositive(prepaid)
+    ? html`${money(total)} in all: ${money(charged)} of it is charged (billed after the cycle, or taken from the wallet as it was used), the plan's usage charges above; the other ${
+      money(prepaid)
+    } was drawn from allowances the plan price already paid for, and is not charged again.`
+    : html`${money(total)} in all. The plan's usage charges (${
+      money(charged)
+    }) count usage when it was priced, the chart when it happened: they include usage priced this cycle that happened before it.`
+  return html`<p class="note" data-testid="usage-explained">${text}</p>`
+}
+
+/** A usage row, a correction labelled as one (a reversing row's costs are negative: it takes back an earlier row). */
+const usageRow = (row: PortalPageView["latestUsage"][number], correctedIds: ReadonlySet<string>, currency: string, formats: Formats) => {
+  const correction = row.reverses !== null
+  return html`<tr${correction ? html` class="correction" data-testid="correction"` : ""}><td class="when">${formats.shortDateTime(row.createdAt)}</td><td>${
+    correction ? html`<span class="badge CORRECTION">Correction</span> ` : ""
+  }${usageName(row)}${row.model === null ? "" : html`<div class="muted">${row.model}</div>`}${
+    correction
+      ? html`<div class="corrected">Takes back an earlier use: what that use drew or was charged is given back.</div>`
+      : correctedIds.has(row.id)
+      ? html`<div class="corrected">Taken back by a correction.</div>`
+      : ""
+  }</td><td class="wide">${meterLabels[row.meter] ?? row.meter}</td><td class="num wide">${formats.quantity(row.quantity)}</td><td class="num">${formats.preciseMoney(row.customerCost, currency)}</td></tr>`
+}
 
 export const portalPage = (view: PortalPageView, formats: Formats): Html => {
   const currency = view.currencyCode
@@ -146,34 +301,39 @@ export const portalPage = (view: PortalPageView, formats: Formats): Html => {
 <dl class="facts">
 <div><dt>Current cycle</dt><dd>${period(view.plan.periodStart, view.plan.periodEnd, formats)}</dd></div>
 <div><dt>Plan price</dt><dd>${money(view.plan.cost)} <span class="muted">/ ${view.plan.billingCycle.toLowerCase()}</span></dd></div>
-<div><dt>Usage charges this cycle</dt><dd>${money(view.plan.spentThisCycle)}</dd></div>
+<div><dt>Usage charges this cycle</dt><dd>${money(view.plan.spentThisCycle)}<p class="note">Billed after the cycle, or taken from the wallet as used</p></dd></div>
 </dl>
 </section>`
+  const heldOf = (meter: string, name: string) => view.held.find((held) => held.meter === meter && (meter === "WALLET" || held.name === name))
   const wallet = html`<div class="tile"><h3>Wallet</h3><div class="kind">Prepaid money</div>
 <p class="big${isNegativeInCents(view.wallet.balance) ? " negative" : ""}">${money(view.wallet.balance)}</p>
-${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: ${money(view.wallet.reservedBalance)}</div>`}</div>`
+${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: ${money(view.wallet.reservedBalance)}</div>`}${
+    heldNote(heldOf("WALLET", "Wallet"), (held) => money(held.amount))
+  }</div>`
+  const holds = view.held.length === 0
+    ? ""
+    : html`<p class="note" data-testid="holds">Held for requests in progress: <strong>${
+      listed(view.held.map((held) => heldText(held, currency, formats)))
+    }</strong>. A hold is settled when its request is billed, or released unused; the last of these ends by ${
+      formats.dateTime(new Date(Math.max(...view.held.map((held) => held.until.getTime()))))
+    } at the latest. The balances above still include what is held: it comes off them only when its request is billed.</p>`
+  const correctedIds = new Set(view.latestUsage.flatMap((row) => (row.reverses === null ? [] : [row.reverses])))
   const usageRows = view.latestUsage.length === 0
     ? html`<p class="muted">No usage yet.</p>`
     : html`<div class="scroll"><table>
 <thead><tr><th scope="col">Time</th><th scope="col">What</th><th scope="col" class="wide">Meter</th><th scope="col" class="num wide">Quantity</th><th scope="col" class="num">Cost</th></tr></thead>
-<tbody>${
-      view.latestUsage.map((row) =>
-        html`<tr><td class="when">${formats.shortDateTime(row.createdAt)}</td><td>${usageName(row)}${
-          row.model === null ? "" : html`<div class="muted">${row.model}</div>`
-        }</td><td class="wide">${meterLabels[row.meter] ?? row.meter}</td><td class="num wide">${formats.quantity(row.quantity)}</td><td class="num">${
-          formats.preciseMoney(row.customerCost, currency)
-        }</td></tr>`
-      )
-    }</tbody></table></div>`
+<tbody>${view.latestUsage.map((row) => usageRow(row, correctedIds, currency, formats))}</tbody></table></div>`
   const invoices = view.invoices.length === 0
     ? html`<p class="muted">No invoices yet.</p>`
     : html`<div class="scroll"><table>
-<thead><tr><th scope="col">Invoice</th><th scope="col" class="wide">Issued</th><th scope="col" class="wide">Period</th><th scope="col">Status</th><th scope="col" class="num">Total</th></tr></thead>
+<thead><tr><th scope="col">Invoice</th><th scope="col" class="wide">Issued</th><th scope="col" class="wide">Period</th><th scope="col" class="wide">Due</th><th scope="col">Status</th><th scope="col" class="num">Total</th></tr></thead>
 <tbody>${
       view.invoices.map(({ href, invoice }) =>
         html`<tr><td><a href="${href}">${invoiceTitle(invoice)}</a><div class="id">${invoice.number ?? "Draft"}</div></td><td class="wide">${
           formats.date(invoice.issuedAt)
-        }</td><td class="wide">${period(invoice.periodStart, invoice.periodEnd, formats)}</td><td>${statusBadge(invoice.status)}</td><td class="num">${
+        }</td><td class="wide">${period(invoice.periodStart, invoice.periodEnd, formats)}</td><td class="wide">${
+          invoice.dueDate === null ? html`<span class="muted">n/a</span>` : formats.date(invoice.dueDate)
+        }</td><td>${invoiceBadges(invoice)}</td><td class="num">${
           formats.money(invoice.total, invoice.currencyCode)
         }</td></tr>`
       )
@@ -185,13 +345,17 @@ ${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: 
     top: topBar(view, "Billing"),
     body: html`<main>
 <h1>Billing for ${view.customerName}</h1>
+${owedSection(view, formats)}
 ${plan}
+${upcomingSection(view, formats)}
 <section class="card" aria-labelledby="balances"><h2 id="balances">Balances</h2><div class="grid">${wallet}${
-      view.allowances.map((allowance) => allowanceTile(allowance, formats))
-    }</div></section>
+      view.allowances.map((allowance) =>
+        allowanceTile(allowance, formats, heldOf(allowance.kind, allowance.name))
+      )
+    }</div>${holds}</section>
 <section class="card" aria-labelledby="usage"><h2 id="usage">${view.plan === null ? "Usage, last 30 days" : "Usage this cycle"}</h2>${
       usageChart(view.usageDays, view.dailyUsage, currency, formats)
-    }</section>
+    }${usageExplained(view, formats)}</section>
 <section class="card" aria-labelledby="latest"><h2 id="latest">Latest usage</h2>${usageRows}</section>
 <section class="card" aria-labelledby="invoices"><h2 id="invoices">Invoices</h2>${invoices}</section>
 </main>
@@ -206,22 +370,51 @@ const linePeriod = (invoice: Invoice, line: Invoice["lines"][number], formats: F
     ? ""
     : html`<div class="muted" data-testid="line-period">Period ${period(line.periodStart, line.periodEnd, formats)}</div>`
 
-const invoiceTitle = (invoice: Invoice) =>
+const invoiceTitle = (invoice: Pick<Invoice, "kind">) =>
   `${invoice.kind === "PLAN" ? "Plan" : invoice.kind === "PRORATION" ? "Plan change" : "Usage"} invoice`
 
-export const invoicePage = (view: InvoicePageView, formats: Formats): Html => {
+/** The organisation's billing contact: its name, and the e-mail address and postal address when it set them. */
+const contactOf = (view: InvoicePageView) =>
+  html`<address class="contact" data-testid="billing-contact">${
+    view.contact.email === null ? "" : html`<a href="mailto:${view.contact.email}">${view.contact.email}</a>`
+  }${view.contact.addressLines.map((line, index) => html`${index === 0 && view.contact.email === null ? "" : html`<br>`}${line}`)}</address>`
+
+const hasContact = (view: InvoicePageView) => view.contact.email !== null || view.contact.addressLines.length > 0
+
+/** A line's unit price: the one it carries or its unit's (FLAT, VOLUME), "tiered" for a graduated unit, else nothing. */
+const unitPriceText = (shown: UnitPriceShown | undefined, currency: string, formats: Formats) =>
+  shown === undefined || shown._tag === "None"
+    ? null
+    : shown._tag === "Tiered"
+    ? "tiered"
+    : formats.preciseMoney(shown.price, currency)
+
+/**
+ * The hosted invoice page. `links.pdf` is the address of the invoice's PDF,
+ * opened by the page's own token (src/links/InvoiceLinks.ts `invoicePdfHrefOnPage`).
+ */
+export const invoicePage = (view: InvoicePageView, formats: Formats, links: { readonly pdf?: string } = {}): Html => {
   const { invoice } = view
   const money = (value: BigDecimal.BigDecimal) => formats.money(value, invoice.currencyCode)
   const precise = (value: BigDecimal.BigDecimal | null) =>
     value === null ? "" : formats.preciseMoney(value, invoice.currencyCode)
   // What the customer quotes: the number (an OPEN invoice always has one), the id only were it missing.
   const reference = invoice.number ?? invoice.id
+  const overdue = invoice.status === "OPEN" && invoice.overdue
   const howToPay = invoice.status === "OPEN"
     ? html`<section class="card pay" aria-labelledby="pay"><h2 id="pay">How to pay</h2>
-<p class="muted flush">Amount due</p><p class="due">${money(invoice.total)}</p>
+<p class="muted flush">Amount due</p><p class="due" data-testid="amount-due">${money(amountDueOf(invoice))}</p>
 ${
+      invoice.dueDate === null
+        ? ""
+        : html`<p class="flush${overdue ? " negative" : ""}" data-testid="due-date">${overdue ? "Overdue: it was due" : "Due"} ${
+          formats.date(invoice.dueDate)
+        }.</p>`
+    }${
       view.paymentInstructions === null
-        ? html`<p>Contact ${view.organizationName} to pay this invoice, quoting <strong data-testid="quote-number">${reference}</strong>.</p>`
+        ? html`<p>Contact ${view.organizationName}${
+          view.contact.email === null ? "" : html` at <a href="mailto:${view.contact.email}">${view.contact.email}</a>`
+        } to pay this invoice, quoting <strong data-testid="quote-number">${reference}</strong>.</p>`
         : html`<p class="quote">Please quote <strong data-testid="quote-number">${reference}</strong> with your payment.</p><div class="instructions" data-testid="payment-instructions">${view.paymentInstructions}</div>`
     }</section>`
     : invoice.status === "DRAFT"
@@ -239,23 +432,35 @@ ${
     lang: formats.locale,
     top: topBar(view, "Invoice"),
     body: html`<main>
-<h1>${invoiceTitle(invoice)} ${statusBadge(invoice.status)}</h1>
+<h1>${invoiceTitle(invoice)} ${invoiceBadges(invoice)}</h1>
 <section class="card" aria-label="Invoice details"><dl class="facts">
 <div><dt>Invoice number</dt><dd data-testid="invoice-number">${invoice.number ?? html`<span class="muted">Given when final</span>`}</dd></div>
+<div><dt>From</dt><dd>${view.organizationName}${hasContact(view) ? contactOf(view) : ""}</dd></div>
 <div><dt>Billed to</dt><dd>${view.customerName}<div class="email">${view.customerEmail}</div></dd></div>
 <div><dt>Issued</dt><dd>${formats.date(invoice.issuedAt)}</dd></div>
 <div><dt>Period</dt><dd>${period(invoice.periodStart, invoice.periodEnd, formats)}</dd></div>
+<div><dt>Due</dt><dd>${
+      invoice.dueDate === null ? html`<span class="muted">When final</span>` : formats.date(invoice.dueDate)
+    }</dd></div>
 <div><dt>Total</dt><dd>${money(invoice.total)}</dd></div>
-</dl></section>
+</dl>${
+      links.pdf === undefined ? "" : html`<p class="quote"><a href="${links.pdf}" download data-testid="invoice-pdf">Download PDF</a></p>`
+    }</section>
 ${howToPay}
 <section class="card" aria-labelledby="lines"><h2 id="lines">Lines</h2><div class="scroll"><table>
 <thead><tr><th scope="col">Description</th><th scope="col" class="num wide">Quantity</th><th scope="col" class="num wide">Unit price</th><th scope="col" class="num">Amount</th></tr></thead>
 <tbody>${
-      invoice.lines.map((line) =>
-        html`<tr><td>${line.description}${linePeriod(invoice, line, formats)}</td><td class="num wide">${
-          line.quantity === null ? "" : formats.quantity(line.quantity)
-        }</td><td class="num wide">${precise(line.unitPrice)}</td><td class="num">${precise(line.amount)}</td></tr>`
-      )
+      invoice.lines.map((line, index) => {
+        const unitPrice = unitPriceText(view.unitPrices[index], invoice.currencyCode, formats)
+        const quantity = line.quantity === null ? null : formats.quantity(line.quantity)
+        // On a phone the two columns are hidden: the line says them under its description instead.
+        const onPhone = quantity === null
+          ? ""
+          : html`<div class="phone muted" data-testid="line-quantity">${quantity}${unitPrice === null ? "" : ` \u00d7 ${unitPrice}`}</div>`
+        return html`<tr><td>${line.description}${linePeriod(invoice, line, formats)}${onPhone}</td><td class="num wide">${
+          quantity ?? ""
+        }</td><td class="num wide" data-testid="unit-price">${unitPrice ?? ""}</td><td class="num">${precise(line.amount)}</td></tr>`
+      })
     }</tbody>
 <tfoot>
 <tr><td class="wide" colspan="2"></td><th scope="row" class="num">Subtotal</th><td class="num">${money(invoice.subtotal)}</td></tr>

@@ -1,24 +1,30 @@
 /**
  * What the customer's two pages show, read for the one customer a token
- * names: the portal (plan, cycle, balances, usage per day, latest usage,
- * invoices) and a hosted invoice. Read-only; every query is scoped by the
- * token's organisation and customer, so no URL reaches anyone else's data.
+ * names: the portal (plan, cycle, what is owed, the upcoming invoices,
+ * balances and what is held of them, usage per day, latest usage, invoices)
+ * and a hosted invoice. Read-only; every query is scoped by the token's
+ * organisation and customer, so no URL reaches anyone else's data.
  */
-import { Effect, Either, Option } from "effect"
+import { SqlClient } from "@effect/sql"
+import { Effect, Either, Option, Schema } from "effect"
 import { type Allowance, Balances } from "../billing/Balances.ts"
 import type { Invoice } from "../billing/Invoice.ts"
 import { Invoices } from "../billing/Invoices.ts"
 import { Purchases } from "../billing/Purchases.ts"
 import { Customers } from "../customers/Customers.ts"
-import type { Decimal } from "../money.ts"
-import { Organizations } from "../organizations/Organizations.ts"
+import { findAll } from "../db/Sql.ts"
+import { Entitlements } from "../entitlements/Entitlements.ts"
+import { type Decimal, sum } from "../money.ts"
+import { billingContactOf, Organizations } from "../organizations/Organizations.ts"
+import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import { type DailyUsage, UsageLog } from "../usage/UsageLog.ts"
 import type { UsageRecord } from "../usage/UsageLogEntry.ts"
 import { invoicePath, InvoiceLinkClaims } from "../links/InvoiceLinks.ts"
+import { amountDueOf, type HeldAmount, heldAmounts, type UnitPriceShown, unitPriceShown } from "./Amounts.ts"
 import { Portal } from "./Portal.ts"
 import { checkToken, claimedOrganization, type TokenRefusal } from "../links/SignedToken.ts"
 import { SigningKeys } from "../links/SigningKeys.ts"
-import { type CustomerId, type OrganizationId } from "../ids.ts"
+import { type CustomerId, type OrganizationId, type PurchaseId } from "../ids.ts"
 import { givenOrCurrentTime } from "../time.ts"
 
 /** How many usage rows and invoices the portal lists. */
@@ -26,6 +32,8 @@ export const PORTAL_LATEST_USAGE = 10
 export const PORTAL_INVOICES = 24
 /** Without a current cycle the chart shows this many days up to today. */
 export const PORTAL_DAYS_WITHOUT_PLAN = 30
+/** How many OPEN invoices the portal lists under "What you owe" (the oldest first); more are counted, not listed. */
+export const PORTAL_OPEN_INVOICES = 24
 
 export type PageRefusal = TokenRefusal | "NotFound"
 
@@ -34,6 +42,15 @@ export interface CustomerHeader {
   readonly customerName: string
   readonly customerEmail: string
 }
+
+/** An invoice the portal lists, with the link to its hosted page. */
+export interface LinkedInvoice {
+  readonly invoice: Invoice
+  readonly href: string
+}
+
+/** What the cycle job would issue at the customer's next step (`Purchases.upcoming`): never stored, no id or number. */
+export type UpcomingInvoice = Omit<Invoice, "id" | "number">
 
 export interface PortalPageView extends CustomerHeader {
   readonly currencyCode: string
@@ -48,17 +65,36 @@ export interface PortalPageView extends CustomerHeader {
   } | null
   readonly wallet: { readonly balance: Decimal; readonly reservedBalance: Decimal | null }
   readonly allowances: ReadonlyArray<Allowance>
+  /** The customer's active holds, one entry per balance they keep back, wallet first. */
+  readonly held: ReadonlyArray<HeldAmount>
+  /** Every OPEN invoice (oldest first, at most PORTAL_OPEN_INVOICES listed) and what they leave to pay. */
+  readonly owed: {
+    readonly invoices: ReadonlyArray<LinkedInvoice>
+    readonly count: number
+    readonly amountDue: Decimal
+    readonly overdue: number
+  }
+  readonly upcoming: ReadonlyArray<UpcomingInvoice>
   /** The chart's range: every UTC day (YYYY-MM-DD) of the cycle, and the costs in it. */
   readonly usageDays: ReadonlyArray<string>
   readonly dailyUsage: ReadonlyArray<DailyUsage>
   readonly latestUsage: ReadonlyArray<UsageRecord>
-  readonly invoices: ReadonlyArray<{ readonly invoice: Invoice; readonly href: string }>
+  readonly invoices: ReadonlyArray<LinkedInvoice>
   readonly expiresAt: Date
+}
+
+/** Who the customer contacts about an invoice: the organisation's billing contact, when it set one. */
+export interface BillingContact {
+  readonly email: string | null
+  readonly addressLines: ReadonlyArray<string>
 }
 
 export interface InvoicePageView extends CustomerHeader {
   readonly invoice: Invoice
   readonly paymentInstructions: string | null
+  readonly contact: BillingContact
+  /** What each of `invoice.lines` shows as its unit price, in the same order. */
+  readonly unitPrices: ReadonlyArray<UnitPriceShown>
 }
 
 const DAY = 86_400_000
@@ -76,9 +112,22 @@ export const utcDays = (from: Date, to: Date): Array<string> => {
 /** A page whose organisation, customer, purchase or invoice is gone answers as if the address named nothing. */
 const notFoundPage = () => Effect.succeed(Either.left<PageRefusal>("NotFound"))
 
+const InvoiceIdRow = Schema.Struct({ id: Schema.String })
+
 export class PortalView extends Effect.Service<PortalView>()("PortalView", {
-  dependencies: [Customers.Default, Balances.Default, Invoices.Default, SigningKeys.Default, Purchases.Default, Organizations.Default, Portal.Default, UsageLog.Default],
+  dependencies: [
+    Customers.Default,
+    Balances.Default,
+    Invoices.Default,
+    SigningKeys.Default,
+    Purchases.Default,
+    Organizations.Default,
+    Portal.Default,
+    UsageLog.Default,
+    Entitlements.Default
+  ],
   effect: Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
     const portal = yield* Portal
     const keys = yield* SigningKeys
     const organizations = yield* Organizations
@@ -87,6 +136,35 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
     const purchases = yield* Purchases
     const usage = yield* UsageLog
     const invoices = yield* Invoices
+    const entitlements = yield* Entitlements
+
+    /**
+     * The customer's OPEN invoices, oldest first: the ids (every one, to count
+     * them) read here, scoped by organisation and customer, then each invoice
+     * as the billing service answers it. No service lists invoices by status.
+     */
+    const openInvoices = (organizationId: OrganizationId, customerId: CustomerId) =>
+      Effect.gen(function*() {
+        const ids = yield* findAll(
+          InvoiceIdRow,
+          sql`SELECT id FROM invoices WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
+                AND status = 'OPEN' ORDER BY id`
+        )
+        // Invoices are never deleted: an id just read names an invoice.
+        const listed = yield* Effect.orDie(
+          Effect.forEach(ids.slice(0, PORTAL_OPEN_INVOICES), ({ id }) => invoices.get(organizationId, id))
+        )
+        return { listed, count: ids.length }
+      })
+
+    /** The plan snapshot's components of an invoice's purchase, to price its unit lines; none when it has no purchase. */
+    const componentsOfPurchase = (organizationId: OrganizationId, purchaseId: string | null) =>
+      purchaseId === null
+        ? Effect.succeed([] as ReadonlyArray<SnapshotComponent>)
+        : purchases.get(organizationId, purchaseId as PurchaseId).pipe(
+          Effect.map((purchase) => purchase.snapshot.components),
+          Effect.catchTag("PurchaseNotFound", () => Effect.succeed([] as ReadonlyArray<SnapshotComponent>))
+        )
 
     const header = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
@@ -117,6 +195,14 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           onSome: Effect.succeed
         }))
         const listed = yield* invoices.latestOfCustomer(org, customerId, PORTAL_INVOICES)
+        const open = yield* openInvoices(org, customerId)
+        const link = (invoice: Invoice): LinkedInvoice => ({
+          invoice,
+          href: invoicePath(secret, { org, customerId, invoiceId: invoice.id, exp })
+        })
+        // Named by its id, the customer was just read: no reference to miss or refuse.
+        const holds = yield* Effect.orDie(entitlements.activeHolds(org, customerId))
+        const upcoming = yield* Effect.orDie(purchases.upcoming(org, { customerId }))
         return Either.right<PortalPageView>({
           ...names,
           currencyCode: customer.currencyCode,
@@ -131,13 +217,18 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           },
           wallet: { balance: money.wallet.balance, reservedBalance: money.wallet.reservedBalance ?? null },
           allowances: yield* balances.allowances(org, customerId),
+          held: heldAmounts(holds, purchase?.snapshot.components ?? []),
+          owed: {
+            invoices: open.listed.map(link),
+            count: open.count,
+            amountDue: sum(open.listed.map(amountDueOf)),
+            overdue: open.listed.filter((invoice) => invoice.overdue).length
+          },
+          upcoming,
           usageDays: utcDays(from, to),
           dailyUsage: yield* usage.daily(org, customerId, { from, to }),
           latestUsage: yield* usage.latest(org, customerId, PORTAL_LATEST_USAGE),
-          invoices: listed.map((invoice) => ({
-            invoice,
-            href: invoicePath(secret, { org, customerId, invoiceId: invoice.id, exp })
-          })),
+          invoices: listed.map(link),
           expiresAt: new Date(exp)
         })
       }).pipe(
@@ -163,7 +254,14 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         const invoice = yield* invoices.get(claims.org, claims.invoiceId)
         if (invoice.customerId !== claims.customerId) return Either.left<PageRefusal>("NotFound")
         const { header: names, organization } = yield* header(claims.org, claims.customerId)
-        return Either.right<InvoicePageView>({ ...names, invoice, paymentInstructions: organization.paymentInstructions })
+        const components = yield* componentsOfPurchase(claims.org, invoice.purchaseId)
+        return Either.right<InvoicePageView>({
+          ...names,
+          invoice,
+          paymentInstructions: organization.paymentInstructions,
+          contact: billingContactOf(organization),
+          unitPrices: invoice.lines.map((line) => unitPriceShown(line, components))
+        })
       }).pipe(
         Effect.catchTags({
           OrganizationNotFound: notFoundPage,

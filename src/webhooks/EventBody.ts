@@ -1,11 +1,32 @@
 /** The JSON a receiver gets, as the types a receiver codes against (no runtime dependencies). */
 
+/**
+ * The lifecycle events of purchases and invoices (issue 38; docs/webhooks.md
+ * "Lifecycle events"): each carries its record as the API shows it, under the
+ * key its type begins with (`purchase`, `invoice`). Written by billing
+ * (src/billing/LifecycleEvents.ts), opt-in like every addition. A new one is a
+ * line here (its record is read by the reader of its prefix).
+ */
+export const LIFECYCLE_EVENT_TYPES = [
+  "purchase.created",
+  "purchase.changed",
+  "purchase.cancelled",
+  "purchase.renewed",
+  "invoice.created",
+  "invoice.finalized",
+  "invoice.paid",
+  "invoice.voided",
+  "invoice.overdue"
+] as const
+export type LifecycleEventType = typeof LIFECYCLE_EVENT_TYPES[number]
+
 export const EVENT_TYPES = [
   "wallet.balance.update",
   "wallet.balance.drop",
   "wallet.balance.recovered",
   "balance.threshold.crossed",
-  "signal.refused"
+  "signal.refused",
+  ...LIFECYCLE_EVENT_TYPES
 ] as const
 export type EventType = typeof EVENT_TYPES[number]
 
@@ -74,6 +95,49 @@ export interface SignalRefusedEventData {
   readonly error: { readonly status: number; readonly code: string; readonly message: string }
 }
 
+/**
+ * A record as the API shows it (camelCase, amounts as JSON numbers, instants
+ * as ISO 8601): the purchase of `GET /purchases/{id}`, the invoice of
+ * `GET /invoices/{id}`. The OpenAPI document's `webhooks` section has each
+ * one's whole schema.
+ */
+export interface ApiRecord {
+  readonly id: string
+  readonly customerId: string
+  readonly status: string
+  readonly [field: string]: unknown
+}
+
+/**
+ * What a purchase change was, on `purchase.changed`: the plan changed at once
+ * (`POST /purchases/{id}/change` with `NOW`, or any change of a SCHEDULED
+ * purchase), a change scheduled for the cycle end (`CYCLE_END`), that
+ * scheduled change removed, or the auto-payment setting changed.
+ */
+export type PurchaseChangeKind = "PLAN_CHANGED" | "PLAN_CHANGE_SCHEDULED" | "SCHEDULED_CHANGE_REMOVED" | "AUTO_PAYMENT_CHANGED"
+
+/** `purchase.created`, `purchase.changed`, `purchase.cancelled`, `purchase.renewed`. */
+export interface PurchaseEventData {
+  readonly customer_id: string
+  readonly external_id: string | null
+  /** The purchase just after the change, as `GET /purchases/{id}` answered it then. */
+  readonly purchase: ApiRecord
+  /** The purchase's fields the change altered, with their values before it (camelCase); null for a new purchase. */
+  readonly previous_attributes: Readonly<Record<string, unknown>> | null
+  /** The invoices the change issued, in issue order (each told by its own `invoice.created`). */
+  readonly invoice_ids: ReadonlyArray<string>
+  /** `purchase.changed` only. */
+  readonly change?: PurchaseChangeKind
+}
+
+/** `invoice.created`, `invoice.finalized`, `invoice.paid`, `invoice.voided`, `invoice.overdue`. */
+export interface InvoiceEventData {
+  readonly customer_id: string
+  readonly external_id: string | null
+  /** The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then. */
+  readonly invoice: ApiRecord
+}
+
 interface EventBodyOf<T extends EventType, D> {
   /** `evt_...`; the same on every attempt and replay of the event. */
   readonly id: string
@@ -89,3 +153,5 @@ export type WebhookEventBody =
   | EventBodyOf<"wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered", WalletBalanceEventData>
   | EventBodyOf<"balance.threshold.crossed", BalanceThresholdEventData>
   | EventBodyOf<"signal.refused", SignalRefusedEventData>
+  | EventBodyOf<Extract<LifecycleEventType, `purchase.${string}`>, PurchaseEventData>
+  | EventBodyOf<Extract<LifecycleEventType, `invoice.${string}`>, InvoiceEventData>

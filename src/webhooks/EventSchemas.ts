@@ -7,9 +7,9 @@
  */
 import { JSONSchema, Schema } from "effect"
 import { signalErrorFields } from "../schema.ts"
-import { EVENT_TYPES, type EventType } from "./EventBody.ts"
+import { EVENT_TYPES, LIFECYCLE_EVENT_TYPES, type EventType, type LifecycleEventType } from "./EventBody.ts"
 
-const envelope = <T extends EventType, D extends Schema.Schema.AnyNoContext>(eventType: T, data: D) =>
+export const envelope = <T extends EventType, D extends Schema.Schema.AnyNoContext>(eventType: T, data: D) =>
   Schema.Struct({
     id: Schema.String.annotations({ description: "`evt_...`: the same on every attempt, retry and replay of the event." }),
     event_type: Schema.Literal(eventType),
@@ -89,8 +89,88 @@ const refusedData = Schema.Struct({
   error: Schema.Struct(signalErrorFields)
 })
 
-/** Each event type's body. */
+/** The record a lifecycle event carries: the key of its `data` the record sits under, its type's first word. */
+export type LifecycleRecordKind = LifecycleEventType extends `${infer Kind}.${string}` ? Kind : never
+
+const recordKindOf = (eventType: LifecycleEventType) => eventType.slice(0, eventType.indexOf(".")) as LifecycleRecordKind
+
+/** When each lifecycle event is sent (docs/webhooks.md "Lifecycle events"). */
+const LIFECYCLE_DESCRIPTIONS = {
+  "purchase.created": "A purchase was made (`POST /purchases`), ACTIVE in its first cycle or SCHEDULED for its billing date.",
+  "purchase.changed": "A purchase was changed: its plan at once (`POST /purchases/{id}/change` with `NOW`, or a " +
+    "SCHEDULED purchase's plan), a plan change scheduled for the cycle end (`CYCLE_END`) or removed, or its " +
+    "auto-payment setting (`change` says which).",
+  "purchase.cancelled": "A purchase was cancelled (`POST /purchases/{id}/cancel`); its final USAGE invoice, if any, is in `invoice_ids`.",
+  "purchase.renewed": "The cycle job moved a purchase into its next cycle (a SCHEDULED purchase into its first one, at " +
+    "its billing date), applying a plan change scheduled for that moment; the invoices it issued are in `invoice_ids`.",
+  "invoice.created": "An invoice was issued (OPEN, or PAID at issue: free, or paid from the wallet) or drafted (DRAFT, " +
+    "inside the grace period).",
+  "invoice.finalized": "A DRAFT invoice became final (OPEN, or PAID from the wallet) when its grace period ended: it has " +
+    "its number and due date now.",
+  "invoice.paid": "An invoice became PAID: a payment recorded (`POST /invoices/{id}/payments`), paid from the wallet " +
+    "at issue or at finalisation, or issued free.",
+  "invoice.voided": "An OPEN invoice was voided.",
+  "invoice.overdue": "The cycle job marked an OPEN invoice overdue: its due date passed unpaid (once an invoice)."
+} satisfies { readonly [T in LifecycleEventType]: string }
+
+/** Any object (its JSON Schema written out: Effect's for `Unknown` carries an `$id` the document would repeat). */
+const AnyObject = (description: string) =>
+  Schema.Record({ key: Schema.String, value: Schema.Unknown }).annotations({
+    jsonSchema: { type: "object", additionalProperties: true, description }
+  })
+
+/** What a purchase change was (`purchase.changed`). */
+const PurchaseChangeKindSchema = Schema.Literal("PLAN_CHANGED", "PLAN_CHANGE_SCHEDULED", "SCHEDULED_CHANGE_REMOVED", "AUTO_PAYMENT_CHANGED")
+  .annotations({
+    description: "PLAN_CHANGED: the plan changed at once (`when: NOW`, or any plan change of a SCHEDULED purchase); " +
+      "PLAN_CHANGE_SCHEDULED: a change for the cycle end was set (`when: CYCLE_END`, see `purchase.scheduledChange`); " +
+      "SCHEDULED_CHANGE_REMOVED: that change was removed; AUTO_PAYMENT_CHANGED: `autoPayment` was changed."
+  })
+
+/**
+ * The body of each lifecycle event, given the schemas of the records the API
+ * answers with (`purchase`, `invoice`): the billing floor passes its own
+ * (src/billing/LifecycleEventSchemas.ts), so that the OpenAPI document and the
+ * tests hold the record to what `GET /purchases/{id}` and `GET /invoices/{id}`
+ * answer; `EventBodySchemas` below takes any object for the record.
+ */
+export const lifecycleBodySchemas = (
+  records: { readonly [K in LifecycleRecordKind]: Schema.Schema.AnyNoContext }
+): { readonly [T in LifecycleEventType]: Schema.Schema.AnyNoContext } =>
+  Object.fromEntries(LIFECYCLE_EVENT_TYPES.map((eventType) => {
+    const kind = recordKindOf(eventType)
+    const record = records[kind].annotations({
+      description: kind === "purchase"
+        ? "The purchase just after the change, as `GET /purchases/{id}` answered it then."
+        : "The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then."
+    })
+    const purchaseFields = kind !== "purchase" ? {} : {
+      previous_attributes: Schema.NullOr(AnyObject(
+        "The purchase's fields the change altered, with their values before it (camelCase, as in `purchase`)."
+      )).annotations({
+        description: "The purchase's fields the change altered, with their values before it (camelCase, as in " +
+          "`purchase`); null for a new purchase and for a test event."
+      }),
+      invoice_ids: Schema.Array(Schema.String).annotations({
+        description: "The invoices the change issued, in issue order; each is told by its own `invoice.created`."
+      }),
+      ...(eventType === "purchase.changed" ? { change: PurchaseChangeKindSchema } : {})
+    }
+    const data = Schema.Struct({
+      customer_id: Schema.String,
+      external_id: Schema.NullOr(Schema.String).annotations({ description: "The customer's externalId, if it has one." }),
+      [kind]: record,
+      ...purchaseFields
+    })
+    return [eventType, envelope(eventType, data).annotations({ description: LIFECYCLE_DESCRIPTIONS[eventType] })]
+  })) as unknown as { readonly [T in LifecycleEventType]: Schema.Schema.AnyNoContext }
+
+/** Any record: the webhooks floor does not know the API's records (`lifecycleBodySchemas`). */
+const AnyRecord = AnyObject("A record as the API shows it.")
+
+/** Each event type's body (a lifecycle event's record as any object: billing's schemas check it whole). */
 export const EventBodySchemas = {
+  ...lifecycleBodySchemas({ purchase: AnyRecord, invoice: AnyRecord }),
   "wallet.balance.update": envelope("wallet.balance.update", Schema.Struct(walletFields)).annotations({
     description: "The customer's ordinary Wallet went up or down."
   }),
@@ -114,9 +194,16 @@ export const EventBodySchemas = {
 
 /**
  * The OpenAPI 3.1 `webhooks` section: one POST per event type, the body's
- * schema and the headers every delivery carries (docs/webhooks.md).
+ * schema and the headers every delivery carries (docs/webhooks.md). `bodies`
+ * replaces the schemas of `EventBodySchemas` it names (the lifecycle events'
+ * with their records whole); the named schemas they reference (`Money`,
+ * `Timestamp`, ...) are added to `definitions`, which the document's
+ * `components.schemas` must hold (src/app/OpenApiDoc.ts merges them).
  */
-export const webhooksDocument = () => {
+export const webhooksDocument = (
+  bodies: { readonly [T in EventType]?: Schema.Schema.AnyNoContext } = {},
+  definitions: Record<string, JSONSchema.JsonSchema7> = {}
+) => {
   const headers = {
     "X-Service-Signature": {
       description: "`t=<unix seconds>,v1=<hex HMAC-SHA256 of \"<t>.<raw body>\" keyed with the endpoint's whole whsec_ secret>`.",
@@ -127,8 +214,9 @@ export const webhooksDocument = () => {
     "X-Service-Event-Type": { description: "The body's `event_type`.", required: true, schema: { type: "string" } }
   }
   return Object.fromEntries(EVENT_TYPES.map((eventType) => {
-    const body: Schema.Schema.AnyNoContext = EventBodySchemas[eventType]
-    const { $schema: _schema, ...schema } = JSONSchema.make(body, { target: "openApi3.1" })
+    const body: Schema.Schema.AnyNoContext = bodies[eventType] ?? EventBodySchemas[eventType]
+    const schema = JSONSchema.fromAST(body.ast, { definitions, definitionPath: "#/components/schemas/", target: "openApi3.1" }) as
+      JSONSchema.JsonSchema7 & { readonly description?: string }
     return [eventType, {
       post: {
         summary: eventType,

@@ -1,10 +1,12 @@
 /**
- * The webhook outbox: the one door through which a balance change becomes
+ * The webhook outbox: the one door through which a change becomes
  * webhook events. Whoever moves the ordinary Wallet (purchases, adjustments,
  * cycles, usage) calls `walletChanged` inside the transaction that moves it,
  * and the ledger calls `thresholdsCrossed` when a move takes a prepaid balance
  * to a threshold, and the signal worker calls `signalsRefused` in the
  * transaction that ends signals FAILED, so an event exists exactly when the change committed. The
+ * lifecycle events of purchases and invoices (src/billing/LifecycleEvents.ts, a floor above) come
+ * through `subscribedEndpoints` and `writeEvents`, in the transaction of their change. The
  * worker delivers what is written here (see src/webhooks/Sender.ts).
  *
  * The Reserved Wallet never comes through here: it triggers no event.
@@ -15,7 +17,7 @@ import { findAll, insertRows, insertRowsStatement, writeTogether } from "../db/S
 import { makeId, type OrganizationId } from "../ids.ts"
 import type { Decimal } from "../money.ts"
 import { Money } from "../schema.ts"
-import type { EventType, TriggerableEventType } from "./Webhook.ts"
+import type { EventType, WalletEventType } from "./Webhook.ts"
 import { currentTime, currentTimeMillis } from "../time.ts"
 import type { ThresholdCrossing } from "./ThresholdCrossing.ts"
 
@@ -151,6 +153,100 @@ const FiredAlert = Schema.Struct({
   componentId: Schema.String,
   threshold: Schema.Number
 })
+
+/** An endpoint that receives an event committed now (`subscribedEndpoints`). */
+export type SubscribedEndpoint = Subscriber
+
+/**
+ * The endpoints of `organizations` enabled, not removed, listening (a
+ * `billing listen` session until its lease is up) and subscribed to at least
+ * one of `eventTypes`: one statement for any number of organisations, none
+ * when there is nothing to ask about. By organisation, then id.
+ */
+export const subscribedEndpoints = (
+  sql: SqlClient.SqlClient,
+  organizations: ReadonlyArray<string>,
+  eventTypes: ReadonlyArray<EventType>
+): Effect.Effect<ReadonlyArray<SubscribedEndpoint>> =>
+  organizations.length === 0 || eventTypes.length === 0
+    ? Effect.succeed([])
+    : findAll(
+      Subscriber,
+      sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
+          WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
+            AND (listen_until IS NULL OR listen_until > now())
+            AND events && ${[...new Set(eventTypes)]}::text[]
+          ORDER BY organization_id, id`
+    )
+
+/**
+ * An event whose `data` is built by its caller (the lifecycle events of
+ * src/billing/LifecycleEvents.ts): a JSON value, written into the body as
+ * `JSON.stringify` writes it.
+ */
+export interface OutboxEvent {
+  readonly organizationId: string
+  readonly eventType: EventType
+  /** The customer it is about (the event row's `customer_id`). */
+  readonly customerId: string | null
+  readonly at: Date
+  readonly data: unknown
+  /** Made by `billing trigger`: the body says `"test": true`. */
+  readonly test?: boolean
+}
+
+/**
+ * Writes `events` with one delivery to each of `endpoints` (found by
+ * `subscribedEndpoints` in the same transaction) of the event's organisation
+ * subscribed to its type, in the caller's transaction: one statement for any
+ * number of events, none when no endpoint takes any. An event no endpoint
+ * takes is not stored. Each body is stored once, so every attempt, retry and
+ * replay sends the same bytes. The ids of the events written, in order.
+ */
+export const writeEvents = (
+  sql: SqlClient.SqlClient,
+  events: ReadonlyArray<OutboxEvent>,
+  endpoints: ReadonlyArray<SubscribedEndpoint>
+): Effect.Effect<ReadonlyArray<string>> =>
+  Effect.gen(function*() {
+    if (events.length === 0 || endpoints.length === 0) return []
+    const now = yield* currentTimeMillis
+    const rows: Array<Record<string, unknown>> = []
+    const deliveries: Array<Record<string, unknown>> = []
+    for (const event of events) {
+      const recipients = endpoints.filter((endpoint) =>
+        endpoint.organizationId === event.organizationId && endpoint.events.includes(event.eventType)
+      )
+      if (recipients.length === 0) continue
+      const id = makeId("evt")
+      const triggeredAt = event.at.toISOString()
+      rows.push({
+        organizationId: event.organizationId,
+        id,
+        eventType: event.eventType,
+        customerId: event.customerId,
+        triggeredAt,
+        body: `{"id":${JSON.stringify(id)},"event_type":${JSON.stringify(event.eventType)},"triggered_at":${
+          JSON.stringify(triggeredAt)
+        },${event.test === true ? `"test":true,` : ""}"data":${JSON.stringify(event.data)}}`
+      })
+      // Due now, or at the change's own instant when a worker runs on a simulated clock (`--now`).
+      const due = new Date(Math.min(event.at.getTime(), now)).toISOString()
+      for (const endpoint of recipients) {
+        deliveries.push({
+          organizationId: event.organizationId,
+          id: makeId("whd"),
+          eventId: id,
+          endpointId: endpoint.id,
+          status: "PENDING",
+          nextAttemptAt: due
+        })
+      }
+    }
+    // Foreign keys are checked at the statement's end: the deliveries go with their events, one round trip.
+    yield* writeTogether(sql, [insertRowsStatement(sql, "webhook_events", rows), insertRowsStatement(sql, "webhook_deliveries", deliveries)])
+    return rows.map((row) => row.id as string)
+  })
 
 export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbox", {
   effect: Effect.gen(function*() {
@@ -334,7 +430,7 @@ export class WebhookOutbox extends Effect.Service<WebhookOutbox>()("WebhookOutbo
      */
     const testEvent = Effect.fn("WebhookOutbox.testEvent")(function*(
       organizationId: OrganizationId,
-      eventType: TriggerableEventType,
+      eventType: WalletEventType,
       customer: { readonly id: string; readonly externalId: string | null; readonly balance: Decimal }) {
         const recipients = yield* subscribersOf([organizationId], eventType)
         const id = makeId("evt")

@@ -1,23 +1,36 @@
 /** Webhook endpoints, events, deliveries and attempts (docs/webhooks.md). */
 import { BigDecimal, Schema } from "effect"
 import { Money, MoneyInput, Timestamp } from "../schema.ts"
-import { DEFAULT_EVENT_TYPES, EVENT_TYPES } from "./EventBody.ts"
+import { DEFAULT_EVENT_TYPES, EVENT_TYPES, LIFECYCLE_EVENT_TYPES } from "./EventBody.ts"
 
-export { DEFAULT_EVENT_TYPES, EVENT_TYPES }
+export { DEFAULT_EVENT_TYPES, EVENT_TYPES, LIFECYCLE_EVENT_TYPES }
 export const EventType = Schema.Literal(...EVENT_TYPES).annotations({
   message: () => `must be one of ${EVENT_TYPES.join(", ")}`
 })
 export type EventType = typeof EventType.Type
 
+/** The wallet events, which `billing trigger` makes with nothing moved (`WebhookOutbox.testEvent`). */
+const WALLET_EVENT_TYPES = ["wallet.balance.update", "wallet.balance.drop", "wallet.balance.recovered"] as const
+export type WalletEventType = typeof WALLET_EVENT_TYPES[number]
+
+export const LifecycleEventType = Schema.Literal(...LIFECYCLE_EVENT_TYPES)
+export type LifecycleEventType = typeof LifecycleEventType.Type
+
 /**
- * What `billing trigger` makes a test event of: the wallet events. A threshold
- * event is about a prepaid balance of a purchase; a real one is made by using it.
+ * What `billing trigger` makes a test event of: the wallet events, and the
+ * lifecycle events (about the customer's newest purchase or invoice, as the
+ * API shows it). A threshold event is about a prepaid balance of a purchase
+ * and a refusal about a signal; real ones are made by using them.
  */
-const TRIGGERABLE = ["wallet.balance.update", "wallet.balance.drop", "wallet.balance.recovered"] as const
+const TRIGGERABLE = [...WALLET_EVENT_TYPES, ...LIFECYCLE_EVENT_TYPES] as const
 export const TriggerableEventType = Schema.Literal(...TRIGGERABLE).annotations({
   message: () => `must be one of ${TRIGGERABLE.join(", ")}`
 })
 export type TriggerableEventType = typeof TriggerableEventType.Type
+
+/** Whether a triggerable event is a wallet event (else a lifecycle event). */
+export const isWalletEventType = (eventType: TriggerableEventType): eventType is WalletEventType =>
+  (WALLET_EVENT_TYPES as ReadonlyArray<string>).includes(eventType)
 
 export const WebhookUrl = Schema.String.pipe(
   Schema.maxLength(2048, { message: () => "must be at most 2048 characters" }),

@@ -630,6 +630,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/invoices/{id}/pdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download an invoice as a PDF
+         * @description The invoice as a PDF document (`application/pdf`, not the JSON envelope), for any status: a DRAFT says it is not final, a VOID one that nothing is due. Amounts are printed digit for digit as `GET /invoices/{id}` answers them. The answer names the file (`Content-Disposition: attachment; filename="INV-000042.pdf"`). A refusal is the JSON envelope, like every other route's.
+         */
+        get: operations["invoices.pdf"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/invoices/{id}/pay-link": {
         parameters: {
             query?: never;
@@ -1727,7 +1747,7 @@ export interface paths {
         };
         /**
          * Read the workspace's settings
-         * @description The settings of the API key's organisation, with the API rate limits in force for each route family.
+         * @description The settings of the API key's organisation, with the API rate limits in force for each route family, the payment terms and the billing contact.
          */
         get: operations["organization.settings"];
         put?: never;
@@ -1737,7 +1757,7 @@ export interface paths {
         head?: never;
         /**
          * Change the workspace's settings
-         * @description Changes the settings sent, as `billing org settings` does, and leaves the others. Rate limits reach every API process within half a second (the key cache's lifetime); a new `invoiceNumberPrefix` applies to invoices finalised from then on.
+         * @description Changes the settings sent, as `billing org settings` does, and leaves the others. Rate limits reach every API process within half a second (the key cache's lifetime); a new `invoiceNumberPrefix` or `paymentTermsDays` applies to invoices finalised from then on.
          */
         patch: operations["organization.updateSettings"];
         trace?: never;
@@ -2174,6 +2194,1009 @@ export interface webhooks {
         patch?: never;
         trace?: never;
     };
+    "purchase.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * purchase.created
+         * @description A purchase was made (`POST /purchases`), ACTIVE in its first cycle or SCHEDULED for its billing date. Subscribe an endpoint with `billing webhook add --events purchase.created`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "purchase.created";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The purchase just after the change, as `GET /purchases/{id}` answered it then. */
+                            purchase: {
+                                id: string;
+                                customerId: string;
+                                planId: string;
+                                planName: string;
+                                /** @enum {string} */
+                                status: "SCHEDULED" | "ACTIVE" | "CANCELLED";
+                                billingCycle: string;
+                                billingDate: components["schemas"]["Timestamp"];
+                                currentPeriodStart: components["schemas"]["Timestamp"] | null;
+                                currentPeriodEnd: components["schemas"]["Timestamp"] | null;
+                                cost: components["schemas"]["Money"];
+                                priceAdjustment: components["schemas"]["Money"];
+                                walletFundedArrear: boolean;
+                                currencyCode: string;
+                                autoPayment: boolean;
+                                components: {
+                                    id: string;
+                                    /** @enum {string} */
+                                    type: "WALLET" | "CREDIT" | "OUTCOME" | "UNIT" | "PRICING_METRIC";
+                                    /** @enum {string} */
+                                    billingMode: "ADVANCE" | "ARREAR";
+                                    targetId: string | null;
+                                    targetName: string;
+                                    quantity: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                    rollover: boolean;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    charge: components["schemas"]["Money"];
+                                }[];
+                                cancelledAt: components["schemas"]["Timestamp"] | null;
+                                createdAt: components["schemas"]["Timestamp"];
+                                updatedAt: components["schemas"]["Timestamp"];
+                                /** @description A plan change waiting for the cycle end (`POST /purchases/{id}/change` with `when: CYCLE_END`), or null. */
+                                scheduledChange: {
+                                    planId: string;
+                                    /** Format: date-time */
+                                    at: string;
+                                } | null;
+                            };
+                            /** @description The purchase's fields the change altered, with their values before it (camelCase, as in `purchase`); null for a new purchase and for a test event. */
+                            previous_attributes: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description The invoices the change issued, in issue order; each is told by its own `invoice.created`. */
+                            invoice_ids: string[];
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "purchase.changed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * purchase.changed
+         * @description A purchase was changed: its plan at once (`POST /purchases/{id}/change` with `NOW`, or a SCHEDULED purchase's plan), a plan change scheduled for the cycle end (`CYCLE_END`) or removed, or its auto-payment setting (`change` says which). Subscribe an endpoint with `billing webhook add --events purchase.changed`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "purchase.changed";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The purchase just after the change, as `GET /purchases/{id}` answered it then. */
+                            purchase: {
+                                id: string;
+                                customerId: string;
+                                planId: string;
+                                planName: string;
+                                /** @enum {string} */
+                                status: "SCHEDULED" | "ACTIVE" | "CANCELLED";
+                                billingCycle: string;
+                                billingDate: components["schemas"]["Timestamp"];
+                                currentPeriodStart: components["schemas"]["Timestamp"] | null;
+                                currentPeriodEnd: components["schemas"]["Timestamp"] | null;
+                                cost: components["schemas"]["Money"];
+                                priceAdjustment: components["schemas"]["Money"];
+                                walletFundedArrear: boolean;
+                                currencyCode: string;
+                                autoPayment: boolean;
+                                components: {
+                                    id: string;
+                                    /** @enum {string} */
+                                    type: "WALLET" | "CREDIT" | "OUTCOME" | "UNIT" | "PRICING_METRIC";
+                                    /** @enum {string} */
+                                    billingMode: "ADVANCE" | "ARREAR";
+                                    targetId: string | null;
+                                    targetName: string;
+                                    quantity: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                    rollover: boolean;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    charge: components["schemas"]["Money"];
+                                }[];
+                                cancelledAt: components["schemas"]["Timestamp"] | null;
+                                createdAt: components["schemas"]["Timestamp"];
+                                updatedAt: components["schemas"]["Timestamp"];
+                                /** @description A plan change waiting for the cycle end (`POST /purchases/{id}/change` with `when: CYCLE_END`), or null. */
+                                scheduledChange: {
+                                    planId: string;
+                                    /** Format: date-time */
+                                    at: string;
+                                } | null;
+                            };
+                            /** @description The purchase's fields the change altered, with their values before it (camelCase, as in `purchase`); null for a new purchase and for a test event. */
+                            previous_attributes: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description The invoices the change issued, in issue order; each is told by its own `invoice.created`. */
+                            invoice_ids: string[];
+                            /**
+                             * @description PLAN_CHANGED: the plan changed at once (`when: NOW`, or any plan change of a SCHEDULED purchase); PLAN_CHANGE_SCHEDULED: a change for the cycle end was set (`when: CYCLE_END`, see `purchase.scheduledChange`); SCHEDULED_CHANGE_REMOVED: that change was removed; AUTO_PAYMENT_CHANGED: `autoPayment` was changed.
+                             * @enum {string}
+                             */
+                            change: "PLAN_CHANGED" | "PLAN_CHANGE_SCHEDULED" | "SCHEDULED_CHANGE_REMOVED" | "AUTO_PAYMENT_CHANGED";
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "purchase.cancelled": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * purchase.cancelled
+         * @description A purchase was cancelled (`POST /purchases/{id}/cancel`); its final USAGE invoice, if any, is in `invoice_ids`. Subscribe an endpoint with `billing webhook add --events purchase.cancelled`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "purchase.cancelled";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The purchase just after the change, as `GET /purchases/{id}` answered it then. */
+                            purchase: {
+                                id: string;
+                                customerId: string;
+                                planId: string;
+                                planName: string;
+                                /** @enum {string} */
+                                status: "SCHEDULED" | "ACTIVE" | "CANCELLED";
+                                billingCycle: string;
+                                billingDate: components["schemas"]["Timestamp"];
+                                currentPeriodStart: components["schemas"]["Timestamp"] | null;
+                                currentPeriodEnd: components["schemas"]["Timestamp"] | null;
+                                cost: components["schemas"]["Money"];
+                                priceAdjustment: components["schemas"]["Money"];
+                                walletFundedArrear: boolean;
+                                currencyCode: string;
+                                autoPayment: boolean;
+                                components: {
+                                    id: string;
+                                    /** @enum {string} */
+                                    type: "WALLET" | "CREDIT" | "OUTCOME" | "UNIT" | "PRICING_METRIC";
+                                    /** @enum {string} */
+                                    billingMode: "ADVANCE" | "ARREAR";
+                                    targetId: string | null;
+                                    targetName: string;
+                                    quantity: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                    rollover: boolean;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    charge: components["schemas"]["Money"];
+                                }[];
+                                cancelledAt: components["schemas"]["Timestamp"] | null;
+                                createdAt: components["schemas"]["Timestamp"];
+                                updatedAt: components["schemas"]["Timestamp"];
+                                /** @description A plan change waiting for the cycle end (`POST /purchases/{id}/change` with `when: CYCLE_END`), or null. */
+                                scheduledChange: {
+                                    planId: string;
+                                    /** Format: date-time */
+                                    at: string;
+                                } | null;
+                            };
+                            /** @description The purchase's fields the change altered, with their values before it (camelCase, as in `purchase`); null for a new purchase and for a test event. */
+                            previous_attributes: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description The invoices the change issued, in issue order; each is told by its own `invoice.created`. */
+                            invoice_ids: string[];
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "purchase.renewed": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * purchase.renewed
+         * @description The cycle job moved a purchase into its next cycle (a SCHEDULED purchase into its first one, at its billing date), applying a plan change scheduled for that moment; the invoices it issued are in `invoice_ids`. Subscribe an endpoint with `billing webhook add --events purchase.renewed`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "purchase.renewed";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The purchase just after the change, as `GET /purchases/{id}` answered it then. */
+                            purchase: {
+                                id: string;
+                                customerId: string;
+                                planId: string;
+                                planName: string;
+                                /** @enum {string} */
+                                status: "SCHEDULED" | "ACTIVE" | "CANCELLED";
+                                billingCycle: string;
+                                billingDate: components["schemas"]["Timestamp"];
+                                currentPeriodStart: components["schemas"]["Timestamp"] | null;
+                                currentPeriodEnd: components["schemas"]["Timestamp"] | null;
+                                cost: components["schemas"]["Money"];
+                                priceAdjustment: components["schemas"]["Money"];
+                                walletFundedArrear: boolean;
+                                currencyCode: string;
+                                autoPayment: boolean;
+                                components: {
+                                    id: string;
+                                    /** @enum {string} */
+                                    type: "WALLET" | "CREDIT" | "OUTCOME" | "UNIT" | "PRICING_METRIC";
+                                    /** @enum {string} */
+                                    billingMode: "ADVANCE" | "ARREAR";
+                                    targetId: string | null;
+                                    targetName: string;
+                                    quantity: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                    rollover: boolean;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    charge: components["schemas"]["Money"];
+                                }[];
+                                cancelledAt: components["schemas"]["Timestamp"] | null;
+                                createdAt: components["schemas"]["Timestamp"];
+                                updatedAt: components["schemas"]["Timestamp"];
+                                /** @description A plan change waiting for the cycle end (`POST /purchases/{id}/change` with `when: CYCLE_END`), or null. */
+                                scheduledChange: {
+                                    planId: string;
+                                    /** Format: date-time */
+                                    at: string;
+                                } | null;
+                            };
+                            /** @description The purchase's fields the change altered, with their values before it (camelCase, as in `purchase`); null for a new purchase and for a test event. */
+                            previous_attributes: {
+                                [key: string]: unknown;
+                            } | null;
+                            /** @description The invoices the change issued, in issue order; each is told by its own `invoice.created`. */
+                            invoice_ids: string[];
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "invoice.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * invoice.created
+         * @description An invoice was issued (OPEN, or PAID at issue: free, or paid from the wallet) or drafted (DRAFT, inside the grace period). Subscribe an endpoint with `billing webhook add --events invoice.created`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "invoice.created";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then. */
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                            };
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "invoice.finalized": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * invoice.finalized
+         * @description A DRAFT invoice became final (OPEN, or PAID from the wallet) when its grace period ended: it has its number and due date now. Subscribe an endpoint with `billing webhook add --events invoice.finalized`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "invoice.finalized";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then. */
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                            };
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "invoice.paid": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * invoice.paid
+         * @description An invoice became PAID: a payment recorded (`POST /invoices/{id}/payments`), paid from the wallet at issue or at finalisation, or issued free. Subscribe an endpoint with `billing webhook add --events invoice.paid`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "invoice.paid";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then. */
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                            };
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "invoice.voided": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * invoice.voided
+         * @description An OPEN invoice was voided. Subscribe an endpoint with `billing webhook add --events invoice.voided`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "invoice.voided";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then. */
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                            };
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "invoice.overdue": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * invoice.overdue
+         * @description The cycle job marked an OPEN invoice overdue: its due date passed unpaid (once an invoice). Subscribe an endpoint with `billing webhook add --events invoice.overdue`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "invoice.overdue";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then. */
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                            };
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export interface components {
     schemas: {
@@ -2263,6 +3286,8 @@ export interface components {
             pincode: string | null;
             taxId: string | null;
             currencyCode: string;
+            /** @description The customer's own payment terms in days; null when the workspace's `paymentTermsDays` apply. */
+            paymentTermsDays: number | null;
             archivedAt: components["schemas"]["Timestamp"] | null;
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
@@ -3029,7 +4054,7 @@ export interface components {
         WebhookEndpoint: {
             id: string;
             url: string;
-            events: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused")[];
+            events: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue")[];
             /** @description USD: the drop and recovery level for customers without an alert level of their own; null: none. */
             threshold: components["schemas"]["Money"] | null;
             enabled: boolean;
@@ -3044,7 +4069,7 @@ export interface components {
             id: string;
             eventId: string;
             /** @enum {string} */
-            eventType: "wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused";
+            eventType: "wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue";
             triggeredAt: components["schemas"]["Timestamp"];
             endpointId: string;
             url: string;
@@ -3123,6 +4148,15 @@ export interface components {
                      */
                     source: "DEFAULT" | "ORGANIZATION";
                 };
+            };
+            /** @description Days after an invoice becomes final that it is due (its `dueDate`), for every customer without terms of its own (0: due at once). */
+            paymentTermsDays: number;
+            /** @description Who customers contact about their invoices, shown on the hosted invoice page. */
+            billingContact: {
+                /** @description The billing contact's e-mail address; null when not set. */
+                email: string | null;
+                /** @description The billing contact's postal address, one line an element (free text); empty when not set. */
+                addressLines: string[];
             };
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
@@ -3248,6 +4282,7 @@ export interface operations {
                     taxId?: string | null;
                     /** @description The customer's currency, a 3-letter ISO 4217 code; the workspace's primary currency by default. */
                     currencyCode?: string;
+                    paymentTermsDays?: number | null;
                 };
             };
         };
@@ -3547,6 +4582,7 @@ export interface operations {
                     taxId?: string | null;
                     /** @description The customer's currency, a 3-letter ISO 4217 code; the workspace's primary currency by default. */
                     currencyCode?: string;
+                    paymentTermsDays?: number | null;
                 };
             };
         };
@@ -3853,6 +4889,7 @@ export interface operations {
                     taxId?: string | null;
                     /** @description The customer's currency, a 3-letter ISO 4217 code; the workspace's primary currency by default. */
                     currencyCode?: string;
+                    paymentTermsDays?: number | null;
                 };
             };
         };
@@ -4772,6 +5809,12 @@ export interface operations {
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
                             } | null;
                         };
                     };
@@ -7487,6 +8530,12 @@ export interface operations {
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
                             }[];
                         };
                     };
@@ -7616,6 +8665,12 @@ export interface operations {
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
                             }[];
                         };
                     };
@@ -7732,9 +8787,92 @@ export interface operations {
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
                             };
                         };
                     };
+                };
+            };
+            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No invoice with this id in the workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "invoices.pdf": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id, as returned on create. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The invoice as an A4 PDF document: its number, status, dates, lines, taxes and totals, the organisation's billing contact and the customer billed. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/pdf": string;
                 };
             };
             /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
@@ -7968,6 +9106,12 @@ export interface operations {
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
                             };
                         };
                     };
@@ -14459,8 +15603,8 @@ export interface operations {
                      * @description Where events are POSTed: an absolute http or https URL, at most 2048 characters.
                      */
                     url: string;
-                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
-                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused")[];
+                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused, purchase.created, purchase.changed, purchase.cancelled, purchase.renewed, invoice.created, invoice.finalized, invoice.paid, invoice.voided, invoice.overdue; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
+                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue")[];
                     threshold?: components["schemas"]["Decimal"] | null;
                 };
             };
@@ -14740,8 +15884,8 @@ export interface operations {
                      * @description Where events are POSTed: an absolute http or https URL, at most 2048 characters.
                      */
                     url?: string;
-                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
-                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused")[];
+                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused, purchase.created, purchase.changed, purchase.cancelled, purchase.renewed, invoice.created, invoice.finalized, invoice.paid, invoice.voided, invoice.overdue; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
+                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue")[];
                     threshold?: components["schemas"]["Decimal"] | null;
                     /** @description false stops deliveries (events triggered meanwhile are never sent to it); true resumes them. */
                     enabled?: boolean;
@@ -15340,6 +16484,15 @@ export interface operations {
                              */
                             burst: number;
                         } | null;
+                    };
+                    /** @description Days after an invoice becomes final that it is due, in whole days (0 to 365), for customers without terms of their own. Applies to invoices finalised from then on. */
+                    paymentTermsDays?: number;
+                    /** @description The billing contact shown to customers: `email` and `addressLines`, each changed when sent (null clears it) and kept when left out. */
+                    billingContact?: {
+                        /** @description The billing contact's e-mail address, at most 254 characters; null or "" clears it. */
+                        email?: string | null;
+                        /** @description The postal address, one line an element: at most 8 lines of 1 to 120 characters; null or [] clears it. */
+                        addressLines?: string[] | null;
                     };
                 };
             };

@@ -54,6 +54,7 @@ export const operationTable = {
   "invoices.listPayments": {"method":"GET","path":"/api/v1/payments","pathParams":[],"queryParams":["limit","cursor","customerId"],"body":false,"idempotencyKey":null,"summary":"List payments"},
   "invoices.listTaxes": {"method":"GET","path":"/api/v1/taxes","pathParams":[],"queryParams":["limit","cursor","active"],"body":false,"idempotencyKey":null,"summary":"List taxes"},
   "invoices.payLink": {"method":"POST","path":"/api/v1/invoices/{id}/pay-link","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Mint a hosted pay link for an invoice"},
+  "invoices.pdf": {"method":"GET","path":"/api/v1/invoices/{id}/pdf","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Download an invoice as a PDF","file":"application/pdf"},
   "invoices.recordPayment": {"method":"POST","path":"/api/v1/invoices/{id}/payments","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Record a payment of an invoice"},
   "invoices.upcoming": {"method":"GET","path":"/api/v1/invoices/upcoming","pathParams":[],"queryParams":["customerId","externalId"],"body":false,"idempotencyKey":null,"summary":"Preview a customer's upcoming invoices"},
   "invoices.updateTax": {"method":"PATCH","path":"/api/v1/taxes/{id}","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":null,"summary":"Update a tax"},
