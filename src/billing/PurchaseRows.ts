@@ -24,6 +24,7 @@ import type { TaxRate } from "./InvoiceTotals.ts"
 import { BalanceRow, PurchaseRow, PurchaseStatus } from "./Purchase.ts"
 import type { LateBalance, RenewalBalance, RenewalState } from "./Renewal.ts"
 import { keyPairs } from "../db/KeyPairs.ts"
+import { listenedEventsColumn } from "../webhooks/Outbox.ts"
 
 export const purchaseNotFound = (id: string) => new PurchaseNotFound({ message: `Purchase ${id} not found` })
 
@@ -139,7 +140,9 @@ const activeTaxesColumn = `(SELECT coalesce(json_agg(json_build_object('organiza
 export const SaleColumns = Schema.Struct({
   activeTaxes: Schema.parseJson(Schema.Array(ActiveTax)),
   invoiceGraceHours: Schema.Number,
-  hasRecurringGrant: Schema.Boolean
+  hasRecurringGrant: Schema.Boolean,
+  /** The lifecycle events a new purchase can send that some endpoint listens to now. */
+  listenedEvents: Schema.Array(Schema.String)
 })
 
 /** A snapshot as the jsonb columns keep it (decimals as strings). */
@@ -172,7 +175,11 @@ export const saleColumns = (sql: SqlClient.SqlClient, customerId: string) =>
   sql`${sql.literal(activeTaxesColumn)},
         (SELECT o.invoice_grace_hours FROM organizations o WHERE o.id = p.organization_id) AS invoice_grace_hours,
         EXISTS (SELECT 1 FROM wallets w WHERE w.organization_id = p.organization_id AND w.customer_id = ${customerId}
-          AND w.recurring_grant_usd <> 0) AS has_recurring_grant`
+          AND w.recurring_grant_usd <> 0) AS has_recurring_grant,
+        ${listenedEventsColumn(sql, "p.organization_id", PURCHASE_CREATION_EVENTS)} AS listened_events`
+
+/** What creating a purchase can send: its own event, and those of the invoices its first cycle issues. */
+const PURCHASE_CREATION_EVENTS = ["purchase.created", "invoice.created", "invoice.paid"] as const
 
 /**
  * Claims up to `limit` purchases due at `now`, oldest boundary first: an

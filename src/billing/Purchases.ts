@@ -74,7 +74,7 @@ import {
 } from "./PurchaseRows.ts"
 import { cancellation, needsWallet, renewal, settleWallet } from "./Renewal.ts"
 import { loadSnapshot } from "./Snapshot.ts"
-import { anyoneListens, type LifecycleEvent, type PurchaseEvent, recordLifecycleEvents } from "./LifecycleEvents.ts"
+import { type LifecycleEvent, type PurchaseEvent, recordLifecycleEvents } from "./LifecycleEvents.ts"
 import { insertInFirstCycle, stepEvents, writeSteps } from "./StepWriter.ts"
 import { tally } from "../worker/Stats.ts"
 import { faultPoint } from "../Fault.ts"
@@ -194,7 +194,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
             (rows) => rows[0]!
           )
           // One statement on its own when nobody listens; with its event in a transaction when somebody does.
-          if (!(yield* anyoneListens(sql, organizationId, ["purchase.created"]))) return yield* insert
+          if (!sale.listenedEvents.includes("purchase.created")) return yield* insert
           return yield* sql.withTransaction(Effect.tap(insert, () => recordLifecycleEvents(sql, [createdEvent([])])))
         }
         // Not started yet (no period): its first cycle starts at its billing date, now.
@@ -232,7 +232,7 @@ export class Purchases extends Effect.Service<Purchases>()("Purchases", {
         const insert = Effect.flatMap(alreadyHeld(insertInFirstCycle(sql, row, first)), decodeRows(PurchaseScalars))
         // One statement, atomic on its own, when nobody listens; with the events in a transaction when somebody does.
         const events = stepEvents([first], [], (_, invoiceIds) => createdEvent(invoiceIds))
-        const [scalars] = (yield* anyoneListens(sql, organizationId, [...new Set(events.map((event) => event.type))]))
+        const [scalars] = events.some((event) => sale.listenedEvents.includes(event.type))
           ? yield* sql.withTransaction(Effect.tap(insert, () => recordLifecycleEvents(sql, events)))
           : yield* insert
         return new PurchaseRow({ ...scalars!, snapshot }, true)

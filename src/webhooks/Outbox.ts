@@ -173,11 +173,29 @@ export const subscribedEndpoints = (
     : findAll(
       Subscriber,
       sql`SELECT organization_id, id, events, threshold FROM webhook_endpoints
-          WHERE organization_id IN ${sql.in(organizations)} AND enabled AND removed_at IS NULL
-            AND (listen_until IS NULL OR listen_until > now())
+          WHERE organization_id IN ${sql.in(organizations)} AND ${listeningNow(sql)}
             AND events && ${[...new Set(eventTypes)]}::text[]
           ORDER BY organization_id, id`
     )
+
+/** The endpoints that receive events now: enabled, not removed, and a `billing listen` session not ended. */
+const listeningNow = (sql: SqlClient.SqlClient) =>
+  sql.literal("enabled AND removed_at IS NULL AND (listen_until IS NULL OR listen_until > now())")
+
+/**
+ * A column of another statement (`organizationColumn` its organisation): which of `eventTypes` some
+ * endpoint of the organisation listens to now, so that a write that would record one of them learns
+ * it in a read it makes anyway instead of a statement of its own.
+ */
+export const listenedEventsColumn = (
+  sql: SqlClient.SqlClient,
+  organizationColumn: string,
+  eventTypes: ReadonlyArray<EventType>
+) =>
+  sql`(SELECT coalesce(array_agg(DISTINCT t.event_type), '{}') FROM webhook_endpoints e
+        CROSS JOIN LATERAL unnest(e.events) AS t(event_type)
+        WHERE e.organization_id = ${sql.literal(organizationColumn)} AND ${listeningNow(sql)}
+          AND t.event_type = ANY(${[...eventTypes]}::text[]))`
 
 /**
  * An event whose `data` is built by its caller (the lifecycle events of
