@@ -21,7 +21,7 @@ import { Purchases } from "../src/billing/Purchases.ts"
 import {
   cancellation,
   needsWallet,
-  type Renewal,
+  type CycleStep,
   renewal,
   type RenewalBalance,
   type RenewalPurchase,
@@ -151,7 +151,7 @@ const balanceView = (row: BalanceValues) => [
   text(row.arrearAmount)
 ]
 
-const settledView = (renewal: Renewal, balanceBefore: string, recurring: string | null) => {
+const settledView = (renewal: CycleStep, balanceBefore: string, recurring: string | null) => {
   const settled = settleWallet(renewal, { balance: d(balanceBefore), recurringGrantUsd: recurring === null ? null : d(recurring) }, counter())
   return {
     postings: settled.postings.map((p) => [p.type, text(p.delta), p.invoiceId ?? null]),

@@ -31,7 +31,7 @@ import type { BalanceValues } from "../ledger/Ledger.ts"
 import { type Decimal, ZERO } from "../money.ts"
 import type { PlanSnapshot, SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import type { LineInput } from "./InvoiceTotals.ts"
-import { arrearLines, autoPay, issue, type NewId, type Renewal, type RenewalState, type WalletStep } from "./Renewal.ts"
+import { arrearLines, autoPay, issue, type NewId, type CycleStep, type RenewalState, type WalletStep } from "./Renewal.ts"
 
 const { sum: add, subtract, max } = BigDecimal
 
@@ -190,7 +190,7 @@ const changedBalances = (state: RenewalState, to: PlanSnapshot, share: Share) =>
  * the plan frozen as `to`: the PRORATION invoice, the new balance rows, the
  * wallet moves. The purchase stays in its cycle (`cycle` null).
  */
-export const planChange = (state: RenewalState, to: PlanSnapshot, at: Date, newId: NewId = makeId): Renewal => {
+export const planChange = (state: RenewalState, to: PlanSnapshot, at: Date, newId: NewId = makeId): CycleStep => {
   const { organizationId, purchase } = state
   const periodStart = purchase.periodStart ?? purchase.billingDate
   const periodEnd = purchase.periodEnd ?? at

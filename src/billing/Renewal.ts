@@ -134,8 +134,8 @@ export interface CycleStart extends CyclePeriod {
   readonly at: Date
 }
 
-/** What one step writes. */
-export interface Renewal {
+/** What one step of a purchase's cycles writes: a renewal, a cancellation or a plan change (PlanChange.ts). */
+export interface CycleStep {
   readonly organizationId: string
   readonly purchaseId: string
   readonly customerId: string
@@ -448,7 +448,7 @@ const startCycle = (
  * invoices the cycle that ended at `period_end` and starts the next one there.
  * A purchase several cycles behind moves one cycle per step.
  */
-export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => {
+export const renewal = (state: RenewalState, newId: NewId = makeId): CycleStep => {
   const { organizationId, purchase } = state
   const base = { organizationId, purchaseId: purchase.id, customerId: purchase.customerId }
   if (purchase.periodEnd === null) {
@@ -488,7 +488,7 @@ export const renewal = (state: RenewalState, newId: NewId = makeId): Renewal => 
  * ACTIVE purchase's ARREAR usage charged so far becomes a final USAGE invoice
  * (auto-paid like any other); the cycle is ended by the caller.
  */
-export const cancellation = (state: RenewalState, at: Date, newId: NewId = makeId): Renewal => {
+export const cancellation = (state: RenewalState, at: Date, newId: NewId = makeId): CycleStep => {
   const { organizationId, purchase } = state
   const base = { organizationId, purchaseId: purchase.id, customerId: purchase.customerId, cycle: null, createBalances: [] }
   if (purchase.status !== "ACTIVE") {
@@ -511,7 +511,7 @@ export const cancellation = (state: RenewalState, at: Date, newId: NewId = makeI
  * an invoice, or the customer has a recurring grant (read beforehand, unlocked:
  * the locked row decides the amount).
  */
-export const needsWallet = (renewal: Renewal, hasRecurringGrant: boolean) =>
+export const needsWallet = (renewal: CycleStep, hasRecurringGrant: boolean) =>
   renewal.walletSteps.some((step) => step._tag !== "RecurringGrant" || hasRecurringGrant)
 
 /** A wallet as settling reads and moves it. */
@@ -533,7 +533,7 @@ export interface Settled {
  * an invoice's total when the balance covers it at that point, else leaves
  * the invoice OPEN.
  */
-export const settleWallet = (renewal: Renewal, wallet: WalletState | undefined, newId: NewId = makeId): Settled => {
+export const settleWallet = (renewal: CycleStep, wallet: WalletState | undefined, newId: NewId = makeId): Settled => {
   const postings: Array<WalletPosting> = []
   const payments: Array<WalletPayment> = []
   if (wallet === undefined) {

@@ -24,7 +24,7 @@ import type { WalletPayment } from "./Invoice.ts"
 import { issuedStatements, paidAtIssue } from "./IssuedInvoices.ts"
 import type { LifecycleEvent, PurchaseEvent } from "./LifecycleEvents.ts"
 import { type LockedPurchase, scalarColumns, snapshotText } from "./PurchaseRows.ts"
-import { needsWallet, type Renewal, settleWallet, type WalletState } from "./Renewal.ts"
+import { needsWallet, type CycleStep, settleWallet, type WalletState } from "./Renewal.ts"
 import { prepared } from "../db/Prepared.ts"
 
 /**
@@ -37,7 +37,7 @@ import { prepared } from "../db/Prepared.ts"
 export const writeSteps = (
   sql: SqlClient.SqlClient,
   ledger: Ledger,
-  renewals: ReadonlyArray<Renewal>,
+  renewals: ReadonlyArray<CycleStep>,
   purchases: ReadonlyArray<LockedPurchase>,
   returning = true
 ): Effect.Effect<{ readonly entered: ReadonlyArray<unknown>; readonly payments: ReadonlyArray<WalletPayment> }> =>
@@ -103,9 +103,9 @@ export const writeSteps = (
  * organisation subscribes (`recordLifecycleEvents`).
  */
 export const stepEvents = (
-  renewals: ReadonlyArray<Renewal>,
+  renewals: ReadonlyArray<CycleStep>,
   payments: ReadonlyArray<WalletPayment>,
-  purchaseEventOf: (step: Renewal, invoiceIds: ReadonlyArray<string>) => PurchaseEvent | undefined
+  purchaseEventOf: (step: CycleStep, invoiceIds: ReadonlyArray<string>) => PurchaseEvent | undefined
 ): Array<LifecycleEvent> => {
   const paidAt = new Map(payments.map((payment) => [`${payment.organizationId}/${payment.invoiceId}`, payment.at] as const))
   const events: Array<LifecycleEvent> = []
@@ -129,7 +129,7 @@ export const stepEvents = (
  * have no snapshot of their own keep the plan they were billed under (the
  * one ending now carries it in its INSERT).
  */
-const planChangeStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<Renewal>) => {
+const planChangeStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<CycleStep>) => {
   const now = renewals.filter((r) => r.cycle === null && r.changedTo)
   const changed = renewals.filter((r) => r.changedFrom)
   return [
@@ -155,7 +155,7 @@ const planChangeStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<
  * `cycle_balances` through the ledger) and marking the late rows the USAGE
  * invoices billed as invoiced (the ledger's), for `writeTogether`.
  */
-const endedCycleStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<Renewal>) => {
+const endedCycleStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<CycleStep>) => {
   const ended = renewals.flatMap((r) => (r.endedCycle === null ? [] : [r.endedCycle]))
   const billed = renewals.flatMap((r) => r.lateBilled)
   return [
@@ -184,7 +184,7 @@ const endedCycleStatements = (sql: SqlClient.SqlClient, renewals: ReadonlyArray<
  * would need a transaction and the wallets locked. `row` is the purchase as
  * Purchases.create builds it; the statement returns its `scalarColumns`.
  */
-export const insertInFirstCycle = (sql: SqlClient.SqlClient, row: Readonly<Record<string, unknown>>, first: Renewal) => {
+export const insertInFirstCycle = (sql: SqlClient.SqlClient, row: Readonly<Record<string, unknown>>, first: CycleStep) => {
   const cycle = first.cycle!
   // The row comes back without its snapshot, which is the one in hand (read back, it was much of the
   // statement's bytes and decoded again every decimal of the plan).

@@ -21,7 +21,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { BigDecimal, Effect, TestClock } from "effect"
 import { cyclePeriod } from "../../src/billing/Cycle.ts"
 import { planChange, prorate, prorationShare } from "../../src/billing/PlanChange.ts"
-import type { Renewal, RenewalState, WalletStep } from "../../src/billing/Renewal.ts"
+import type { CycleStep, RenewalState, WalletStep } from "../../src/billing/Renewal.ts"
 import { currentTime } from "../../src/time.ts"
 import { at, balance, component, d, ids, plan, purchase, state, text } from "./fixtures.ts"
 
@@ -30,12 +30,12 @@ const setClock = (date: Date) => TestClock.setTime(date.getTime())
 const HOUR_MS = 3_600_000
 const DAY_MS = 24 * HOUR_MS
 
-const lines = (step: Renewal) => step.invoices[0]!.lines.map((line) => [line.description, text(line.amount)])
-const totals = (step: Renewal) => {
+const lines = (step: CycleStep) => step.invoices[0]!.lines.map((line) => [line.description, text(line.amount)])
+const totals = (step: CycleStep) => {
   const t = step.invoices[0]!.totals
   return { subtotal: text(t.subtotal), taxes: t.taxes.map((x) => text(x.amount)), total: text(t.total), free: t.free }
 }
-const rows = (step: Renewal) =>
+const rows = (step: CycleStep) =>
   step.createBalances.map((r) => [r.componentId, text(r.granted), text(r.used), text(r.remaining), text(r.originalGranted)])
 const wallet = (steps: ReadonlyArray<WalletStep>) =>
   steps.map((s) => (s._tag === "Post" ? [s._tag, text(s.amount), s.notes] : s._tag === "AutoPay" ? [s._tag, s.invoice.id] : [s._tag]))
@@ -283,7 +283,7 @@ describe("planChange at the cycle's edges, at the TestClock's now", () => {
         purchase(from, { cycleIndex: 3, periodStart: april.start, periodEnd: april.end, autoPayment: true }),
         [balance(credit, { granted: "3000", used: "1200", remaining: "1800" })]
       )
-      const check = (step: Renewal, when: string) => {
+      const check = (step: CycleStep, when: string) => {
         const [credited, charged] = step.invoices[0]!.lines
         const moved = [text(BigDecimal.sum(credited!.amount, charged!.amount)), text(step.invoices[0]!.totals.total), rows(step), step.walletSteps]
         expect(moved, when).toEqual(["0", "0", [["c1", "3000", "1200", "1800", "3000"]], []])

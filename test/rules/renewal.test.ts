@@ -13,7 +13,7 @@ import {
   needsWallet,
   planLines,
   renewal,
-  type Renewal,
+  type CycleStep,
   type RenewalBalance,
   settleWallet,
   type WalletStep
@@ -32,7 +32,7 @@ const row = (r: BalanceValues | RenewalBalance) => [
   text(r.arrearAmount)
 ]
 
-const lineText = (step: Renewal, index: number) =>
+const lineText = (step: CycleStep, index: number) =>
   step.invoices[index]!.lines.map((line) => [line.description, line.componentId, text(line.quantity), text(line.unitPrice), text(line.amount)])
 
 const stepText = (steps: ReadonlyArray<WalletStep>) =>
@@ -506,7 +506,7 @@ describe("settling the wallet", () => {
 
   it("posts a plan change's moves with their notes", () => {
     const base = baseOf()
-    const step: Renewal = {
+    const step: CycleStep = {
       ...base,
       walletSteps: [{ _tag: "Post", type: "PLAN_CHANGE", amount: d("-4.5"), at: march.periodEnd, invoiceId: "inv_9", notes: "why" }]
     }
