@@ -173,6 +173,21 @@ export class InvoiceNotFound extends Data.TaggedError("InvoiceNotFound")<Message
 /** The invoice is not OPEN (a DRAFT, PAID or VOID one), so it cannot be paid, voided or linked to. */
 export class InvoiceNotOpen extends Data.TaggedError("InvoiceNotOpen")<Message> {}
 
+/** The invoice is a DRAFT or VOID: only an OPEN or PAID invoice takes a credit note. */
+export class InvoiceNotCreditable extends Data.TaggedError("InvoiceNotCreditable")<Message> {}
+
+/**
+ * A credit note for more than remains to credit: the invoice's total less its
+ * earlier credit notes, or a line's amount less what earlier notes credited on it.
+ */
+export class CreditExceedsRemaining extends Data.TaggedError("CreditExceedsRemaining")<Message> {}
+
+/** A credit note names a line the invoice does not have (lines count from 1). */
+export class UnknownInvoiceLine extends Data.TaggedError("UnknownInvoiceLine")<Message> {}
+
+/** A credit note whose lines come to less than a cent. */
+export class CreditNoteEmpty extends Data.TaggedError("CreditNoteEmpty")<Message> {}
+
 /** No payment with that id in the workspace. */
 export class PaymentNotFound extends Data.TaggedError("PaymentNotFound")<Message> {}
 
@@ -322,6 +337,10 @@ export type ServiceError =
   | ReservedWalletDisabled
   | InvoiceNotFound
   | InvoiceNotOpen
+  | InvoiceNotCreditable
+  | CreditExceedsRemaining
+  | UnknownInvoiceLine
+  | CreditNoteEmpty
   | PaymentNotFound
   | TaxNotFound
   | InvalidTaxRate
@@ -422,6 +441,10 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   ReservedWalletDisabled: 422,
   InvoiceNotFound: 404,
   InvoiceNotOpen: 409,
+  InvoiceNotCreditable: 409,
+  CreditExceedsRemaining: 422,
+  UnknownInvoiceLine: 422,
+  CreditNoteEmpty: 422,
   PaymentNotFound: 404,
   TaxNotFound: 404,
   InvalidTaxRate: 400,

@@ -8,6 +8,7 @@ export { computeSignature, signatureHeader, verifyWebhookSignature, type VerifyO
 export {
   type ApiRecord,
   type BalanceThresholdEventData,
+  type CreditNoteEventData,
   DEFAULT_EVENT_TYPES,
   EVENT_TYPES,
   type EventType,

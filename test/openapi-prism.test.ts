@@ -266,6 +266,12 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: plan.id, when: "NOW", idempotencyKey: "change-1" } })
     await valid("POST /purchases/{id}/change", { id: purchase.id }, { body: { planId: "plan_unknown", when: "NOW" } })
 
+    await valid("POST /invoices/{id}/credit-notes", { id: invoiceId }, { body: { amount: 0.01, reason: "Goodwill", idempotencyKey: "credit-1" } })
+    await valid("POST /invoices/{id}/credit-notes", { id: invoiceId }, { body: { amount: 0.01, reason: "Goodwill", idempotencyKey: "credit-1" } })
+    await valid("POST /invoices/{id}/credit-notes", { id: invoiceId }, { body: { lines: [{ line: 1, amount: 0.01 }], reason: "A line" } })
+    await valid("POST /invoices/{id}/credit-notes", { id: "inv_unknown" }, { body: { amount: 1, reason: "Unknown" } })
+    await valid("GET /invoices/{id}/credit-notes", { id: invoiceId })
+    await valid("GET /invoices/{id}/credit-notes", { id: "inv_unknown" })
     await valid("POST /invoices/{id}/payments", { id: invoiceId }, { body: { reference: "bank-1", idempotencyKey: "pay-1" } })
     await valid("POST /invoices/{id}/payments", { id: invoiceId }, { body: { reference: "bank-1", idempotencyKey: "pay-1" } })
     await valid("POST /invoices/{id}/payments", { id: invoiceId }, { body: {} })

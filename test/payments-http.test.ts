@@ -58,7 +58,7 @@ describe("POST /invoices/{id}/payments", () => {
         reference: "bank-42",
         createdAt: expect.any(String)
       },
-      invoice: { ...invoice, status: "PAID", paidAt: expect.any(String) }
+      invoice: { ...invoice, status: "PAID", paidAt: expect.any(String), amountDue: 0 }
     })
     expect(ok(await api.get(`/payments/${paid.payment.id}`)).payment).toEqual(paid.payment)
     expect(ok(await api.get(`/payments?customerId=${invoice.customerId}`)).payments).toEqual([paid.payment])

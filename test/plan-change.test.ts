@@ -476,7 +476,8 @@ describe("the upcoming invoice is what the cycle job issues", () => {
         taxTotal: 2.1,
         taxLines: [{ ...upcoming[0].taxLines[0], amount: 2.1 }],
         total: 23.1,
-        totalCents: 2310
+        totalCents: 2310,
+        amountDue: 23.1
       },
       upcoming[1]
     ]

@@ -6,7 +6,8 @@ import { BigDecimal, Effect } from "effect"
 import { PayLink, UpcomingInvoice } from "../../src/billing/InvoicesApi.ts"
 import { Purchases } from "../../src/billing/Purchases.ts"
 import { withCustomer } from "../customerRef.ts"
-import { Invoice, Payment, PaymentCreate } from "../../src/billing/Invoice.ts"
+import { CreditNote, CreditNoteCreate } from "../../src/billing/CreditNote.ts"
+import { CreditNoteCreated, Invoice, Payment, PaymentCreate } from "../../src/billing/Invoice.ts"
 import { Invoices } from "../../src/billing/Invoices.ts"
 import { InvoicePdfs } from "../../src/billing/InvoicePdfs.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
@@ -23,6 +24,7 @@ const run = runnerOn(BillingCommandServices)
 
 const invoiceJson = encode(Invoice)
 const paymentJson = encode(Payment)
+const creditNoteJson = encode(CreditNote)
 
 const periodText = (start: Date, end: Date) => `${start.toISOString()} to ${end.toISOString()}`
 
@@ -45,6 +47,12 @@ const dueText = (invoice: Invoice) =>
         : ""
     }`
 
+/** A credit note in a line: its amount taken off, where it went, when, why. */
+const creditNoteText = (note: CreditNote, currency: string) =>
+  `-${BigDecimal.format(note.amount)} ${currency} ${note.appliedTo === "WALLET" ? "to the wallet" : "off the amount due"}, ${
+    note.createdAt.toISOString()
+  }${note.lines.length === 0 ? "" : ` (line${note.lines.length === 1 ? "" : "s"} ${note.lines.map((line) => line.line).join(", ")})`}: ${note.reason}`
+
 const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string }) => (
   <Details
     title={props.title}
@@ -60,6 +68,8 @@ const InvoiceView = (props: { readonly invoice: Invoice; readonly title: string 
       ...props.invoice.lines.map((line, i) => [`line ${i + 1}`, `${line.description}: ${BigDecimal.format(line.amount)}${linePeriod(props.invoice, line)}`] as const),
       ...props.invoice.taxLines.map((tax) => [`tax ${tax.name}`, `${BigDecimal.format(tax.ratePercent)}%: ${BigDecimal.format(tax.amount)}`] as const),
       ["total", `${BigDecimal.format(props.invoice.total)} ${props.invoice.currencyCode}`],
+      ...props.invoice.creditNotes.map((note) => [`credit note ${note.number}`, creditNoteText(note, props.invoice.currencyCode)] as const),
+      ["amount due", `${BigDecimal.format(props.invoice.amountDue)} ${props.invoice.currencyCode}`],
       ["due", dueText(props.invoice)]
     ]}
   />
@@ -76,6 +86,16 @@ interface ListOptions {
   readonly customer?: string
   readonly limit?: number
   readonly cursor?: string
+}
+
+/** `--line N[=USD]`, once a line, collected in order. */
+const collectLine = (line: string, lines: Array<string> | undefined) => [...(lines ?? []), line]
+
+/** `--line 2` or `--line 2=5.50` as a credit note's line: its place, and the amount (text, taken exactly) when given. */
+const lineOfFlag = (flag: string) => {
+  const [place, amount] = flag.split("=", 2)
+  const line = /^\d+$/.test(place!.trim()) ? Number(place!.trim()) : place
+  return amount === undefined ? { line } : { line, amount: amount.trim() }
 }
 
 const withListOptions = (command: Command) =>
@@ -171,7 +191,7 @@ export const registerInvoice = (program: Command) => {
         }
       ))
 
-  withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice (the whole total)").argument("<id>"))
+  withOrg(invoice.command("pay").description("record a payment received for an OPEN invoice (all that is due)").argument("<id>"))
     .option("--reference <text>", "the payment's reference (bank transfer id, ...)")
     .option("--idempotency-key <key>", "makes a retry safe: the same key and request records nothing again")
     .action((id: string, options: { json?: boolean; org?: string; reference?: string; idempotencyKey?: string }) =>
@@ -195,6 +215,66 @@ export const registerInvoice = (program: Command) => {
           )
         }
       ))
+
+  withOrg(
+    invoice.command("credit").description(
+      "credit an OPEN or PAID invoice with a credit note: an amount of its total, or named lines (with their tax)"
+    ).argument("<id>")
+  )
+    .option("--amount <usd>", "credit this much of the invoice's total, taxes included (at most 2 decimals)")
+    .option(
+      "--line <n[=usd]>",
+      "credit line n (as `invoice show` numbers them), all that remains of it or usd of it; repeat for more lines",
+      collectLine
+    )
+    .requiredOption("--reason <text>", "why the invoice is credited (printed on its pages and PDF)")
+    .option("--idempotency-key <key>", "makes a retry safe: the same key and request creates nothing again")
+    .action((id: string, options: { json?: boolean; org?: string; amount?: string; line?: Array<string>; reason: string; idempotencyKey?: string }) =>
+      run(
+        options,
+        withInvoices(options, (invoices, org) =>
+          Effect.flatMap(
+            decodeInput(CreditNoteCreate, {
+              ...(options.amount !== undefined ? { amount: options.amount } : {}),
+              ...(options.line !== undefined ? { lines: options.line.map(lineOfFlag) } : {}),
+              reason: options.reason,
+              ...(options.idempotencyKey !== undefined ? { idempotencyKey: options.idempotencyKey } : {})
+            }),
+            (input) => invoices.credit(org, id, input)
+          )),
+        {
+          json: encode(CreditNoteCreated),
+          view: (created) => (
+            <InvoiceView
+              invoice={created.invoice}
+              title={created.replayed
+                ? `Already credited by ${created.creditNote.number} (same idempotency key): nothing created again`
+                : `Credit note ${created.creditNote.number} created`}
+            />
+          )
+        }
+      ))
+
+  withOrg(invoice.command("credit-notes").description("list an invoice's credit notes, oldest first").argument("<id>"))
+    .action((id: string, options: { json?: boolean; org?: string }) =>
+      run(options, withInvoices(options, (invoices, org) => invoices.get(org, id)), {
+        json: (found) => ({ creditNotes: found.creditNotes.map(creditNoteJson) }),
+        view: (found) => (
+          <Table
+            columns={[
+              { header: "NUMBER", value: (n) => n.number },
+              { header: "CREATED", value: (n) => n.createdAt.toISOString() },
+              { header: "AMOUNT", value: (n) => BigDecimal.format(n.amount), align: "right" },
+              { header: "APPLIED TO", value: (n) => n.appliedTo },
+              { header: "REASON", value: (n) => n.reason }
+            ]}
+            rows={found.creditNotes}
+            footer={`${found.creditNotes.length} credit note(s) of ${found.number ?? found.id}; amount due ${
+              BigDecimal.format(found.amountDue)
+            } ${found.currencyCode}`}
+          />
+        )
+      }))
 
   withOrg(invoice.command("void").description("void an OPEN invoice (a DRAFT cannot be voided until it is final)").argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>

@@ -152,7 +152,7 @@ export const registerListen = (program: Command) => {
       .argument(
         "<event>",
         "wallet.balance.update, wallet.balance.drop or wallet.balance.recovered (nothing moved), or a lifecycle event: " +
-          `${LIFECYCLE_EVENT_TYPES.join(", ")} (about the customer's newest purchase or invoice)`
+          `${LIFECYCLE_EVENT_TYPES.join(", ")} (about the customer's newest purchase, invoice or credit note)`
       )
   )
     .option("--customer <id>", "the customer the event is about (default: the newest active one)")
@@ -169,7 +169,7 @@ export const registerListen = (program: Command) => {
             const sql = yield* SqlClient.SqlClient
             const triggered = yield* testLifecycleEvent(sql, organizationId, eventType, customerId)
             if (triggered.recordId === null) {
-              const record = eventType.startsWith("purchase.") ? "purchase" : "invoice"
+              const record = eventType.startsWith("purchase.") ? "purchase" : eventType.startsWith("credit_note.") ? "credit note" : "invoice"
               return yield* new BadRequest({
                 message: `a test ${eventType} is about the customer's newest ${record}, and customer ${customerId} has none: ` +
                   `pass --customer ID or --external-id ID of a customer with one`

@@ -8,11 +8,13 @@
  * terms, or else the organisation's, in whole days of 24 hours
  * (`termsIntervalSql`). A DRAFT has none; a PAID or VOID invoice keeps the one it was given.
  *
- * The cycle job marks OPEN invoices whose due date has passed overdue, once
- * (`markOverdue`): one statement a batch claims and marks them (SKIP LOCKED,
- * and the mark re-checked in the UPDATE, so two runs at once mark each
- * invoice once), and the events that tell of it are written in the same
- * transaction (`overdueInvoiceEvents`).
+ * The cycle job marks OPEN invoices whose due date has passed overdue, once,
+ * when something is still due on them (credit notes may have lowered their
+ * `amountDue` to 0: CreditNotes.ts settles such an invoice PAID, and the
+ * claim checks it too) (`markOverdue`): one statement a batch claims and
+ * marks them (SKIP LOCKED, and the mark re-checked in the UPDATE, so two runs
+ * at once mark each invoice once), and the events that tell of it are written
+ * in the same transaction (`overdueInvoiceEvents`).
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
@@ -89,9 +91,10 @@ export const overdueInvoiceEvents = (
 
 /**
  * One batch of the cycle job's overdue marking, in one transaction: up to
- * `limit` OPEN invoices whose due date is before `now` and that are not
- * marked yet, claimed and marked (`overdue_at = now`) by one statement, and
- * the events of the ones marked. An invoice locked by another transaction (a
+ * `limit` OPEN invoices whose due date is before `now`, with something still
+ * due (the total more than its credit notes), and that are not marked yet,
+ * claimed and marked (`overdue_at = now`) by one statement, and the events of
+ * the ones marked. An invoice locked by another transaction (a
  * payment, a void, another run of the job) is skipped and left to the next
  * batch, which finds it PAID, VOID or marked; the UPDATE checks the mark
  * again, so however many runs go at once an invoice is marked once. The
@@ -104,8 +107,12 @@ export const markOverdue = (now: Date, limit: number = OVERDUE_BATCH_SIZE) =>
       const marked = yield* findAll(
         OverdueInvoice,
         sql`WITH due AS (
-              SELECT organization_id, id FROM invoices
+              SELECT organization_id, id FROM invoices i
               WHERE status = 'OPEN' AND overdue_at IS NULL AND due_date < ${now}
+                -- Something still due: credit notes may have taken it all (such an invoice is settled PAID).
+                AND i.total > coalesce((SELECT sum(n.amount) FROM credit_notes n
+                                        WHERE n.organization_id = i.organization_id AND n.invoice_id = i.id
+                                          AND n.applied_to = 'AMOUNT_DUE'), 0)
               ORDER BY due_date, organization_id, id
               LIMIT ${limit}
               FOR UPDATE SKIP LOCKED

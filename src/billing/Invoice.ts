@@ -16,11 +16,14 @@
  * Each line carries the period it bills: the invoice's, or an earlier cycle's
  * for a late line (docs/billing.md "Late usage and the grace period").
  * A final invoice has a due date and may be marked overdue (DueDates.ts).
+ * An OPEN or PAID invoice may be credited (CreditNote.ts): its lines and total
+ * stay as issued, its `amountDue` and `creditNotes` say what the notes did.
  */
-import { Schema } from "effect"
+import { BigDecimal, Schema } from "effect"
 import { CustomerId } from "../ids.ts"
-import type { Decimal } from "../money.ts"
+import { type Decimal, sum, ZERO } from "../money.ts"
 import { IdempotencyKey, Money, strict, Timestamp } from "../schema.ts"
+import { CreditNote, type CreditNoteAppliedTo } from "./CreditNote.ts"
 import type { InvoiceTotals, LineInput } from "./InvoiceTotals.ts"
 
 /**
@@ -129,6 +132,11 @@ export const Invoice = Schema.Struct({
   taxTotal: Money,
   total: Money,
   totalCents: Schema.Number,
+  amountDue: Money.annotations({
+    description: "What remains to pay: while OPEN, the total less its credit notes (and payments: an OPEN " +
+      "invoice has none, a payment pays all that is due and makes it PAID); a DRAFT's total (what it will ask when " +
+      "final); 0 once PAID or VOID. The `total` stays as issued."
+  }),
   issuedAt: Timestamp,
   paidAt: Schema.NullOr(Timestamp),
   voidedAt: Schema.NullOr(Timestamp),
@@ -140,9 +148,28 @@ export const Invoice = Schema.Struct({
   overdueAt: Schema.NullOr(Timestamp).annotations({
     description: "When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a " +
       "late payment shows. Null when it never was."
+  }),
+  creditNotes: Schema.Array(CreditNote).annotations({
+    description: "The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`)."
   })
 })
 export type Invoice = typeof Invoice.Type
+
+/**
+ * What remains to pay of an invoice (its `amountDue`): while OPEN, its total
+ * less the credit notes that lowered it (an OPEN invoice has no payment: a
+ * payment pays what is due and makes it PAID), never below 0; a DRAFT's total;
+ * nothing once PAID or VOID.
+ */
+export const amountDueOf = (
+  invoice: { readonly status: string; readonly total: Decimal },
+  creditNotes: ReadonlyArray<{ readonly amount: Decimal; readonly appliedTo: CreditNoteAppliedTo }>
+): Decimal => {
+  if (invoice.status === "DRAFT") return invoice.total
+  if (invoice.status !== "OPEN") return ZERO
+  const credited = sum(creditNotes.filter((note) => note.appliedTo === "AMOUNT_DUE").map((note) => note.amount))
+  return BigDecimal.normalize(BigDecimal.max(BigDecimal.subtract(invoice.total, credited), ZERO))
+}
 
 export class Payment extends Schema.Class<Payment>("Payment")({
   id: Schema.String,
@@ -158,7 +185,8 @@ export class Payment extends Schema.Class<Payment>("Payment")({
  * A payment received outside the service, recorded by an operator (`billing
  * invoice pay`) or a product (`POST /invoices/{id}/payments`): both doors decode
  * it with this schema and call `Invoices.pay`. A payment settles the whole
- * invoice (its `total`); there are no partial payments.
+ * invoice: all that is due (its `amountDue`: the total less its credit notes);
+ * there are no partial payments.
  */
 export const PaymentCreate = Schema.Struct({
   reference: Schema.optional(
@@ -184,6 +212,16 @@ export const PaymentRecorded = Schema.Struct({
   invoice: Invoice
 })
 export type PaymentRecorded = typeof PaymentRecorded.Type
+
+/** What creating a credit note answers: the note, the invoice it credits as it is now, and whether it was a keyed repeat. */
+export const CreditNoteCreated = Schema.Struct({
+  replayed: Schema.Boolean.annotations({
+    description: "true when the `idempotencyKey` was used before with this request: nothing was created again."
+  }),
+  creditNote: CreditNote,
+  invoice: Invoice
+})
+export type CreditNoteCreated = typeof CreditNoteCreated.Type
 
 /** An invoice computed in memory, ready to be written (`Invoices.writeIssued`). */
 export interface IssuedInvoice {

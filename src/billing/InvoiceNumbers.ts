@@ -8,11 +8,12 @@
  * invoices' INSERTs take theirs through `numberedInsert` (IssuedInvoices.ts),
  * the DRAFTs made final through `finaliseDrafts`. The same statements fix the
  * invoices' due dates (DueDates.ts `termsIntervalSql`): a number and a due date are
- * both given when an invoice becomes final.
+ * both given when an invoice becomes final. Credit notes take theirs from a
+ * sequence of their own by the same mechanism (`takeCreditNoteNumber`).
  */
 import { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
-import { NamedWrite, recordsetOf } from "../db/Sql.ts"
+import { Effect, Schema } from "effect"
+import { findAll, NamedWrite, recordsetOf } from "../db/Sql.ts"
 import { termsIntervalSql } from "./DueDates.ts"
 import { type LifecycleEvent, recordLifecycleEvents } from "./LifecycleEvents.ts"
 import { type NumberedInvoice, numberOrder } from "./InvoiceTotals.ts"
@@ -130,3 +131,30 @@ const finalisedEvents = (finals: ReadonlyArray<Finalised>, at: Date): Array<Life
       ? [{ type: "invoice.finalized", ...key }, { type: "invoice.paid", ...key }]
       : [{ type: "invoice.finalized", ...key }]
   })
+
+/** The prefix of every credit note number (`CN-000001`); fixed, unlike the invoices' (docs/billing.md "Credit notes"). */
+export const CREDIT_NOTE_PREFIX = "CN-"
+
+const TakenNumber = Schema.Struct({ sequence: Schema.String, number: Schema.String })
+
+/**
+ * The next credit note number of the organisation, taken in the caller's
+ * transaction from its counter row (`credit_note_counters`), as invoice
+ * numbers are (`numbering`): one upsert moves the counter on and returns the
+ * place in the sequence (as text: a bigint) and the number. The row stays
+ * locked until the transaction commits, so the organisation's notes are
+ * numbered one after the other, and a note rolled back gives its number back:
+ * the sequence has no gaps. A sequence of its own, so credit notes leave the
+ * invoices' sequence gap-free too.
+ */
+export const takeCreditNoteNumber = (sql: SqlClient.SqlClient, organizationId: string) =>
+  Effect.map(
+    findAll(
+      TakenNumber,
+      sql`INSERT INTO credit_note_counters AS c (organization_id, last_number) VALUES (${organizationId}, 1)
+          ON CONFLICT (organization_id) DO UPDATE SET last_number = c.last_number + 1
+          RETURNING c.last_number::text AS sequence,
+            ${sql.literal(numberText(`'${CREDIT_NOTE_PREFIX}'`, "c.last_number"))} AS number`
+    ),
+    ([taken]) => taken!
+  )

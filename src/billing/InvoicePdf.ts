@@ -26,12 +26,17 @@ export interface InvoicePdfParty {
   readonly lines: ReadonlyArray<string>
 }
 
-/** A credit note as the PDF lists it under the totals (issue 38 item 2: filled once invoices carry them). */
+/**
+ * A credit note as the PDF lists it: those that lowered what is due under the
+ * totals, every one with its reason under "Credit notes".
+ */
 export interface InvoicePdfCreditNote {
   readonly number: string
   readonly issuedAt: Date
   readonly amount: BigDecimal.BigDecimal
   readonly reason: string | null
+  /** AMOUNT_DUE: taken off what the invoice asks; WALLET: credited to the customer's wallet (a PAID invoice). */
+  readonly appliedTo: "AMOUNT_DUE" | "WALLET"
 }
 
 /** What one invoice's PDF shows, built by `InvoicePdfs` (InvoicePdfs.ts) from the invoice, its organisation and its customer. */
@@ -41,9 +46,9 @@ export interface InvoicePdfView {
   readonly dueDate: Date | null
   /** The invoice is OPEN and past its due date (the invoice's `overdue`). */
   readonly overdue: boolean
-  /** Credit notes against the invoice, oldest first; empty while invoices carry none. */
+  /** Credit notes against the invoice, oldest first. */
   readonly creditNotes: ReadonlyArray<InvoicePdfCreditNote>
-  /** What is left to pay when it is not the total (credit notes or payments against it); null prints no line. */
+  /** What is left to pay of an OPEN invoice when credit notes lowered it; null prints no line of its own. */
   readonly amountDue: BigDecimal.BigDecimal | null
   /** The organisation that issues the invoice: its name and billing contact (e-mail, postal address). */
   readonly seller: InvoicePdfParty
@@ -140,8 +145,16 @@ const COLUMNS = [
 
 type Doc = PDFKit.PDFDocument
 
-/** The last time the invoice changed: the document's creation date, so the same invoice renders the same bytes. */
-const changedAt = (invoice: Invoice) => invoice.voidedAt ?? invoice.paidAt ?? invoice.issuedAt
+/**
+ * The last time the invoice changed (voided, paid, issued, or credited): the
+ * document's creation date, so the same invoice renders the same bytes.
+ */
+const changedAt = (view: InvoicePdfView) => {
+  const { invoice } = view
+  const changed = invoice.voidedAt ?? invoice.paidAt ?? invoice.issuedAt
+  const credited = view.creditNotes.reduce((latest, note) => Math.max(latest, note.issuedAt.getTime()), changed.getTime())
+  return new Date(credited)
+}
 
 const render = async (view: InvoicePdfView): Promise<Uint8Array> => {
   const { default: PDFDocument } = await import("pdfkit")
@@ -162,8 +175,8 @@ const render = async (view: InvoicePdfView): Promise<Uint8Array> => {
       Subject: `${titleOf(invoice)} ${invoice.number ?? invoice.id} for ${view.billedTo.name}`,
       Creator: "billing",
       Producer: "billing (PDFKit)",
-      CreationDate: changedAt(invoice),
-      ModDate: changedAt(invoice)
+      CreationDate: changedAt(view),
+      ModDate: changedAt(view)
     }
   })
   const chunks: Array<Buffer> = []
@@ -263,15 +276,22 @@ const render = async (view: InvoicePdfView): Promise<Uint8Array> => {
   }
 
   // Totals, right-aligned under the amounts.
+  const loweringNotes = view.creditNotes.filter((note) => note.appliedTo === "AMOUNT_DUE")
+  const afterNotes = loweringNotes.reduce((left, note) => BigDecimal.subtract(left, note.amount), invoice.total)
   const totals: Array<{ readonly label: string; readonly value: string; readonly strong?: boolean }> = [
     { label: "Subtotal", value: amountText(invoice.subtotal) },
     ...invoice.taxLines.map((tax) => ({ label: `${tax.name} (${plainDecimal(tax.ratePercent)}%)`, value: amountText(tax.amount) })),
     { label: `Total ${currency}`, value: amountText(invoice.total), strong: true },
-    ...view.creditNotes.map((note) => ({
+    // The notes that lowered what is due, then what is left: the amount due while OPEN.
+    ...loweringNotes.map((note) => ({
       label: `Credit note ${note.number} (${dateText(note.issuedAt)})`,
       value: amountText(BigDecimal.negate(note.amount))
     })),
-    ...(view.amountDue === null ? [] : [{ label: `Amount due ${currency}`, value: amountText(view.amountDue), strong: true }])
+    ...(loweringNotes.length === 0 ? [] : [{
+      label: `${view.amountDue === null ? "After credit notes" : "Amount due"} ${currency}`,
+      value: amountText(view.amountDue ?? afterNotes),
+      strong: true
+    }])
   ]
   const totalsHeight = totals.length * 15 + 10
   if (y + totalsHeight > BOTTOM) {
@@ -291,11 +311,22 @@ const render = async (view: InvoicePdfView): Promise<Uint8Array> => {
 
   // What the customer does next.
   const paragraphs: Array<{ readonly heading: string; readonly body: string }> = []
+  if (view.creditNotes.length > 0) {
+    paragraphs.push({
+      heading: "Credit notes",
+      body: view.creditNotes.map((note) =>
+        `${note.number} of ${dateText(note.issuedAt)}: ${amountText(note.amount)} ${currency} ${
+          note.appliedTo === "WALLET" ? "credited to your wallet" : "taken off the amount due"
+        }.${note.reason === null ? "" : ` ${note.reason}`}`
+      ).join("\n")
+    })
+  }
   if (invoice.status === "OPEN") {
     const due = view.dueDate === null ? "" : view.overdue ? ` It was due on ${dateText(view.dueDate)} and is overdue.` : ` It is due on ${dateText(view.dueDate)}.`
+    const amount = view.amountDue === null ? "" : ` The amount due is ${amountText(view.amountDue)} ${currency}.`
     paragraphs.push({
       heading: "How to pay",
-      body: `Please quote ${reference} with your payment.${due}` +
+      body: `Please quote ${reference} with your payment.${amount}${due}` +
         (view.paymentInstructions === null ? ` Contact ${view.seller.name} for how to pay.` : `\n${view.paymentInstructions}`)
     })
   } else if (invoice.status === "DRAFT") {
@@ -305,7 +336,10 @@ const render = async (view: InvoicePdfView): Promise<Uint8Array> => {
         `yet; ${view.seller.name} will issue it when it is final.`
     })
   } else if (invoice.status === "PAID") {
-    paragraphs.push({ heading: "Paid", body: `Paid in full${invoice.paidAt === null ? "" : ` on ${dateText(invoice.paidAt)}`}. Nothing is due.` })
+    const on = invoice.paidAt === null ? "" : ` on ${dateText(invoice.paidAt)}`
+    // Settled by credit notes alone: nothing was paid.
+    const settledByNotes = loweringNotes.length > 0 && !BigDecimal.isPositive(afterNotes)
+    paragraphs.push({ heading: "Paid", body: settledByNotes ? `Settled by credit notes${on}. Nothing is due.` : `Paid in full${on}. Nothing is due.` })
   } else {
     paragraphs.push({ heading: "Void", body: `This invoice was voided${invoice.voidedAt === null ? "" : ` on ${dateText(invoice.voidedAt)}`}. Nothing is due.` })
   }

@@ -50,9 +50,17 @@ export const invoicePdfViewOf = (invoice: Invoice, organization: Organization, c
   invoice,
   dueDate: invoice.dueDate,
   overdue: invoice.overdue,
-  // Credit notes and the amount due beside the total arrive with issue 38's credit notes.
-  creditNotes: [],
-  amountDue: null,
+  creditNotes: invoice.creditNotes.map((note) => ({
+    number: note.number,
+    issuedAt: note.createdAt,
+    amount: note.amount,
+    reason: note.reason,
+    appliedTo: note.appliedTo
+  })),
+  // What is left to pay, printed when credit notes lowered it (an OPEN invoice's `amountDue`).
+  amountDue: invoice.status === "OPEN" && invoice.creditNotes.some((note) => note.appliedTo === "AMOUNT_DUE")
+    ? invoice.amountDue
+    : null,
   seller: sellerOf(organization),
   billedTo: billedToOf(customer),
   paymentInstructions: organization.paymentInstructions

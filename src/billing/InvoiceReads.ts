@@ -1,23 +1,33 @@
 /**
  * Stored invoices read back as the API shows them: the invoice row with its
- * lines and tax lines (`assembleInvoice`), one invoice or a set of them across
- * organisations (`readInvoices`). `GET /invoices/{id}` (Invoices.get) and the
- * lifecycle events (LifecycleEvents.ts), which carry the invoice "as the API
- * shows it", read through here, so the two cannot drift apart.
+ * lines and tax lines, its credit notes and the amount due they leave
+ * (`assembleInvoice`), one invoice or a set of them across organisations
+ * (`readInvoices`; `readCreditNotes` the notes of a set of invoices).
+ * `GET /invoices/{id}` (Invoices.get) and the lifecycle events
+ * (LifecycleEvents.ts), which carry the invoice "as the API shows it", read
+ * through here, so the two cannot drift apart.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { findAll } from "../db/Sql.ts"
 import { ZERO } from "../money.ts"
-import { type Invoice, InvoiceRow, LineRow } from "./Invoice.ts"
+import { type CreditNote, creditNoteFromRow, CreditNoteRow } from "./CreditNote.ts"
+import { amountDueOf, type Invoice, InvoiceRow, LineRow } from "./Invoice.ts"
 import { cents } from "./InvoiceTotals.ts"
 
 /** Whether an invoice is overdue now: OPEN, and marked overdue by the cycle job (DueDates.ts). */
 export const isOverdue = (invoice: { readonly status: string; readonly overdueAt: Date | null }) =>
   invoice.status === "OPEN" && invoice.overdueAt !== null
 
-/** An invoice as the API answers it, from its row and its lines (LINE and TAX rows, in position order). */
-export const assembleInvoice = (row: InvoiceRow, lines: ReadonlyArray<typeof LineRow.Type>): Invoice => ({
+/**
+ * An invoice as the API answers it, from its row, its lines (LINE and TAX
+ * rows, in position order) and its credit notes (oldest first).
+ */
+export const assembleInvoice = (
+  row: InvoiceRow,
+  lines: ReadonlyArray<typeof LineRow.Type>,
+  creditNotes: ReadonlyArray<CreditNote> = []
+): Invoice => ({
   ...row,
   overdue: isOverdue(row),
   lines: lines.filter((l) => l.kind === "LINE").map((l) => ({
@@ -35,8 +45,45 @@ export const assembleInvoice = (row: InvoiceRow, lines: ReadonlyArray<typeof Lin
     ratePercent: l.ratePercent ?? ZERO,
     amount: l.amount
   })),
-  totalCents: cents(row.total)
+  totalCents: cents(row.total),
+  amountDue: amountDueOf(row, creditNotes),
+  creditNotes
 })
+
+const ScopedCreditNoteRow = Schema.Struct({ organizationId: Schema.String, ...CreditNoteRow.fields })
+
+const keyOf = (organizationId: string, id: string) => `${organizationId}/${id}`
+
+/**
+ * The credit notes of the invoices `invoices` names (organisation and id),
+ * oldest first, by invoice (`organizationId/invoiceId`): one statement for any
+ * number of invoices (none for none), each probing the notes' index by its key.
+ */
+export const readCreditNotes = (
+  sql: SqlClient.SqlClient,
+  invoices: ReadonlyArray<{ readonly organizationId: string; readonly id: string }>
+): Effect.Effect<ReadonlyMap<string, ReadonlyArray<CreditNote>>> =>
+  Effect.gen(function*() {
+    const notesOf = new Map<string, Array<CreditNote>>()
+    if (invoices.length === 0) return notesOf
+    const rows = yield* findAll(
+      ScopedCreditNoteRow,
+      sql`SELECT n.organization_id, n.id, n.number, n.invoice_id, n.customer_id, n.amount, n.reason, n.lines,
+                 n.tax_lines, n.applied_to, n.wallet_ledger_id, n.created_at
+          FROM unnest(${invoices.map((key) => key.organizationId)}::text[], ${invoices.map((key) => key.id)}::text[])
+            AS k(organization_id, id)
+          CROSS JOIN LATERAL (SELECT * FROM credit_notes r
+                              WHERE r.organization_id = k.organization_id AND r.invoice_id = k.id OFFSET 0) n
+          ORDER BY n.organization_id, n.invoice_id, n.sequence_number`
+    )
+    for (const { organizationId, ...row } of rows) {
+      const key = keyOf(organizationId, row.invoiceId)
+      const list = notesOf.get(key)
+      if (list === undefined) notesOf.set(key, [creditNoteFromRow(row)])
+      else list.push(creditNoteFromRow(row))
+    }
+    return notesOf
+  })
 
 const ScopedInvoiceRow = Schema.Struct({ organizationId: Schema.String, ...InvoiceRow.fields })
 const ScopedLineRow = Schema.Struct({ organizationId: Schema.String, ...LineRow.fields })
@@ -49,8 +96,9 @@ export interface ScopedInvoice {
 
 /**
  * The invoices `keys` names (organisation and id), as the API shows them,
- * in two statements for any number of them (none for none); a key that names
- * nothing is left out. In the order of `keys`.
+ * in three statements for any number of them (none for none): the rows, their
+ * lines, their credit notes; a key that names nothing is left out. In the
+ * order of `keys`.
  */
 export const readInvoices = (
   sql: SqlClient.SqlClient,
@@ -77,7 +125,7 @@ export const readInvoices = (
                               WHERE r.organization_id = k.organization_id AND r.invoice_id = k.id OFFSET 0) l
           ORDER BY l.organization_id, l.invoice_id, l.position`
     )
-    const keyOf = (organizationId: string, id: string) => `${organizationId}/${id}`
+    const notesOf = yield* readCreditNotes(sql, rows)
     const linesOf = new Map<string, Array<typeof ScopedLineRow.Type>>()
     for (const line of lines) {
       const key = keyOf(line.organizationId, line.invoiceId)
@@ -90,6 +138,7 @@ export const readInvoices = (
       const row = rowOf.get(keyOf(key.organizationId, key.id))
       if (row === undefined) return []
       const { organizationId, ...invoice } = row
-      return [{ organizationId, invoice: assembleInvoice(invoice, linesOf.get(keyOf(organizationId, row.id)) ?? []) }]
+      const found = keyOf(organizationId, row.id)
+      return [{ organizationId, invoice: assembleInvoice(invoice, linesOf.get(found) ?? [], notesOf.get(found) ?? []) }]
     })
   })

@@ -2,9 +2,10 @@
  * The invoices service: reads invoices and payments (lists on the read
  * connection), writes the invoices computed in memory (`writeIssued`, in the
  * caller's transaction), records payments (`pay`, keyed by an optional
- * idempotency key), voids and mints hosted pay links. The model is
- * Invoice.ts, the rows an issued invoice is written as IssuedInvoices.ts, its
- * numbers InvoiceNumbers.ts, its totals InvoiceTotals.ts.
+ * idempotency key), credits invoices (`credit`, CreditNotes.ts), voids and
+ * mints hosted pay links. The model is Invoice.ts, the rows an issued invoice
+ * is written as IssuedInvoices.ts, its numbers InvoiceNumbers.ts, its totals
+ * InvoiceTotals.ts.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Option, Schema } from "effect"
@@ -14,9 +15,21 @@ import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
 import { claimKey, fingerprintOf } from "../idempotency/Idempotency.ts"
 import type { Page } from "../Page.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
+import { Ledger } from "../ledger/Ledger.ts"
 import { toSql } from "../money.ts"
-import { InvoiceRow, type IssuedInvoice, LineRow, Payment, type PaymentCreate, type PaymentRecorded, type WalletPayment } from "./Invoice.ts"
-import { assembleInvoice, readInvoices } from "./InvoiceReads.ts"
+import type { CreditNoteCreate } from "./CreditNote.ts"
+import { createCreditNote } from "./CreditNotes.ts"
+import {
+  amountDueOf,
+  InvoiceRow,
+  type IssuedInvoice,
+  LineRow,
+  Payment,
+  type PaymentCreate,
+  type PaymentRecorded,
+  type WalletPayment
+} from "./Invoice.ts"
+import { assembleInvoice, readCreditNotes, readInvoices } from "./InvoiceReads.ts"
 import { recordLifecycleEvents } from "./LifecycleEvents.ts"
 import { issuedStatements } from "./IssuedInvoices.ts"
 import { invoicePath, PAY_LINK_MINUTES } from "../links/InvoiceLinks.ts"
@@ -26,13 +39,17 @@ import { currentTime, timeFromNow } from "../time.ts"
 const notFound = (id: string) => new InvoiceNotFound({ message: `Invoice ${id} not found` })
 
 export class Invoices extends Effect.Service<Invoices>()("Invoices", {
-  dependencies: [SigningKeys.Default],
+  dependencies: [SigningKeys.Default, Ledger.Default],
   effect: Effect.gen(function*() {
     const sql = yield* SqlClient.SqlClient
     const read = yield* readClient
     const signingKeys = yield* SigningKeys
+    const ledger = yield* Ledger
 
-    /** `rows` with their lines, read on `on`: the client that read the rows, so that both are of one moment. */
+    /**
+     * `rows` with their lines and credit notes, read on `on`: the client that
+     * read the rows, so that all are of one moment.
+     */
     const withLines = (organizationId: OrganizationId, rows: ReadonlyArray<InvoiceRow>, on: SqlClient.SqlClient = sql) =>
       Effect.gen(function*() {
         if (rows.length === 0) return []
@@ -41,7 +58,10 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
           on`SELECT * FROM invoice_lines WHERE organization_id = ${organizationId}
                 AND ${on.in("invoice_id", rows.map((r) => r.id))} ORDER BY invoice_id, position`
         )
-        return rows.map((row) => assembleInvoice(row, lines.filter((line) => line.invoiceId === row.id)))
+        const notes = yield* readCreditNotes(on, rows.map((row) => ({ organizationId, id: row.id })))
+        return rows.map((row) =>
+          assembleInvoice(row, lines.filter((line) => line.invoiceId === row.id), notes.get(`${organizationId}/${row.id}`) ?? [])
+        )
       })
 
     const findRow = findByIdOr(sql, InvoiceRow, "invoices", notFound)
@@ -105,7 +125,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
 
     /**
      * Records a payment received outside the service for an OPEN invoice, which
-     * becomes PAID (the whole total; method MANUAL). With an `idempotencyKey`
+     * becomes PAID (all that is due: the total less its credit notes; method MANUAL). With an `idempotencyKey`
      * (unique per workspace among payments) a repeat of the same request (same
      * invoice, same reference) records nothing and answers the first payment;
      * the same key with another request is `IdempotencyKeyReused`. The invoice
@@ -116,6 +136,9 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
      */
     const pay = Effect.fn("Invoices.pay")(function*(organizationId: OrganizationId, id: string, input: PaymentCreate = {}) {
         const invoice = yield* findRow(organizationId, id, true)
+        // What is due: the total less the credit notes that lowered it (read under the invoice's lock).
+        const due = amountDueOf(invoice, yield* Effect.map(readCreditNotes(sql, [{ organizationId, id }]), (notes) =>
+          notes.get(`${organizationId}/${id}`) ?? []))
         const reference = input.reference ?? null
         const fingerprint = fingerprintOf([id, reference])
         const key = input.idempotencyKey
@@ -127,7 +150,7 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
             id: paymentId,
             invoiceId: invoice.id,
             customerId: invoice.customerId,
-            amount: toSql(invoice.total),
+            amount: toSql(due),
             method: "MANUAL",
             reference,
             idempotencyKey: key ?? null,
@@ -165,6 +188,20 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
           invoice: yield* get(organizationId, id)
         } satisfies PaymentRecorded
       }, sql.withTransaction, dieOnSqlError)
+
+    /**
+     * Credits an OPEN or PAID invoice with a credit note (CreditNotes.ts), in
+     * one transaction: the note, its money (a PAID invoice's through the
+     * ledger, to the wallet), the invoice settled when nothing is left due, the
+     * events. Keyed by an optional idempotency key like `pay`.
+     */
+    const credit = Effect.fn("Invoices.credit")(function*(organizationId: OrganizationId, id: string, request: CreditNoteCreate) {
+        return yield* createCreditNote(sql, ledger, organizationId, id, request)
+      }, sql.withTransaction, dieOnSqlError)
+
+    /** An invoice's credit notes, oldest first; an unknown invoice, or another organisation's, is 404. */
+    const creditNotes = Effect.fn("Invoices.creditNotes")((organizationId: OrganizationId, id: string) =>
+      Effect.map(get(organizationId, id), (invoice) => invoice.creditNotes))
 
     const voidInvoice = Effect.fn("Invoices.voidInvoice")(function*(organizationId: OrganizationId, id: string) {
         yield* openInvoice(organizationId, id)
@@ -217,6 +254,18 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
     const findPayment = findByIdOr(sql, Payment, "payments", (id) => new PaymentNotFound({ message: `Payment ${id} not found` }))
     const getPayment = Effect.fn("Invoices.getPayment")((organizationId: OrganizationId, id: string) => findPayment(organizationId, id))
 
-    return { writeIssued, list, get, latestOfCustomer, pay, voidInvoice, payLink, listPayments, getPayment } as const
+    return {
+      writeIssued,
+      list,
+      get,
+      latestOfCustomer,
+      pay,
+      credit,
+      creditNotes,
+      voidInvoice,
+      payLink,
+      listPayments,
+      getPayment
+    } as const
   })
 }) {}

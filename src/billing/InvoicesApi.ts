@@ -1,8 +1,8 @@
 /**
  * The invoices group: invoices (the upcoming ones computed, never stored),
- * hosted pay links, payments and the tax rates invoices apply. Handlers:
- * InvoicesHttp.ts; the services: Invoices.ts, Taxes.ts, and Purchases.ts for
- * the upcoming invoices.
+ * hosted pay links, payments, credit notes and the tax rates invoices apply.
+ * Handlers: InvoicesHttp.ts; the services: Invoices.ts, Taxes.ts, and
+ * Purchases.ts for the upcoming invoices.
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -15,7 +15,8 @@ import { ActiveParam, PageParams } from "../http/Pagination.ts"
 import { CustomerId } from "../ids.ts"
 import { ExternalId, Timestamp } from "../schema.ts"
 import { CustomerFilter, RecordIdPath } from "./BillingParams.ts"
-import { Invoice, Payment, PaymentCreate, PaymentRecorded } from "./Invoice.ts"
+import { CreditNote, CreditNoteCreate } from "./CreditNote.ts"
+import { CreditNoteCreated, Invoice, Payment, PaymentCreate, PaymentRecorded } from "./Invoice.ts"
 import { Tax, TaxCreate, TaxUpdate } from "./Taxes.ts"
 
 /** An invoice the cycle job would issue, computed and never stored: it has no id yet. */
@@ -122,7 +123,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
       .annotateContext(documented({
         summary: "Record a payment of an invoice",
         description: "Records a payment received outside the service (a bank transfer, a cheque) for an OPEN " +
-          "invoice: the whole `total`, method `MANUAL`, with an optional `reference`; the invoice becomes PAID. " +
+          "invoice: all that is due (`amountDue`: the total less its credit notes), method `MANUAL`, with an optional `reference`; the invoice becomes PAID. " +
           "The same rules as `billing invoice pay`. Send an `idempotencyKey` to make a retry safe: a repeat of the " +
           "same request (same invoice, same reference) records nothing and answers the first payment again with " +
           "`replayed: true`, even though the invoice is PAID by then.",
@@ -132,6 +133,50 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
           422: "The `idempotencyKey` was used before with a different request (another invoice or reference). " +
             "Nothing is recorded."
         }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.post("createCreditNote", "/invoices/:id/credit-notes")
+      .setPath(RecordIdPath)
+      .setPayload(CreditNoteCreate)
+      .addSuccess(
+        Success(CreditNoteCreated, {
+          status: 201,
+          message: (result) =>
+            result.replayed
+              ? "Already processed: this idempotencyKey was used before; nothing was created again"
+              : "Credit note created"
+        })
+      )
+      .annotateContext(documented({
+        summary: "Credit an invoice (a credit note)",
+        description: "Corrects an OPEN or PAID invoice without editing it: a credit note of `amount` (that much of " +
+          "the total, taxes included) or of `lines` (named lines, by their place in `lines` from 1, with the " +
+          "invoice's taxes on them), with a `reason`, numbered `CN-000001` in a sequence of its own. On an OPEN " +
+          "invoice it lowers `amountDue` (at 0 the invoice becomes PAID, with no payment); on a PAID invoice its " +
+          "amount is credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT). Never more than " +
+          "remains: the total less earlier credit notes. The answer carries the note and the invoice as it is now. " +
+          "Send an `idempotencyKey` to make a retry safe.",
+        errors: {
+          400: "The body fails its schema: neither or both of `amount` and `lines`, an amount not positive or finer " +
+            "than a cent, a line named twice, an empty `reason`.",
+          404: "No invoice with this id in the workspace.",
+          409: "The invoice is a DRAFT (not final yet) or VOID (nothing is owed): `invoice_not_creditable`.",
+          422: "More than remains to credit, of the invoice or of a line (`credit_exceeds_remaining`); a line the " +
+            "invoice does not have (`unknown_invoice_line`); lines that come to less than a cent " +
+            "(`credit_note_empty`); the `idempotencyKey` used before with another request (`idempotency_key_reused`). " +
+            "Nothing is written."
+        }
+      }))
+  )
+  .add(
+    HttpApiEndpoint.get("listCreditNotes", "/invoices/:id/credit-notes")
+      .setPath(RecordIdPath)
+      .addSuccess(Success(Schema.Struct({ creditNotes: Schema.Array(CreditNote) }), { message: "Credit notes" }))
+      .annotateContext(documented({
+        summary: "List an invoice's credit notes",
+        description: "The credit notes against one invoice, oldest first (the same as the invoice's `creditNotes`).",
+        errors: { 404: "No invoice with this id in the workspace." }
       }))
   )
   .add(
@@ -197,6 +242,7 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
   )
   .annotate(
     OpenApi.Description,
-    "Invoices, payments and taxes: the documents billing produces, hosted pay links, and the tax rates applied."
+    "Invoices, payments, credit notes and taxes: the documents billing produces, hosted pay links, and the tax " +
+      "rates applied."
   )
 {}

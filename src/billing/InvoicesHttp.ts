@@ -44,6 +44,9 @@ export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "inv
       .handle("payLink", ({ path }) =>
         Effect.flatMap(requestOrigin, (origin) => forOrganization((org) => invoices.payLink(org, path.id, origin))))
       .handle("recordPayment", ({ path, payload }) => forOrganization((org) => invoices.pay(org, path.id, payload)))
+      .handle("createCreditNote", ({ path, payload }) => forOrganization((org) => invoices.credit(org, path.id, payload)))
+      .handle("listCreditNotes", ({ path }) =>
+        forOrganization((org) => invoices.creditNotes(org, path.id)).pipe(Effect.map((creditNotes) => ({ creditNotes }))))
       .handle("listPayments", ({ urlParams }) =>
         forOrganization((org) => invoices.listPayments(org, { customerId: urlParams.customerId, page: toPage(urlParams) }))
           .pipe(Effect.map((payments) => ({ payments }))))

@@ -10,7 +10,7 @@ import { SqlClient } from "@effect/sql"
 import { BigDecimal } from "effect"
 import { insertRowsStatement } from "../db/Sql.ts"
 import { toSql } from "../money.ts"
-import type { Invoice, IssuedInvoice, WalletPayment } from "./Invoice.ts"
+import { amountDueOf, type Invoice, type IssuedInvoice, type WalletPayment } from "./Invoice.ts"
 import { numberedInsert, numbering } from "./InvoiceNumbers.ts"
 import { cents } from "./InvoiceTotals.ts"
 
@@ -164,11 +164,13 @@ export const issuedInvoiceJson = (
     taxTotal: invoice.totals.taxTotal,
     total: invoice.totals.total,
     totalCents: cents(invoice.totals.total),
+    amountDue: amountDueOf({ status: record.status as string, total: invoice.totals.total }, []),
     issuedAt: invoice.at,
     paidAt: record.paidAt === null ? null : new Date(record.paidAt as string),
     voidedAt: null,
     dueDate,
     overdue: false,
-    overdueAt: null
+    overdueAt: null,
+    creditNotes: []
   }
 }

@@ -1,7 +1,7 @@
 /**
- * The lifecycle events of purchases and invoices (issue 38; docs/webhooks.md
- * "Lifecycle events"): `purchase.created|changed|cancelled|renewed` and
- * `invoice.created|finalized|paid|voided|overdue`. Whoever makes the change
+ * The lifecycle events of purchases, invoices and credit notes (issue 38;
+ * docs/webhooks.md "Lifecycle events"): `purchase.created|changed|cancelled|renewed`,
+ * `invoice.created|finalized|paid|voided|overdue` and `credit_note.created`. Whoever makes the change
  * names its events here (`recordLifecycleEvents`), in the transaction that
  * makes it, after its last write: the events go through the webhook outbox
  * (src/webhooks/Outbox.ts), so an event exists exactly when its change
@@ -10,8 +10,9 @@
  * Each event's `data` names the customer (`customer_id`, `external_id`) and
  * carries the record as the API shows it at that moment: the purchase of
  * `GET /purchases/{id}` (`toPurchaseJson`), the invoice of `GET /invoices/{id}`
- * with its lines (`readInvoices`, the reader `Invoices.get` uses), encoded as
- * the API encodes them. Purchase events add `previous_attributes` (the fields
+ * with its lines and credit notes (`readInvoices`, the reader `Invoices.get`
+ * uses), encoded as the API encodes them; a credit note's event carries the
+ * note (from its invoice's `creditNotes`) and its invoice. Purchase events add `previous_attributes` (the fields
  * the change altered, with their values before it), `invoice_ids` (the
  * invoices the change issued) and, on `purchase.changed`, `change`.
  *
@@ -20,8 +21,8 @@
  * (ids and instants); one statement finds the endpoints of their
  * organisations subscribed to any of their types, and nothing more happens
  * when there are none. Only the events of organisations with a subscribed
- * endpoint have their records read and encoded: three or four statements more
- * (purchases, invoices and their lines, customers), then one for the events
+ * endpoint have their records read and encoded: up to five statements more
+ * (purchases, invoices with their lines and credit notes, customers), then one for the events
  * and their deliveries, whatever their number. So a cycle batch of 500
  * renewals costs one statement more when nobody listens, never one a purchase.
  */
@@ -33,12 +34,14 @@ import { currentTime } from "../time.ts"
 import type { PurchaseChangeKind } from "../webhooks/EventBody.ts"
 import { type OutboxEvent, subscribedEndpoints, writeEvents } from "../webhooks/Outbox.ts"
 import type { LifecycleEventType } from "../webhooks/Webhook.ts"
+import { CreditNote } from "./CreditNote.ts"
 import { Invoice } from "./Invoice.ts"
 import { readInvoices } from "./InvoiceReads.ts"
 import { PurchaseJson, PurchaseRow, toPurchaseJson } from "./Purchase.ts"
 
 export type PurchaseEventType = Extract<LifecycleEventType, `purchase.${string}`>
 export type InvoiceEventType = Extract<LifecycleEventType, `invoice.${string}`>
+export type CreditNoteEventType = Extract<LifecycleEventType, `credit_note.${string}`>
 export type { PurchaseChangeKind }
 
 /** A purchase as it stood before a change: a row with a purchase's fields (a locked row, a `PurchaseRow`). */
@@ -67,23 +70,26 @@ export interface InvoiceEvent {
   readonly at: Date
 }
 
-export type LifecycleEvent = PurchaseEvent | InvoiceEvent
+/** A credit note's event: the note and the invoice it credits, as they stand after it. */
+export interface CreditNoteEvent {
+  readonly type: CreditNoteEventType
+  readonly organizationId: string
+  readonly creditNoteId: string
+  readonly invoiceId: string
+  readonly at: Date
+}
+
+export type LifecycleEvent = PurchaseEvent | InvoiceEvent | CreditNoteEvent
 
 const isPurchaseEvent = (event: LifecycleEvent): event is PurchaseEvent => "purchaseId" in event
-
-/**
- * Whether any endpoint of the organisation receives one of `types` now: for
- * a change that is one statement on its own when nobody listens (a new
- * purchase's first cycle) and takes a transaction only when somebody does.
- */
-export const anyoneListens = (sql: SqlClient.SqlClient, organizationId: string, types: ReadonlyArray<LifecycleEventType>) =>
-  Effect.map(subscribedEndpoints(sql, [organizationId], types), (endpoints) => endpoints.length > 0)
+const isCreditNoteEvent = (event: LifecycleEvent): event is CreditNoteEvent => "creditNoteId" in event
 
 const ScopedPurchase = Schema.Struct({ organizationId: Schema.String, ...PurchaseRow.fields })
 const CustomerIds = Schema.Struct({ organizationId: Schema.String, id: Schema.String, externalId: Schema.NullOr(Schema.String) })
 
 const encodePurchase = Schema.encodeSync(PurchaseJson)
 const encodeInvoice = Schema.encodeSync(Invoice)
+const encodeCreditNote = Schema.encodeSync(CreditNote)
 
 /** The fields of `after` whose value differs from `before`'s, with `before`'s values (Stripe's `previous_attributes`). */
 const previousAttributes = (before: Record<string, unknown>, after: Record<string, unknown>) => {
@@ -99,7 +105,8 @@ const keyOf = (organizationId: string, id: string) => `${organizationId}/${id}`
 /**
  * The outbox events of `events`, their records read now (in the caller's
  * transaction, after its writes): the purchases (one statement), the invoices
- * with their lines (two) and their customers' externalIds (one).
+ * with their lines and credit notes (three; a credit note is read with its
+ * invoice) and their customers' externalIds (one).
  */
 const describe = (sql: SqlClient.SqlClient, events: ReadonlyArray<LifecycleEvent>, test = false) =>
   Effect.gen(function*() {
@@ -173,17 +180,29 @@ const describe = (sql: SqlClient.SqlClient, events: ReadonlyArray<LifecycleEvent
         encoded = encodeInvoice(invoice) as Record<string, unknown>
         encodedInvoices.set(key, encoded)
       }
+      const customer = {
+        customer_id: invoice.customerId,
+        external_id: externalIdOf.get(keyOf(event.organizationId, invoice.customerId)) ?? null
+      }
+      if (isCreditNoteEvent(event)) {
+        const note = invoice.creditNotes.find((candidate) => candidate.id === event.creditNoteId)
+        if (note === undefined) throw new Error(`lifecycle event ${event.type}: credit note ${event.creditNoteId} not found`)
+        return {
+          organizationId: event.organizationId,
+          eventType: event.type,
+          customerId: invoice.customerId,
+          at: event.at,
+          test,
+          data: { ...customer, credit_note: encodeCreditNote(note), invoice: encoded }
+        }
+      }
       return {
         organizationId: event.organizationId,
         eventType: event.type,
         customerId: invoice.customerId,
         at: event.at,
         test,
-        data: {
-          customer_id: invoice.customerId,
-          external_id: externalIdOf.get(keyOf(event.organizationId, invoice.customerId)) ?? null,
-          invoice: encoded
-        }
+        data: { ...customer, invoice: encoded }
       }
     })
   }).pipe(Effect.orDie)
@@ -195,7 +214,7 @@ const describe = (sql: SqlClient.SqlClient, events: ReadonlyArray<LifecycleEvent
  * its type now; an event nobody takes is not stored. One statement when
  * nobody listens (none for no events); the records of the organisations
  * that have listeners are read and encoded, and the events and deliveries
- * written, in four or five more.
+ * written, in up to six more.
  */
 export const recordLifecycleEvents = (sql: SqlClient.SqlClient, events: ReadonlyArray<LifecycleEvent>): Effect.Effect<void> =>
   Effect.gen(function*() {
@@ -212,8 +231,9 @@ export const recordLifecycleEvents = (sql: SqlClient.SqlClient, events: Readonly
 
 /**
  * `billing trigger <lifecycle event>`: a test event of that type (`"test":
- * true`) about the customer's newest purchase (a `purchase.*` type) or newest
- * invoice (an `invoice.*` type), as the API shows it now, nothing changed
+ * true`) about the customer's newest purchase (a `purchase.*` type), newest
+ * invoice (an `invoice.*` type) or newest credit note (`credit_note.*`, with
+ * its invoice), as the API shows it now, nothing changed
  * (`previous_attributes` null, `invoice_ids` empty). It goes to every enabled
  * endpoint and live listen session subscribed to the type, through the same
  * deliveries as a real event; none stores nothing. `recordId` null: the
@@ -226,10 +246,15 @@ export const testLifecycleEvent = (
   customerId: string
 ) =>
   Effect.gen(function*() {
-    const kind = eventType.startsWith("purchase.") ? "purchases" as const : "invoices" as const
+    const kind = eventType.startsWith("purchase.")
+      ? "purchases" as const
+      : eventType.startsWith("credit_note.")
+      ? "credit_notes" as const
+      : "invoices" as const
     const [newest] = yield* findAll(
-      Schema.Struct({ id: Schema.String }),
-      sql`SELECT id FROM ${sql(kind)} WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
+      Schema.Struct({ id: Schema.String, invoiceId: Schema.NullOr(Schema.String) }),
+      sql`SELECT id, ${sql.literal(kind === "credit_notes" ? "invoice_id" : "NULL::text AS invoice_id")}
+          FROM ${sql(kind)} WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
           ORDER BY id DESC LIMIT 1`
     )
     if (newest === undefined) return { id: null, eventType, recipients: 0, recordId: null }
@@ -238,6 +263,8 @@ export const testLifecycleEvent = (
     const at = yield* currentTime
     const event: LifecycleEvent = kind === "purchases"
       ? { type: eventType as PurchaseEventType, organizationId, purchaseId: newest.id, at }
+      : kind === "credit_notes"
+      ? { type: eventType as CreditNoteEventType, organizationId, creditNoteId: newest.id, invoiceId: newest.invoiceId!, at }
       : { type: eventType as InvoiceEventType, organizationId, invoiceId: newest.id, at }
     const [id] = yield* writeEvents(sql, yield* describe(sql, [event], true), endpoints)
     return { id: id ?? null, eventType, recipients: endpoints.length, recordId: newest.id }

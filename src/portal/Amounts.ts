@@ -36,9 +36,8 @@ export type UnitPriceShown =
   | { readonly _tag: "Tiered" }
   | { readonly _tag: "None" }
 
-/** What remains to pay of an invoice: its `amountDue` where the invoice carries one (credit notes), else its total. */
-export const amountDueOf = (invoice: Pick<Invoice, "total">): Decimal =>
-  "amountDue" in invoice && BigDecimal.isBigDecimal(invoice.amountDue) ? invoice.amountDue : invoice.total
+/** What remains to pay of an invoice: its `amountDue` (the total less its credit notes while OPEN). */
+export const amountDueOf = (invoice: Pick<Invoice, "amountDue">): Decimal => invoice.amountDue
 
 const componentTypeOf: Record<CheckMeter, SnapshotComponent["type"]> = {
   CREDIT: "CREDIT",

@@ -335,7 +335,7 @@ ${view.wallet.reservedBalance === null ? "" : html`<div class="muted">Reserved: 
           invoice.dueDate === null ? html`<span class="muted">n/a</span>` : formats.date(invoice.dueDate)
         }</td><td>${invoiceBadges(invoice)}</td><td class="num">${
           formats.money(invoice.total, invoice.currencyCode)
-        }</td></tr>`
+        }${creditNotesUnderTotal(invoice, formats)}</td></tr>`
       )
     }</tbody></table></div>`
 
@@ -362,6 +362,37 @@ ${upcomingSection(view, formats)}
 <footer>This page is read-only. Its link works until ${formats.dateTime(view.expiresAt)}; ask ${view.organizationName} for a new one after that.</footer>`
   })
 }
+
+/** Under an invoice's total in the portal's list: each credit note against it, and what it left due. */
+const creditNotesUnderTotal = (invoice: Invoice, formats: Formats) =>
+  invoice.creditNotes.length === 0 ? "" : html`${
+    invoice.creditNotes.map((note) =>
+      html`<div class="note" data-testid="credit-note">${note.number} ${formats.money(BigDecimal.negate(note.amount), invoice.currencyCode)}${
+        note.appliedTo === "WALLET" ? " to wallet" : ""
+      }</div>`
+    )
+  }${invoice.status === "OPEN" ? html`<div class="note">${formats.money(invoice.amountDue, invoice.currencyCode)} due</div>` : ""}`
+
+/** Where a credit note's amount went, in words. */
+const appliedText = (note: Invoice["creditNotes"][number]) =>
+  note.appliedTo === "WALLET" ? "Credited to your wallet" : "Taken off the amount due"
+
+/**
+ * The hosted page's credit notes: each with its number, date, amount, where
+ * it went and why.
+ */
+const creditNotesSection = (invoice: Invoice, formats: Formats) =>
+  invoice.creditNotes.length === 0 ? "" : html`<section class="card" aria-labelledby="credit-notes"><h2 id="credit-notes">Credit notes</h2><div class="scroll"><table data-testid="credit-notes">
+<thead><tr><th scope="col">Credit note</th><th scope="col" class="wide">Date</th><th scope="col">Reason</th><th scope="col" class="num">Amount</th></tr></thead>
+<tbody>${
+    invoice.creditNotes.map((note) =>
+      html`<tr><td class="nowrap">${note.number}<div class="phone muted">${formats.date(note.createdAt)}</div></td><td class="wide">${
+        formats.date(note.createdAt)
+      }</td><td>${note.reason}<div class="note">${appliedText(note)}</div></td><td class="num">${
+        formats.money(note.amount, invoice.currencyCode)
+      }</td></tr>`
+    )
+  }</tbody></table></div></section>`
 
 /** A line's own period, shown when it is not the invoice's (a late line of an earlier cycle). */
 const linePeriod = (invoice: Invoice, line: Invoice["lines"][number], formats: Formats) =>
@@ -401,6 +432,10 @@ export const invoicePage = (view: InvoicePageView, formats: Formats, links: { re
   // What the customer quotes: the number (an OPEN invoice always has one), the id only were it missing.
   const reference = invoice.number ?? invoice.id
   const overdue = invoice.status === "OPEN" && invoice.overdue
+  // The credit notes that lowered what the invoice asks, and what they left of its total.
+  const lowering = invoice.creditNotes.filter((note) => note.appliedTo === "AMOUNT_DUE")
+  const afterNotes = lowering.reduce((left, note) => BigDecimal.subtract(left, note.amount), invoice.total)
+  const settledByNotes = lowering.length > 0 && !BigDecimal.isPositive(afterNotes)
   const howToPay = invoice.status === "OPEN"
     ? html`<section class="card pay" aria-labelledby="pay"><h2 id="pay">How to pay</h2>
 <p class="muted flush">Amount due</p><p class="due" data-testid="amount-due">${money(amountDueOf(invoice))}</p>
@@ -420,7 +455,7 @@ ${
     : invoice.status === "DRAFT"
     ? html`<section class="card" aria-labelledby="pay" data-testid="invoice-draft"><h2 id="pay">Draft</h2><p>This invoice is a draft: usage of its period that arrives late may still change it. It cannot be paid yet; ${view.organizationName} will issue it when it is final.</p></section>`
     : invoice.status === "PAID"
-    ? html`<section class="card" aria-labelledby="pay"><h2 id="pay">Paid</h2><p>Paid in full${
+    ? html`<section class="card" aria-labelledby="pay"><h2 id="pay">Paid</h2><p>${settledByNotes ? "Settled by credit notes" : "Paid in full"}${
       invoice.paidAt === null ? "" : html` on ${formats.dateTime(invoice.paidAt)}`
     }. Nothing is due.</p></section>`
     : html`<section class="card" aria-labelledby="pay"><h2 id="pay">Void</h2><p>This invoice was voided${
@@ -472,7 +507,21 @@ ${
       )
     }
 <tr class="total"><td class="wide" colspan="2"></td><th scope="row" class="num">Total</th><td class="num" data-testid="invoice-total">${money(invoice.total)}</td></tr>
+${
+      lowering.map((note) =>
+        html`<tr><td class="wide" colspan="2"></td><th scope="row" class="num">Credit note ${note.number}</th><td class="num">${
+          money(BigDecimal.negate(note.amount))
+        }</td></tr>`
+      )
+    }${
+      lowering.length === 0
+        ? ""
+        : html`<tr class="total"><td class="wide" colspan="2"></td><th scope="row" class="num">${
+          invoice.status === "OPEN" ? "Amount due" : "After credit notes"
+        }</th><td class="num" data-testid="after-credit-notes">${money(invoice.status === "OPEN" ? invoice.amountDue : afterNotes)}</td></tr>`
+    }
 </tfoot></table></div></section>
+${creditNotesSection(invoice, formats)}
 </main>`
   })
 }

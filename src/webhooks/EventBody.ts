@@ -1,9 +1,10 @@
 /** The JSON a receiver gets, as the types a receiver codes against (no runtime dependencies). */
 
 /**
- * The lifecycle events of purchases and invoices (issue 38; docs/webhooks.md
- * "Lifecycle events"): each carries its record as the API shows it, under the
- * key its type begins with (`purchase`, `invoice`). Written by billing
+ * The lifecycle events of purchases, invoices and credit notes (issue 38;
+ * docs/webhooks.md "Lifecycle events"): each carries its record as the API
+ * shows it, under the key its type begins with (`purchase`, `invoice`,
+ * `credit_note`, which carries its invoice too). Written by billing
  * (src/billing/LifecycleEvents.ts), opt-in like every addition. A new one is a
  * line here (its record is read by the reader of its prefix).
  */
@@ -16,7 +17,8 @@ export const LIFECYCLE_EVENT_TYPES = [
   "invoice.finalized",
   "invoice.paid",
   "invoice.voided",
-  "invoice.overdue"
+  "invoice.overdue",
+  "credit_note.created"
 ] as const
 export type LifecycleEventType = typeof LIFECYCLE_EVENT_TYPES[number]
 
@@ -138,6 +140,22 @@ export interface InvoiceEventData {
   readonly invoice: ApiRecord
 }
 
+/** `credit_note.created`: the credit note, and the invoice it credits as it stands after it. */
+export interface CreditNoteEventData {
+  readonly customer_id: string
+  readonly external_id: string | null
+  /** The credit note, as `GET /invoices/{id}/credit-notes` lists it. */
+  readonly credit_note: {
+    readonly id: string
+    readonly number: string
+    readonly invoiceId: string
+    readonly customerId: string
+    readonly [field: string]: unknown
+  }
+  /** The invoice the note credits, just after it (its `amountDue`, its `creditNotes`), as `GET /invoices/{id}` answered it then. */
+  readonly invoice: ApiRecord
+}
+
 interface EventBodyOf<T extends EventType, D> {
   /** `evt_...`; the same on every attempt and replay of the event. */
   readonly id: string
@@ -155,3 +173,4 @@ export type WebhookEventBody =
   | EventBodyOf<"signal.refused", SignalRefusedEventData>
   | EventBodyOf<Extract<LifecycleEventType, `purchase.${string}`>, PurchaseEventData>
   | EventBodyOf<Extract<LifecycleEventType, `invoice.${string}`>, InvoiceEventData>
+  | EventBodyOf<Extract<LifecycleEventType, `credit_note.${string}`>, CreditNoteEventData>

@@ -110,7 +110,10 @@ const LIFECYCLE_DESCRIPTIONS = {
   "invoice.paid": "An invoice became PAID: a payment recorded (`POST /invoices/{id}/payments`), paid from the wallet " +
     "at issue or at finalisation, or issued free.",
   "invoice.voided": "An OPEN invoice was voided.",
-  "invoice.overdue": "The cycle job marked an OPEN invoice overdue: its due date passed unpaid (once an invoice)."
+  "invoice.overdue": "The cycle job marked an OPEN invoice overdue: its due date passed unpaid (once an invoice).",
+  "credit_note.created": "A credit note was created on an OPEN or PAID invoice (`POST /invoices/{id}/credit-notes`); " +
+    "`invoice` is the invoice it credits just after it. A note that left nothing due on an OPEN invoice is followed " +
+    "by that invoice's `invoice.paid`."
 } satisfies { readonly [T in LifecycleEventType]: string }
 
 /** Any object (its JSON Schema written out: Effect's for `Unknown` carries an `$id` the document would repeat). */
@@ -142,8 +145,17 @@ export const lifecycleBodySchemas = (
     const record = records[kind].annotations({
       description: kind === "purchase"
         ? "The purchase just after the change, as `GET /purchases/{id}` answered it then."
+        : kind === "credit_note"
+        ? "The credit note, as `GET /invoices/{id}/credit-notes` lists it."
         : "The invoice just after the change, with its lines, as `GET /invoices/{id}` answered it then."
     })
+    // A credit note's event carries the invoice it credits beside it.
+    const creditNoteFields: Record<string, Schema.Schema.AnyNoContext> = kind !== "credit_note" ? {} : {
+      invoice: records.invoice.annotations({
+        description: "The invoice the note credits, just after it (its `amountDue`, the note in its `creditNotes`), " +
+          "as `GET /invoices/{id}` answered it then."
+      })
+    }
     const purchaseFields = kind !== "purchase" ? {} : {
       previous_attributes: Schema.NullOr(AnyObject(
         "The purchase's fields the change altered, with their values before it (camelCase, as in `purchase`)."
@@ -160,7 +172,8 @@ export const lifecycleBodySchemas = (
       customer_id: Schema.String,
       external_id: Schema.NullOr(Schema.String).annotations({ description: "The customer's externalId, if it has one." }),
       [kind]: record,
-      ...purchaseFields
+      ...purchaseFields,
+      ...creditNoteFields
     })
     return [eventType, envelope(eventType, data).annotations({ description: LIFECYCLE_DESCRIPTIONS[eventType] })]
   })) as unknown as { readonly [T in LifecycleEventType]: Schema.Schema.AnyNoContext }
@@ -170,7 +183,7 @@ const AnyRecord = AnyObject("A record as the API shows it.")
 
 /** Each event type's body (a lifecycle event's record as any object: billing's schemas check it whole). */
 export const EventBodySchemas = {
-  ...lifecycleBodySchemas({ purchase: AnyRecord, invoice: AnyRecord }),
+  ...lifecycleBodySchemas({ purchase: AnyRecord, invoice: AnyRecord, credit_note: AnyRecord }),
   "wallet.balance.update": envelope("wallet.balance.update", Schema.Struct(walletFields)).annotations({
     description: "The customer's ordinary Wallet went up or down."
   }),

@@ -4,8 +4,8 @@
  * up and named, the unit price an invoice line shows when it carries none, and
  * day labels that never touch and never run past the drawing's edges.
  */
-import { BigDecimal } from "effect"
 import { describe, expect, it } from "vitest"
+import { amountDueOf as invoiceAmountDue } from "../../src/billing/Invoice.ts"
 import { decimal, toSql } from "../../src/money.ts"
 import type { SnapshotComponent } from "../../src/pricing/PlanSnapshot.ts"
 import { amountDueOf, heldAmounts, unitPriceShown } from "../../src/portal/Amounts.ts"
@@ -100,9 +100,14 @@ describe("unitPriceShown", () => {
 })
 
 describe("amountDueOf", () => {
-  it("is the invoice's amountDue where it has one, else its total", () => {
-    expect(toSql(amountDueOf({ total: decimal(99) }))).toBe("99")
-    expect(toSql(amountDueOf({ total: decimal(99), amountDue: decimal(40) } as { total: BigDecimal.BigDecimal }))).toBe("40")
+  it("is the invoice's amountDue: the total less the credit notes that lowered it while OPEN, 0 once settled", () => {
+    expect(toSql(amountDueOf({ amountDue: decimal(40) }))).toBe("40")
+    const note = (amount: number, appliedTo: "AMOUNT_DUE" | "WALLET") => ({ amount: decimal(amount), appliedTo })
+    expect(toSql(invoiceAmountDue({ status: "OPEN", total: decimal(99) }, []))).toBe("99")
+    expect(toSql(invoiceAmountDue({ status: "OPEN", total: decimal(99) }, [note(40, "AMOUNT_DUE"), note(9.5, "AMOUNT_DUE")]))).toBe("49.5")
+    expect(toSql(invoiceAmountDue({ status: "DRAFT", total: decimal(12.5) }, []))).toBe("12.5")
+    expect(toSql(invoiceAmountDue({ status: "PAID", total: decimal(99) }, [note(5, "WALLET")]))).toBe("0")
+    expect(toSql(invoiceAmountDue({ status: "VOID", total: decimal(99) }, [note(5, "AMOUNT_DUE")]))).toBe("0")
   })
 })
 

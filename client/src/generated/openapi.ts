@@ -681,9 +681,33 @@ export interface paths {
         put?: never;
         /**
          * Record a payment of an invoice
-         * @description Records a payment received outside the service (a bank transfer, a cheque) for an OPEN invoice: the whole `total`, method `MANUAL`, with an optional `reference`; the invoice becomes PAID. The same rules as `billing invoice pay`. Send an `idempotencyKey` to make a retry safe: a repeat of the same request (same invoice, same reference) records nothing and answers the first payment again with `replayed: true`, even though the invoice is PAID by then.
+         * @description Records a payment received outside the service (a bank transfer, a cheque) for an OPEN invoice: all that is due (`amountDue`: the total less its credit notes), method `MANUAL`, with an optional `reference`; the invoice becomes PAID. The same rules as `billing invoice pay`. Send an `idempotencyKey` to make a retry safe: a repeat of the same request (same invoice, same reference) records nothing and answers the first payment again with `replayed: true`, even though the invoice is PAID by then.
          */
         post: operations["invoices.recordPayment"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/invoices/{id}/credit-notes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List an invoice's credit notes
+         * @description The credit notes against one invoice, oldest first (the same as the invoice's `creditNotes`).
+         */
+        get: operations["invoices.listCreditNotes"];
+        put?: never;
+        /**
+         * Credit an invoice (a credit note)
+         * @description Corrects an OPEN or PAID invoice without editing it: a credit note of `amount` (that much of the total, taxes included) or of `lines` (named lines, by their place in `lines` from 1, with the invoice's taxes on them), with a `reason`, numbered `CN-000001` in a sequence of its own. On an OPEN invoice it lowers `amountDue` (at 0 the invoice becomes PAID, with no payment); on a PAID invoice its amount is credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT). Never more than remains: the total less earlier credit notes. The answer carries the note and the invoice as it is now. Send an `idempotencyKey` to make a retry safe.
+         */
+        post: operations["invoices.createCreditNote"];
         delete?: never;
         options?: never;
         head?: never;
@@ -2727,6 +2751,8 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -2736,6 +2762,44 @@ export interface webhooks {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             };
                         };
                     };
@@ -2837,6 +2901,8 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -2846,6 +2912,44 @@ export interface webhooks {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             };
                         };
                     };
@@ -2947,6 +3051,8 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -2956,6 +3062,44 @@ export interface webhooks {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             };
                         };
                     };
@@ -3057,6 +3201,8 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -3066,6 +3212,44 @@ export interface webhooks {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             };
                         };
                     };
@@ -3167,6 +3351,8 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -3176,6 +3362,232 @@ export interface webhooks {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
+                            };
+                        };
+                    };
+                };
+            };
+            responses: {
+                /** @description Any 2xx answer within the timeout (5 s) delivers the event; anything else is a failed attempt, retried. */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "credit_note.created": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * credit_note.created
+         * @description A credit note was created on an OPEN or PAID invoice (`POST /invoices/{id}/credit-notes`); `invoice` is the invoice it credits just after it. A note that left nothing due on an OPEN invoice is followed by that invoice's `invoice.paid`. Subscribe an endpoint with `billing webhook add --events credit_note.created`. Signed and retried as docs/webhooks.md says.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header: {
+                    /** @description `t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<raw body>" keyed with the endpoint's whole whsec_ secret>`. */
+                    "X-Service-Signature": string;
+                    /** @description The body's `id`. */
+                    "X-Service-Event-Id": string;
+                    /** @description The body's `event_type`. */
+                    "X-Service-Event-Type": string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description `evt_...`: the same on every attempt, retry and replay of the event. */
+                        id: string;
+                        /** @enum {string} */
+                        event_type: "credit_note.created";
+                        /** @description ISO 8601. Orders events, which may arrive out of order or more than once. */
+                        triggered_at: string;
+                        /**
+                         * @description Present only on an event made by `billing trigger`: nothing moved.
+                         * @enum {boolean}
+                         */
+                        test?: true;
+                        data: {
+                            customer_id: string;
+                            /** @description The customer's externalId, if it has one. */
+                            external_id: string | null;
+                            /** @description The credit note, as `GET /invoices/{id}/credit-notes` lists it. */
+                            credit_note: {
+                                id: string;
+                                /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                number: string;
+                                invoiceId: string;
+                                customerId: string;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amount: number;
+                                reason: string;
+                                /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                lines: {
+                                    /**
+                                     * int
+                                     * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                     */
+                                    line: number;
+                                    /** @description The invoice line's description. */
+                                    description: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                }[];
+                                /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                /**
+                                 * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                 * @enum {string}
+                                 */
+                                appliedTo: "AMOUNT_DUE" | "WALLET";
+                                /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                walletLedgerEntryId: string | null;
+                                createdAt: components["schemas"]["Timestamp"];
+                            };
+                            /** @description The invoice the note credits, just after it (its `amountDue`, the note in its `creditNotes`), as `GET /invoices/{id}` answered it then. */
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             };
                         };
                     };
@@ -3403,7 +3815,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "agent_key_taken" | "catalogue_item_archived" | "customer_archived" | "external_id_taken" | "invoice_not_open" | "member_email_taken" | "model_created_concurrently" | "outcome_run_completed" | "purchase_already_held" | "purchase_cancelled" | "ref_id_taken" | "signal_already_processed" | "step_agent_key_repeated" | "step_agent_key_taken" | "usage_already_reversed" | "usage_not_reversible" | "usage_row_is_reversal" | "webhook_endpoint_disabled" | "webhook_endpoint_removed";
+                code: "agent_key_taken" | "catalogue_item_archived" | "customer_archived" | "external_id_taken" | "invoice_not_creditable" | "invoice_not_open" | "member_email_taken" | "model_created_concurrently" | "outcome_run_completed" | "purchase_already_held" | "purchase_cancelled" | "ref_id_taken" | "signal_already_processed" | "step_agent_key_repeated" | "step_agent_key_taken" | "usage_already_reversed" | "usage_not_reversible" | "usage_row_is_reversal" | "webhook_endpoint_disabled" | "webhook_endpoint_removed";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -3426,7 +3838,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "composite_incomplete" | "idempotency_key_reused" | "model_not_enabled" | "no_active_plan" | "not_on_plan" | "not_prepaid" | "out_of_allowance" | "reserved_wallet_disabled" | "timestamp_too_old" | "unknown_member" | "unknown_target";
+                code: "composite_incomplete" | "credit_exceeds_remaining" | "credit_note_empty" | "idempotency_key_reused" | "model_not_enabled" | "no_active_plan" | "not_on_plan" | "not_prepaid" | "out_of_allowance" | "reserved_wallet_disabled" | "timestamp_too_old" | "unknown_invoice_line" | "unknown_member" | "unknown_target";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -3480,6 +3892,23 @@ export interface components {
             reference: string | null;
             createdAt: components["schemas"]["Timestamp"];
         };
+        CreditNoteCreate: {
+            /** @description Credit this much of the invoice's total, taxes included: a positive amount with at most 2 decimal places. Send this or `lines`. */
+            amount?: number;
+            /** @description Credit these invoice lines (each at most once), with the invoice's taxes at their rates on what they credit. Send this or `amount`. */
+            lines?: {
+                /** @description The invoice line to credit: its place in the invoice's `lines`, counted from 1. */
+                line: components["schemas"]["Int"];
+                /** @description How much of the line to credit, before tax; left out: all that remains of it (its amount less what earlier credit notes credited on it). */
+                amount?: number;
+            }[];
+            /** @description Why the invoice is credited (printed on the invoice's pages and PDF), 1 to 500 characters. */
+            reason: string;
+            /** @description 1 to 255 characters, unique among the workspace's credit notes. The same key with the same request (same invoice, amount or lines, reason) creates nothing again and answers the first credit note (`replayed: true`); the same key with another request is refused (422). A refused request never uses up its key. */
+            idempotencyKey?: string;
+        } & (unknown | unknown);
+        /** int */
+        Int: number;
         Tax: {
             id: string;
             name: string;
@@ -3564,8 +3993,6 @@ export interface components {
                 cacheWrite: components["schemas"]["Money"];
             }[];
         };
-        /** int */
-        Int: number;
         Unit: {
             id: string;
             name: string;
@@ -4054,7 +4481,7 @@ export interface components {
         WebhookEndpoint: {
             id: string;
             url: string;
-            events: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue")[];
+            events: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue" | "credit_note.created")[];
             /** @description USD: the drop and recovery level for customers without an alert level of their own; null: none. */
             threshold: components["schemas"]["Money"] | null;
             enabled: boolean;
@@ -4069,7 +4496,7 @@ export interface components {
             id: string;
             eventId: string;
             /** @enum {string} */
-            eventType: "wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue";
+            eventType: "wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue" | "credit_note.created";
             triggeredAt: components["schemas"]["Timestamp"];
             endpointId: string;
             url: string;
@@ -5806,6 +6233,8 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -5815,6 +6244,44 @@ export interface operations {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             } | null;
                         };
                     };
@@ -8527,6 +8994,8 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -8536,6 +9005,44 @@ export interface operations {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             }[];
                         };
                     };
@@ -8662,6 +9169,8 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -8671,6 +9180,44 @@ export interface operations {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             }[];
                         };
                     };
@@ -8784,6 +9331,8 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -8793,6 +9342,44 @@ export interface operations {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             };
                         };
                     };
@@ -9103,6 +9690,8 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
                                 voidedAt: components["schemas"]["Timestamp"] | null;
@@ -9112,6 +9701,44 @@ export interface operations {
                                 overdue: boolean;
                                 /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
                                 overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
                             };
                         };
                     };
@@ -9172,6 +9799,371 @@ export interface operations {
                 };
             };
             /** @description The `idempotencyKey` was used before with a different request (another invoice or reference). Nothing is recorded. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "invoices.listCreditNotes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id, as returned on create. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            creditNotes: {
+                                id: string;
+                                /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                number: string;
+                                invoiceId: string;
+                                customerId: string;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amount: number;
+                                reason: string;
+                                /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                lines: {
+                                    /**
+                                     * int
+                                     * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                     */
+                                    line: number;
+                                    /** @description The invoice line's description. */
+                                    description: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                }[];
+                                /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                /**
+                                 * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                 * @enum {string}
+                                 */
+                                appliedTo: "AMOUNT_DUE" | "WALLET";
+                                /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                walletLedgerEntryId: string | null;
+                                createdAt: components["schemas"]["Timestamp"];
+                            }[];
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No invoice with this id in the workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET, POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "invoices.createCreditNote": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The record's id, as returned on create. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreditNoteCreate"];
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 201;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            /** @description true when the `idempotencyKey` was used before with this request: nothing was created again. */
+                            replayed: boolean;
+                            creditNote: {
+                                id: string;
+                                /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                number: string;
+                                invoiceId: string;
+                                customerId: string;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amount: number;
+                                reason: string;
+                                /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                lines: {
+                                    /**
+                                     * int
+                                     * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                     */
+                                    line: number;
+                                    /** @description The invoice line's description. */
+                                    description: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                }[];
+                                /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                /**
+                                 * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                 * @enum {string}
+                                 */
+                                appliedTo: "AMOUNT_DUE" | "WALLET";
+                                /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                walletLedgerEntryId: string | null;
+                                createdAt: components["schemas"]["Timestamp"];
+                            };
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
+                            };
+                        };
+                    };
+                };
+            };
+            /** @description The body fails its schema: neither or both of `amount` and `lines`, an amount not positive or finer than a cent, a line named twice, an empty `reason`. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No invoice with this id in the workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET, POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The invoice is a DRAFT (not final yet) or VOID (nothing is owed): `invoice_not_creditable`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description More than remains to credit, of the invoice or of a line (`credit_exceeds_remaining`); a line the invoice does not have (`unknown_invoice_line`); lines that come to less than a cent (`credit_note_empty`); the `idempotencyKey` used before with another request (`idempotency_key_reused`). Nothing is written. */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -15603,8 +16595,8 @@ export interface operations {
                      * @description Where events are POSTed: an absolute http or https URL, at most 2048 characters.
                      */
                     url: string;
-                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused, purchase.created, purchase.changed, purchase.cancelled, purchase.renewed, invoice.created, invoice.finalized, invoice.paid, invoice.voided, invoice.overdue; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
-                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue")[];
+                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused, purchase.created, purchase.changed, purchase.cancelled, purchase.renewed, invoice.created, invoice.finalized, invoice.paid, invoice.voided, invoice.overdue, credit_note.created; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
+                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue" | "credit_note.created")[];
                     threshold?: components["schemas"]["Decimal"] | null;
                 };
             };
@@ -15884,8 +16876,8 @@ export interface operations {
                      * @description Where events are POSTed: an absolute http or https URL, at most 2048 characters.
                      */
                     url?: string;
-                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused, purchase.created, purchase.changed, purchase.cancelled, purchase.renewed, invoice.created, invoice.finalized, invoice.paid, invoice.voided, invoice.overdue; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
-                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue")[];
+                    /** @description The event types sent to it, at least one of wallet.balance.update, wallet.balance.drop, wallet.balance.recovered, balance.threshold.crossed, signal.refused, purchase.created, purchase.changed, purchase.cancelled, purchase.renewed, invoice.created, invoice.finalized, invoice.paid, invoice.voided, invoice.overdue, credit_note.created; by default wallet.balance.update and wallet.balance.drop. Repeats count once. */
+                    events?: ("wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue" | "credit_note.created")[];
                     threshold?: components["schemas"]["Decimal"] | null;
                     /** @description false stops deliveries (events triggered meanwhile are never sent to it); true resumes them. */
                     enabled?: boolean;
