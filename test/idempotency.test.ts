@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Exit, Option } from "effect"
 import { IdempotencyKeyReused } from "../src/errors.ts"
-import { claimKey, fingerprintOf } from "../src/idempotency/Idempotency.ts"
+import { claimKey, claimKeyIfAny, fingerprintOf } from "../src/idempotency/Idempotency.ts"
 
 const first = { fingerprint: fingerprintOf(["cus_1", "10.00"]), answer: "the first answer" }
 
@@ -40,5 +40,21 @@ describe("claimKey", () => {
       )
       expect(exit).toEqual(Exit.fail("insert failed"))
       expect(reads).toBe(0)
+    }))
+
+  it.effect("without a key (claimKeyIfAny): the record is inserted, None, and nothing is read", () =>
+    Effect.gen(function*() {
+      let inserts = 0
+      let reads = 0
+      const claimed = yield* claimKeyIfAny(
+        undefined,
+        first.fingerprint,
+        Effect.sync(() => (inserts++, [])),
+        Effect.sync(() => (reads++, first))
+      )
+      expect(Option.isNone(claimed)).toBe(true)
+      expect([inserts, reads]).toEqual([1, 0])
+      // With a key it is claimKey: a taken key answers the first record.
+      expect(yield* claimKeyIfAny("k1", first.fingerprint, Effect.succeed([]), Effect.succeed(first))).toEqual(Option.some(first))
     }))
 })

@@ -7,7 +7,7 @@
  * status checked (OPEN or PAID), the note worked out, its number taken
  * (InvoiceNumbers.ts), a PAID invoice's amount credited to the wallet through
  * the ledger (src/ledger/CreditNotes.ts), the row written (its key claimed,
- * `claimKey`), an OPEN invoice with nothing left due made PAID, and the
+ * `claimKeyIfAny`), an OPEN invoice with nothing left due made PAID, and the
  * lifecycle events (`credit_note.created`, then `invoice.paid` when it settled
  * the invoice) written to the outbox. A refusal writes nothing.
  */
@@ -21,7 +21,7 @@ import {
   InvoiceNotFound,
   UnknownInvoiceLine
 } from "../errors.ts"
-import { claimKey, fingerprintOf, replay } from "../idempotency/Idempotency.ts"
+import { claimKeyIfAny, fingerprintOf, replay } from "../idempotency/Idempotency.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import { creditNoteToWallet } from "../ledger/CreditNotes.ts"
 import type { Ledger } from "../ledger/Ledger.ts"
@@ -276,13 +276,9 @@ export const createCreditNote = (
         createdAt: at
       })
     } ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
-    if (key === undefined) {
-      yield* insert
-    } else {
-      // The key is new to this invoice (above); taken meanwhile by a note of another invoice: another request, 422.
-      const first = yield* claimKey(key, fingerprint, insert, Effect.map(keyed(key), Option.getOrThrow))
-      if (Option.isSome(first)) return yield* Effect.die(new Error(`idempotency key ${key} of invoice ${invoiceId} taken twice`))
-    }
+    // A key new to this invoice (above) but taken meanwhile by a note of another invoice: another request, 422.
+    const first = yield* claimKeyIfAny(key, fingerprint, insert, Effect.map(keyed(key ?? ""), Option.getOrThrow))
+    if (Option.isSome(first)) return yield* Effect.die(new Error(`idempotency key ${key} of invoice ${invoiceId} taken twice`))
     // Nothing left due on an OPEN invoice: settled, PAID now, with no payment (no money came in).
     const settled = invoice.status === "OPEN" && !isPositive(subtract(invoice.amountDue, parts.amount))
     if (settled) {

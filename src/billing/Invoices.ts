@@ -12,7 +12,7 @@ import { Effect, Option, Schema } from "effect"
 import { dieOnSqlError, findAll, findByIdOr, findOne, knownCursor, pageClause, writeTogether } from "../db/Sql.ts"
 import { readClient } from "../db/ReadSql.ts"
 import { InvoiceNotFound, InvoiceNotOpen, PaymentNotFound } from "../errors.ts"
-import { claimKey, fingerprintOf } from "../idempotency/Idempotency.ts"
+import { claimKeyIfAny, fingerprintOf } from "../idempotency/Idempotency.ts"
 import type { Page } from "../Page.ts"
 import { makeId, type OrganizationId } from "../ids.ts"
 import { Ledger } from "../ledger/Ledger.ts"
@@ -158,20 +158,16 @@ export class Invoices extends Effect.Service<Invoices>()("Invoices", {
             createdAt: at
           })
         } ON CONFLICT (organization_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING RETURNING id`
-        if (key === undefined) {
-          yield* insertPayment
-        } else {
-          const first = yield* claimKey(
-            key,
-            fingerprint,
-            insertPayment,
-            findKeyed(organizationId, key).pipe(
-              Effect.map((stored) => Option.getOrThrow(stored)),
-              Effect.map((stored) => ({ ...stored, fingerprint: stored.fingerprint ?? "" }))
-            )
+        const first = yield* claimKeyIfAny(
+          key,
+          fingerprint,
+          insertPayment,
+          findKeyed(organizationId, key ?? "").pipe(
+            Effect.map((stored) => Option.getOrThrow(stored)),
+            Effect.map((stored) => ({ ...stored, fingerprint: stored.fingerprint ?? "" }))
           )
-          if (Option.isSome(first)) return yield* firstPayment(organizationId, first.value)
-        }
+        )
+        if (Option.isSome(first)) return yield* firstPayment(organizationId, first.value)
         if (invoice.status !== "OPEN") {
           return yield* new InvoiceNotOpen({
             message: invoice.status === "DRAFT"

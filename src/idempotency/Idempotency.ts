@@ -55,3 +55,15 @@ export const claimKey = <A extends { readonly fingerprint: string }, E1, R1, E2,
           onLeft: Effect.fail,
           onRight: Effect.succeedSome
         })))
+
+/**
+ * A write that may carry a key: `claimKey` when it does; without one, the record is inserted and
+ * there is nothing to replay (`None`).
+ */
+export const claimKeyIfAny = <A extends { readonly fingerprint: string }, E1, R1, E2, R2>(
+  key: string | undefined,
+  fingerprint: string,
+  record: Effect.Effect<ReadonlyArray<unknown>, E1, R1>,
+  stored: Effect.Effect<A, E2, R2>
+): Effect.Effect<Option.Option<A>, E1 | E2 | IdempotencyKeyReused, R1 | R2> =>
+  key === undefined ? Effect.as(record, Option.none<A>()) : claimKey(key, fingerprint, record, stored)
