@@ -67,8 +67,12 @@ import { announceEnded } from "./PricedWaits.ts"
 const DEFAULT_BATCH_SIZE = 1000
 
 export const SignalBatchSize = Effect.map(
-  Config.option(Config.integer("BILLING_SIGNAL_BATCH")),
-  (size) => Math.max(1, Option.getOrElse(size, () => DEFAULT_BATCH_SIZE))
+  Config.option(
+    Config.integer("BILLING_SIGNAL_BATCH").pipe(
+      Config.validate({ message: "BILLING_SIGNAL_BATCH must be a whole number of at least 1", validation: (size) => size >= 1 })
+    )
+  ),
+  (size) => Option.getOrElse(size, () => DEFAULT_BATCH_SIZE)
 ).pipe(Effect.orDie)
 
 /**
