@@ -139,6 +139,9 @@ const expectInvoiceIn = (text: string, json: any) => {
     // The amount is the row's last column; the quantity stands before it.
     expect(row[0]!.trim().endsWith(printed(line.amount)), row[0]).toBe(true)
     if (line.quantity !== null) expect(row[0]).toContain(` ${line.quantity} `)
+    // A unit price the line carries is printed; one it lacks comes from the plan, as on the hosted page, never "-".
+    if (line.unitPrice !== null) expect(row[0]).toContain(printed(line.unitPrice))
+    else if (line.quantity !== null) expect(row[0]).not.toMatch(/\s-\s/)
   }
   expect(linesWith(text, "Subtotal")[0]!.trim().endsWith(printed(json.subtotal))).toBe(true)
   for (const tax of json.taxLines) {

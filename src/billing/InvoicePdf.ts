@@ -19,6 +19,7 @@
 import { BigDecimal, Effect } from "effect"
 import { createRequire } from "node:module"
 import type { Invoice } from "./Invoice.ts"
+import type { UnitPriceShown } from "./LineUnitPrice.ts"
 
 /** A party of the invoice: its name and the lines under it (contact, address, tax number). */
 export interface InvoicePdfParty {
@@ -42,6 +43,8 @@ export interface InvoicePdfCreditNote {
 /** What one invoice's PDF shows, built by `InvoicePdfs` (InvoicePdfs.ts) from the invoice, its organisation and its customer. */
 export interface InvoicePdfView {
   readonly invoice: Invoice
+  /** Each line's unit price as the hosted page shows it (src/billing/LineUnitPrice.ts), in the lines' order. */
+  readonly unitPrices: ReadonlyArray<UnitPriceShown>
   /** The date payment is due: the invoice's `dueDate` (null while DRAFT). */
   readonly dueDate: Date | null
   /** The invoice is OPEN and past its due date (the invoice's `overdue`). */
@@ -256,7 +259,7 @@ const render = async (view: InvoicePdfView): Promise<Uint8Array> => {
   const differentPeriod = (line: Invoice["lines"][number]) =>
     line.periodStart !== null && line.periodEnd !== null &&
     (line.periodStart.getTime() !== invoice.periodStart?.getTime() || line.periodEnd.getTime() !== invoice.periodEnd?.getTime())
-  for (const line of invoice.lines) {
+  for (const [index, line] of invoice.lines.entries()) {
     const note = differentPeriod(line) ? `Period ${periodText(line.periodStart, line.periodEnd)}` : null
     const height = heightOf(line.description, COLUMNS[0].width) + (note === null ? 0 : heightOf(note, COLUMNS[0].width, { size: 8 }) + 1)
     if (y + height > BOTTOM) {
@@ -266,7 +269,13 @@ const render = async (view: InvoicePdfView): Promise<Uint8Array> => {
     let end = text(line.description, COLUMNS[0].x, y, { width: COLUMNS[0].width })
     if (note !== null) end = text(note, COLUMNS[0].x, end + 1, { size: 8, color: MUTED, width: COLUMNS[0].width })
     figure(line.quantity === null ? "-" : plainDecimal(line.quantity), COLUMNS[1].x, y, COLUMNS[1].width)
-    figure(line.unitPrice === null ? "-" : amountText(line.unitPrice), COLUMNS[2].x, y, COLUMNS[2].width)
+    const unitPrice = view.unitPrices[index] ?? { _tag: "None" }
+    figure(
+      unitPrice._tag === "Price" ? amountText(unitPrice.price) : unitPrice._tag === "Tiered" ? "tiered" : "-",
+      COLUMNS[2].x,
+      y,
+      COLUMNS[2].width
+    )
     figure(amountText(line.amount), COLUMNS[3].x, y, COLUMNS[3].width)
     y = end + 5
     rule(y - 2.5)

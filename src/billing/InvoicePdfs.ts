@@ -9,11 +9,14 @@ import { Effect } from "effect"
 import type { Customer } from "../customers/Customer.ts"
 import { Customers } from "../customers/Customers.ts"
 import { InvoiceNotFound } from "../errors.ts"
-import { CustomerId, type OrganizationId } from "../ids.ts"
+import { CustomerId, type OrganizationId, type PurchaseId } from "../ids.ts"
+import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import { billingContactOf, type Organization, Organizations } from "../organizations/Organizations.ts"
 import type { Invoice } from "./Invoice.ts"
 import { invoicePdf, invoicePdfFileName, type InvoicePdfParty, type InvoicePdfView } from "./InvoicePdf.ts"
 import { Invoices } from "./Invoices.ts"
+import { unitPriceShown } from "./LineUnitPrice.ts"
+import { Purchases } from "./Purchases.ts"
 
 /** A rendered invoice: the invoice as the API shows it, the file's name (`INV-000042.pdf`) and its bytes. */
 export interface RenderedInvoicePdf {
@@ -46,8 +49,14 @@ export const billedToOf = (customer: Customer): InvoicePdfParty => {
 }
 
 /** What the PDF of `invoice` shows, from its organisation and customer. */
-export const invoicePdfViewOf = (invoice: Invoice, organization: Organization, customer: Customer): InvoicePdfView => ({
+export const invoicePdfViewOf = (
+  invoice: Invoice,
+  organization: Organization,
+  customer: Customer,
+  components: ReadonlyArray<SnapshotComponent> = []
+): InvoicePdfView => ({
   invoice,
+  unitPrices: invoice.lines.map((line) => unitPriceShown(line, components)),
   dueDate: invoice.dueDate,
   overdue: invoice.overdue,
   creditNotes: invoice.creditNotes.map((note) => ({
@@ -67,11 +76,12 @@ export const invoicePdfViewOf = (invoice: Invoice, organization: Organization, c
 })
 
 export class InvoicePdfs extends Effect.Service<InvoicePdfs>()("InvoicePdfs", {
-  dependencies: [Invoices.Default, Customers.Default, Organizations.Default],
+  dependencies: [Invoices.Default, Customers.Default, Organizations.Default, Purchases.Default],
   effect: Effect.gen(function*() {
     const invoices = yield* Invoices
     const customers = yield* Customers
     const organizations = yield* Organizations
+    const purchases = yield* Purchases
 
     /**
      * The PDF of one invoice of the organisation: an unknown id, or another
@@ -87,7 +97,12 @@ export class InvoicePdfs extends Effect.Service<InvoicePdfs>()("InvoicePdfs", {
         // An invoice's organisation and customer are never deleted (customers are archived): their absence is a defect.
         const organization = yield* Effect.orDie(organizations.get(organizationId))
         const customer = yield* Effect.orDie(customers.get(organizationId, CustomerId.make(invoice.customerId)))
-        const bytes = yield* invoicePdf(invoicePdfViewOf(invoice, organization, customer))
+        // The plan snapshot prices the unit lines that carry no unit price, as on the hosted page.
+        const components = invoice.purchaseId === null ? [] : yield* purchases.get(organizationId, invoice.purchaseId as PurchaseId).pipe(
+          Effect.map((purchase) => purchase.snapshot.components),
+          Effect.orDie
+        )
+        const bytes = yield* invoicePdf(invoicePdfViewOf(invoice, organization, customer, components))
         return { invoice, fileName: invoicePdfFileName(invoice), bytes } satisfies RenderedInvoicePdf
       })
 

@@ -12,7 +12,8 @@ import { HUNDRED, sum, toNumber } from "../money.ts"
 import { meterLabels, usageChart } from "./Chart.ts"
 import { type Formats, isNegativeInCents } from "./Format.ts"
 import { type Html, html, trusted } from "./Html.ts"
-import { amountDueOf, type HeldAmount, type UnitPriceShown } from "./Amounts.ts"
+import { amountDueOf, type HeldAmount } from "./Amounts.ts"
+import type { UnitPriceShown } from "../billing/LineUnitPrice.ts"
 import type { InvoicePageView, PageRefusal, PortalPageView, UpcomingInvoice } from "./PortalView.ts"
 
 const stylesheet = `

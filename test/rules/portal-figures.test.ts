@@ -8,7 +8,8 @@ import { describe, expect, it } from "vitest"
 import { amountDueOf as invoiceAmountDue } from "../../src/billing/Invoice.ts"
 import { decimal, toSql } from "../../src/money.ts"
 import type { SnapshotComponent } from "../../src/pricing/PlanSnapshot.ts"
-import { amountDueOf, heldAmounts, unitPriceShown } from "../../src/portal/Amounts.ts"
+import { unitPriceShown } from "../../src/billing/LineUnitPrice.ts"
+import { amountDueOf, heldAmounts } from "../../src/portal/Amounts.ts"
 import { chartLayouts, labelledDays } from "../../src/portal/Chart.ts"
 
 const at = (minutes: number) => new Date(Date.UTC(2025, 0, 1, 0, minutes))
