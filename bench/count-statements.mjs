@@ -21,6 +21,8 @@
  */
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import pg from "pg"
 
 const file = process.env.BENCH_STATEMENTS_FILE
@@ -54,6 +56,26 @@ try {
   patch(createRequire(import.meta.url)("pg").Client)
 } catch {
   // no CommonJS entry: the ESM one is patched
+}
+
+// The measured process may be another checkout's (`--root`): its bin loads the `pg` of its own
+// node_modules, a module instance of its own, which is patched too (ESM and CommonJS entries).
+const measured = process.argv[1]
+if (measured) {
+  try {
+    const requireMeasured = createRequire(measured)
+    const manifestPath = requireMeasured.resolve("pg/package.json")
+    const manifest = JSON.parse(fs.readFileSync(manifestPath, "utf8"))
+    const esmEntry = manifest.exports?.["."]?.import
+    const entry = typeof esmEntry === "string" ? esmEntry : esmEntry?.default
+    if (typeof entry === "string") {
+      const esm = await import(pathToFileURL(path.join(path.dirname(manifestPath), entry)).href)
+      patch((esm.default ?? esm).Client)
+    }
+    patch(requireMeasured("pg").Client)
+  } catch {
+    // no pg beside the measured entry: the bench's own is the one it loads
+  }
 }
 
 process.on("exit", () => {
