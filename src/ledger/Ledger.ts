@@ -162,6 +162,23 @@ export const balanceColumns = (
 })
 
 /**
+ * The join that finds each row of an UPDATE ... FROM unnest(...) AS v by its
+ * key: a probe of the key's index of its own (a LATERAL subquery, `OFFSET 0`
+ * so that it stays one), locked, its `ctid` the row the UPDATE takes
+ * (`WHERE alias.ctid = found.row_ctid`, a TID scan). Joined to v by key, the
+ * planner read the whole table and hashed it for every batch once it held a
+ * few thousand rows (a probe a key costs more in its model than it does in
+ * memory): the cost of a drain batch grew with the customers of the database
+ * (docs/benchmarks.md "A balance move read every balance row"). The lock is the
+ * caller's already (the rows were locked when the moves were computed from
+ * them): taken again it costs nothing, and it makes the ctid the row's latest
+ * version even if a caller forgot to lock, so a move is never lost.
+ */
+export const byKeyProbe = (table: string, keys: ReadonlyArray<string>, lock: "FOR UPDATE" | "FOR NO KEY UPDATE") =>
+  `CROSS JOIN LATERAL (SELECT r.ctid AS row_ctid FROM ${table} r
+     WHERE ${keys.map((key) => `r.${key} = v.${key}`).join(" AND ")} OFFSET 0 ${lock}) found`
+
+/**
  * The UPDATE adding to purchases' spent_this_cycle, aggregated per purchase,
  * for `writeTogether`; undefined when nothing moves.
  */
@@ -178,7 +195,8 @@ const addSpentStatement = (sql: SqlClient.SqlClient, moves: ReadonlyArray<SpentM
   return prepared(sql)`UPDATE purchases AS p SET spent_this_cycle = p.spent_this_cycle + v.amount
       FROM unnest(${rows.map((row) => row.organizationId)}::text[], ${rows.map((row) => row.purchaseId)}::text[],
                   ${rows.map((row) => toSql(row.amount))}::numeric[]) AS v(organization_id, id, amount)
-      WHERE p.organization_id = v.organization_id AND p.id = v.id`
+      ${sql.literal(byKeyProbe("purchases", ["organization_id", "id"], "FOR NO KEY UPDATE"))}
+      WHERE p.ctid = found.row_ctid`
 }
 
 /** The INSERT of new balance rows (a first cycle), for `writeTogether`; undefined when there are none. */
@@ -400,8 +418,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
                   ${v.used}::numeric[], ${v.remaining}::numeric[],
                   ${v.cycleQuantity}::numeric[], ${v.arrearAmount}::numeric[]
                 ) AS v(organization_id, purchase_id, component_id, granted, used, remaining, cycle_quantity, arrear_amount)
-                WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
-                  AND b.component_id = v.component_id
+                ${sql.literal(byKeyProbe("purchase_balances", ["organization_id", "purchase_id", "component_id"], "FOR UPDATE"))}
+                WHERE b.ctid = found.row_ctid
                 RETURNING b.organization_id, b.purchase_id, b.component_id, b.customer_id, b.type, b.billing_mode,
                   b.target_id, b.granted, b.used, b.remaining, v.granted AS granted_moved, v.used AS used_moved,
                   v.remaining AS remaining_moved
@@ -437,8 +455,8 @@ export class Ledger extends Effect.Service<Ledger>()("Ledger", {
             ${v.cycleQuantity}::numeric[], ${v.arrearAmount}::numeric[]
           ) AS v(organization_id, purchase_id, cycle_index, component_id, granted, used, remaining, cycle_quantity,
                  arrear_amount)
-          WHERE b.organization_id = v.organization_id AND b.purchase_id = v.purchase_id
-            AND b.cycle_index = v.cycle_index AND b.component_id = v.component_id`)
+          ${sql.literal(byKeyProbe("cycle_balances", ["organization_id", "purchase_id", "cycle_index", "component_id"], "FOR UPDATE"))}
+          WHERE b.ctid = found.row_ctid`)
       })
       return Effect.asVoid(Effect.zipRight(moveCurrent, moveClosed))
     })
