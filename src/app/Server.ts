@@ -41,6 +41,7 @@ import { WebhooksHttpLive } from "../webhooks/WebhooksHttp.ts"
 import { OrganizationHttpLive } from "../http/OrganizationHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
+import { strictQueryLayer } from "../http/StrictQuery.ts"
 import { guardBodies, keyCheckOf, type RouteMatcher } from "../http/BodyGuard.ts"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { renderFailures, type RouteTable } from "../http/Envelope.ts"
@@ -114,7 +115,8 @@ const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, Balances
 
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(RoutesLive),
-  Layer.provide(AuthenticationLive)
+  Layer.provide(AuthenticationLive),
+  Layer.provide(strictQueryLayer(Api))
 )
 
 const routes = routeTable(Api)
