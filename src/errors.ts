@@ -208,6 +208,9 @@ export class TimestampTooOld extends Data.TaggedError("TimestampTooOld")<Message
 /** An idempotency key sent again with a different request. */
 export class IdempotencyKeyReused extends Data.TaggedError("IdempotencyKeyReused")<Message> {}
 
+/** An `Idempotency-Key` whose first request is still running after the repeat waited for it: retry shortly. */
+export class IdempotencyKeyInUse extends Data.TaggedError("IdempotencyKeyInUse")<Message> {}
+
 /** The agentKey (or composite refId, or run) names nothing live in the workspace. */
 export class UnknownTarget extends Data.TaggedError("UnknownTarget")<Message> {}
 
@@ -347,6 +350,7 @@ export type ServiceError =
   | InvalidSignal
   | TimestampTooOld
   | IdempotencyKeyReused
+  | IdempotencyKeyInUse
   | UnknownTarget
   | OutOfAllowance
   | InvalidUsage
@@ -451,6 +455,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   InvalidSignal: 400,
   TimestampTooOld: 422,
   IdempotencyKeyReused: 422,
+  IdempotencyKeyInUse: 409,
   UnknownTarget: 422,
   OutOfAllowance: 422,
   InvalidUsage: 400,

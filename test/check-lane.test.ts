@@ -145,10 +145,14 @@ describe("the check lane", () => {
     const answers = [
       await post("/entitlements/check", text, { chunked: false, headers: { "content-type": "text/plain" } }),
       await post("/entitlements/check", text, { chunked: false, headers: { authorization: "Basic abc" } }),
+      // A query string: the full server's strict queries refuse it (docs/api.md "Strict queries").
       await post("/entitlements/check?source=test", text, { chunked: false }),
+      // An Idempotency-Key is claimed and replayed by the full server (docs/api.md "Idempotency-Key on every POST").
+      await post("/entitlements/check", text, { chunked: false, headers: { "idempotency-key": `check-${Date.now()}` } }),
       await post("/signal/credit", JSON.stringify({ customerId, agentKey: "chat", usage }), { chunked: false })
     ]
-    expect(answers.map((answer) => answer.status)).toEqual([415, 401, 200, 202])
+    expect(answers.map((answer) => answer.status)).toEqual([415, 401, 400, 200, 202])
+    expect(answers[2]!.body.statusDetail.message).toContain(`unknown query parameter "source"`)
     expect(await laneStats()).toEqual(before)
     expect((await app.run(Effect.flatMap(IntakeLane, (lane) => lane.stats))).answered - intakeBefore.answered).toBe(1)
   })

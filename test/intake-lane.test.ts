@@ -230,10 +230,14 @@ describe("the intake lane", () => {
     const answers = [
       await post("/signal/credit", text, { chunked: false, headers: { "content-type": "text/plain" } }),
       await post("/signal/credit", text, { chunked: false, headers: { authorization: "Basic abc" } }),
+      // A query string: the full server's strict queries refuse it (docs/api.md "Strict queries").
       await post("/signal/credit?source=test", text, { chunked: false }),
-      await post("/signal/outcome/complete", JSON.stringify({ customerId, runId: "none" }), { chunked: false })
+      await post("/signal/outcome/complete", JSON.stringify({ customerId, runId: "none" }), { chunked: false }),
+      // An Idempotency-Key is claimed and replayed by the full server (docs/api.md "Idempotency-Key on every POST").
+      await post("/signal/credit", text, { chunked: false, headers: { "idempotency-key": `lane-${Date.now()}` } })
     ]
-    expect(answers.map((answer) => answer.status)).toEqual([415, 401, 202, 404])
+    expect(answers.map((answer) => answer.status)).toEqual([415, 401, 400, 404, 202])
+    expect(answers[2]!.body.statusDetail.message).toContain(`unknown query parameter "source"`)
     expect(await laneStats()).toEqual(before)
   })
 

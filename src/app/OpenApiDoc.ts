@@ -29,21 +29,27 @@ import { codesOfStatus } from "../http/ApiErrors.ts"
 import { type ErrorDescriptions, errorResponse, isError, isWrittenResponse } from "../http/Documented.ts"
 import { LifecycleEventBodySchemas } from "../billing/LifecycleEventSchemas.ts"
 import { webhooksDocument } from "../webhooks/EventSchemas.ts"
+import { documentIdempotencyKey, documentReplayedHeader } from "../http/IdempotencyKeyHeader.ts"
 
 const bodyRefusals =
   "The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL " +
   "character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation " +
-  "does not take (unknown fields are refused, never ignored). The message names the field."
+  "does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the " +
+  "operation does not take is refused too, naming it."
 
 const parameterRefusals =
-  "A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding."
+  "A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message " +
+  "names it), or the path is not valid percent-encoding."
 
-const pathRefusal = "The path is not valid percent-encoding."
+const pathRefusal = "The path is not valid percent-encoding, or a query parameter is sent (the operation takes none; " +
+  "the message names it)."
+
+const keyRefusal = " Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters."
 
 type Operation = {
   "x-error-codes"?: ReadonlyArray<string>
   requestBody?: unknown
-  parameters?: ReadonlyArray<{ readonly in: string }>
+  parameters?: Array<{ readonly in: string }>
   responses: Record<string, unknown>
 }
 
@@ -88,10 +94,13 @@ export const documentApi = OpenApi.annotations({
       const allowed = methods.filter((method) => item[method] !== undefined)
       for (const method of allowed) {
         const operation = item[method]!
+        // The Idempotency-Key header of every POST, and its 409 and 422 (src/http/IdempotencyKeyHeader.ts).
+        if (method === "post") documentIdempotencyKey(operation, { make: errorResponse, is: isWrittenResponse })
         const own = operation.responses
-        const hasParameters = (operation.parameters ?? []).length > 0
+        const hasParameters = (operation.parameters ?? []).some((parameter) => parameter.in === "path" || parameter.in === "query")
         const shared: ErrorDescriptions = {
-          400: operation.requestBody !== undefined ? bodyRefusals : hasParameters ? parameterRefusals : pathRefusal,
+          400: (operation.requestBody !== undefined ? bodyRefusals : hasParameters ? parameterRefusals : pathRefusal) +
+            (method === "post" ? keyRefusal : ""),
           401: "The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired.",
           405: `This path does not take the method used; it takes ${allowed.map((m) => m.toUpperCase()).join(", ")}.`,
           ...(operation.requestBody !== undefined
@@ -115,6 +124,7 @@ export const documentApi = OpenApi.annotations({
         }
         for (const status of Object.keys(errors).sort()) responses[status] = errors[status]
         operation.responses = responses
+        if (method === "post") documentReplayedHeader(operation)
         operation["x-error-codes"] = Object.keys(errors).sort().flatMap((status) => codesOfStatus(Number(status)))
       }
     }

@@ -41,12 +41,15 @@ import { WebhooksHttpLive } from "../webhooks/WebhooksHttp.ts"
 import { OrganizationHttpLive } from "../http/OrganizationHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
+import { strictQueryLayer } from "../http/StrictQuery.ts"
 import { guardBodies, keyCheckOf, type RouteMatcher } from "../http/BodyGuard.ts"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { renderFailures, type RouteTable } from "../http/Envelope.ts"
 import { IntakeLane } from "../signals/IntakeLane.ts"
 import { CheckLane } from "../entitlements/CheckLane.ts"
 import { RateLimiter } from "../http/RateLimit.ts"
+import { idempotentPosts } from "../http/IdempotencyKeyHeader.ts"
+import { KeyedRequests } from "../idempotency/KeyedRequests.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 
 /**
@@ -114,14 +117,19 @@ const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, Balances
 
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(RoutesLive),
-  Layer.provide(AuthenticationLive)
+  Layer.provide(AuthenticationLive),
+  Layer.provide(strictQueryLayer(Api))
 )
 
 const routes = routeTable(Api)
 
-const EnvelopeLive = Layer.merge(
+const EnvelopeLive = Layer.mergeAll(
   HttpApiBuilder.middleware(renderFailures(routes)),
-  HttpApiBuilder.middleware(Effect.map(ApiKeys, (keys) => guardBodies("/api/v1/", routes, keyCheckOf(keys))))
+  HttpApiBuilder.middleware(Effect.map(ApiKeys, (keys) => guardBodies("/api/v1/", routes, keyCheckOf(keys)))),
+  // The Idempotency-Key header on every POST (src/http/IdempotencyKeyHeader.ts).
+  HttpApiBuilder.middleware(
+    Effect.map(Effect.all({ keys: ApiKeys, limiter: RateLimiter, records: KeyedRequests }), (deps) => idempotentPosts("/api/v1/", routes, deps))
+  ).pipe(Layer.provide(KeyedRequests.Default))
 )
 
 export interface HttpServerOptions {

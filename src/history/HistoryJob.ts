@@ -9,7 +9,10 @@
  *     inbox to the archive, organisation by organisation, in batches of
  *     RETENTION_BATCH, each its own transaction: a row without a copy is
  *     copied, a row whose copy has settled (made by an earlier pass) leaves
- *     the inbox (src/signals/Retention.ts).
+ *     the inbox (src/signals/Retention.ts);
+ *  3. deletes the records of `Idempotency-Key` headers first used 24 hours
+ *     or more before `now` (src/idempotency/KeyedRequests.ts; a request reads
+ *     an older one as expired anyway, so this only keeps the table small).
  * Each call of the job does one batch and says how many signals it went
  * through, so `worker --once` runs a whole pass and a looping worker lets its
  * other jobs run between batches. Between passes a call costs nothing (no
@@ -24,6 +27,7 @@ import { Effect, Either } from "effect"
 import { moveBatch, passBounds, type PassBounds } from "../signals/Retention.ts"
 import { inboxColumns } from "../signals/SignalArchive.ts"
 import { keepUsageLogMonths } from "../usage/Partitions.ts"
+import { purgeExpiredKeys } from "../idempotency/KeyedRequests.ts"
 import { tally } from "../worker/Stats.ts"
 import type { WorkerJob } from "../worker/Worker.ts"
 
@@ -117,6 +121,9 @@ export const historyJob: Effect.Effect<WorkerJob, never, SqlClient.SqlClient> = 
       // A month that cannot be created or detached is logged and tried next pass; it never holds the inbox's retention up.
       yield* keepUsageLogMonths(sql, usageLogMonths).pipe(
         Effect.catchAllCause((cause) => Effect.logWarning("the usage log's months could not be kept; tried again next pass", cause))
+      )
+      yield* purgeExpiredKeys(sql, now).pipe(
+        Effect.catchAllCause((cause) => Effect.logWarning("expired idempotency keys could not be deleted; tried again next pass", cause))
       )
       if (signalRetentionDays === 0) return undefined
       columns ??= yield* inboxColumns(sql)

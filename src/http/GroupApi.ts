@@ -14,6 +14,7 @@ import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized, Unprocessable } from "./ApiErrors.ts"
 import { Authentication } from "./Auth.ts"
+import { StrictQuery } from "./StrictQuery.ts"
 import { apiPrefix } from "./ApiPrefix.ts"
 import { declaredError } from "./Envelope.ts"
 
@@ -21,14 +22,17 @@ export const apiId = "billing"
 
 export { apiPrefix }
 
-/** A feature's group behind bearer authentication, as the API serves every group. */
+/**
+ * A feature's group behind bearer authentication, as the API serves every group, and with strict queries
+ * (src/http/StrictQuery.ts), checked after authentication (the last middleware added runs first).
+ */
 export const authenticated = <
   Id extends string,
   Endpoints extends HttpApiEndpoint.HttpApiEndpoint.Any,
   E,
   R,
   TopLevel extends true | false
->(group: HttpApiGroup.HttpApiGroup<Id, Endpoints, E, R, TopLevel>) => group.middleware(Authentication)
+>(group: HttpApiGroup.HttpApiGroup<Id, Endpoints, E, R, TopLevel>) => group.middleware(StrictQuery).middleware(Authentication)
 
 /** The client errors every route may answer, each declared once with its status. */
 export const withSharedErrors = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(

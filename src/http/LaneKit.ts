@@ -14,6 +14,7 @@ import { codeOf, type ServiceError } from "../errors.ts"
 import { bearerToken } from "./Auth.ts"
 import { isJsonType, MAX_JSON_DEPTH, jsonDepthExceeds, mayHoldLoneSurrogate } from "./BodyGuard.ts"
 import { errorBody, failureAnswer, writeAnswer } from "./Envelope.ts"
+import { idempotencyKeyHeader } from "./IdempotencyKeyHeader.ts"
 import { rateLimitedMessage, rateLimitHeaders, type RateVerdict } from "./RateLimit.ts"
 import * as RequestLog from "./RequestLog.ts"
 
@@ -93,11 +94,13 @@ export const makeLaneContext = Effect.gen(function*() {
 
 /**
  * The bearer key of a request a lane may read: a JSON (or untyped) body of
- * a known length up to `maxBody`, not chunked. Undefined: the request is the
- * full server's.
+ * a known length up to `maxBody`, not chunked, without an `Idempotency-Key`
+ * (its claim and replay are the full server's, src/http/IdempotencyKeyHeader.ts).
+ * Undefined: the request is the full server's.
  */
 export const laneSecretOf = (request: IncomingMessage, maxBody: number): string | undefined => {
   const headers = request.headers
+  if (headers[idempotencyKeyHeader] !== undefined) return undefined
   const contentType = headers["content-type"]
   if (contentType !== undefined && contentType.trim() !== "" && !isJsonType(contentType)) return undefined
   const length = Number(headers["content-length"])

@@ -3815,7 +3815,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "agent_key_taken" | "catalogue_item_archived" | "customer_archived" | "external_id_taken" | "invoice_not_creditable" | "invoice_not_open" | "member_email_taken" | "model_created_concurrently" | "outcome_run_completed" | "purchase_already_held" | "purchase_cancelled" | "ref_id_taken" | "signal_already_processed" | "step_agent_key_repeated" | "step_agent_key_taken" | "usage_already_reversed" | "usage_not_reversible" | "usage_row_is_reversal" | "webhook_endpoint_disabled" | "webhook_endpoint_removed";
+                code: "agent_key_taken" | "catalogue_item_archived" | "customer_archived" | "external_id_taken" | "idempotency_key_in_use" | "invoice_not_creditable" | "invoice_not_open" | "member_email_taken" | "model_created_concurrently" | "outcome_run_completed" | "purchase_already_held" | "purchase_cancelled" | "ref_id_taken" | "signal_already_processed" | "step_agent_key_repeated" | "step_agent_key_taken" | "usage_already_reversed" | "usage_not_reversible" | "usage_row_is_reversal" | "webhook_endpoint_disabled" | "webhook_endpoint_removed";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -4635,7 +4635,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4685,7 +4685,10 @@ export interface operations {
     "customers.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -4717,6 +4720,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -4736,9 +4741,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -4763,9 +4770,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The `externalId` is already held by another active customer. */
+            /** @description The `externalId` is already held by another active customer. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -4779,6 +4788,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -4833,7 +4853,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -4923,7 +4943,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5034,7 +5054,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5140,7 +5160,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5230,7 +5250,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5341,7 +5361,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5490,7 +5510,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5540,7 +5560,10 @@ export interface operations {
     "purchases.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -5562,6 +5585,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5623,6 +5648,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), neither `customerId` nor `externalId` is sent, the plan is unknown or archived, or `billingDate` is in the past. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5641,6 +5668,8 @@ export interface operations {
             /** @description No customer with this id, or no active customer with this `externalId`. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5656,9 +5685,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived, or already has a SCHEDULED or ACTIVE purchase (cancel it first). */
+            /** @description The customer is archived, or already has a SCHEDULED or ACTIVE purchase (cancel it first). Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -5672,6 +5703,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -5765,7 +5807,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5901,7 +5943,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -5978,7 +6020,10 @@ export interface operations {
     "purchases.cancel": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -5990,6 +6035,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6048,9 +6095,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6069,6 +6118,8 @@ export interface operations {
             /** @description No purchase with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6084,13 +6135,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The purchase is already cancelled. */
+            /** @description The purchase is already cancelled. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -6116,7 +6180,10 @@ export interface operations {
     "purchases.change": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -6142,6 +6209,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6290,6 +6359,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), or the plan is unknown or archived. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6308,6 +6379,8 @@ export interface operations {
             /** @description No purchase with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6323,9 +6396,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The purchase is cancelled, or its customer is archived. */
+            /** @description The purchase is cancelled, or its customer is archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6341,9 +6416,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The `idempotencyKey` was used before with a different request. Nothing is changed. */
+            /** @description The `idempotencyKey` was used before with a different request. Nothing is changed. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -6443,7 +6520,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6584,7 +6661,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6716,7 +6793,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6828,7 +6905,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -6940,7 +7017,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7035,7 +7112,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7148,7 +7225,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7262,7 +7339,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7367,7 +7444,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7490,7 +7567,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -7567,7 +7644,10 @@ export interface operations {
     "balances.adjustCredits": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The service's customer id (`cus_...`). */
                 id: string;
@@ -7592,6 +7672,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7617,9 +7699,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7638,6 +7722,8 @@ export interface operations {
             /** @description No customer with this id in the workspace (another organisation's customers are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7653,9 +7739,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7671,9 +7759,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7703,7 +7793,10 @@ export interface operations {
     "balances.adjustOutcomes": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The service's customer id (`cus_...`). */
                 id: string;
@@ -7728,6 +7821,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7753,9 +7848,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7774,6 +7871,8 @@ export interface operations {
             /** @description No customer with this id in the workspace (another organisation's customers are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7789,9 +7888,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7807,9 +7908,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7839,7 +7942,10 @@ export interface operations {
     "balances.adjustUnits": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The service's customer id (`cus_...`). */
                 id: string;
@@ -7864,6 +7970,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7889,9 +7997,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7910,6 +8020,8 @@ export interface operations {
             /** @description No customer with this id in the workspace (another organisation's customers are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7925,9 +8037,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7943,9 +8057,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -7975,7 +8091,10 @@ export interface operations {
     "balances.adjustComposites": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The service's customer id (`cus_...`). */
                 id: string;
@@ -8000,6 +8119,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8025,9 +8146,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8046,6 +8169,8 @@ export interface operations {
             /** @description No customer with this id in the workspace (another organisation's customers are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8061,9 +8186,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8079,9 +8206,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8111,7 +8240,10 @@ export interface operations {
     "balances.adjustWallet": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The service's customer id (`cus_...`). */
                 id: string;
@@ -8139,6 +8271,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8164,9 +8298,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8185,6 +8321,8 @@ export interface operations {
             /** @description No customer with this id in the workspace (another organisation's customers are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8200,9 +8338,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8218,9 +8358,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The Reserved Wallet is not enabled in the workspace, or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The Reserved Wallet is not enabled in the workspace, or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8250,7 +8392,10 @@ export interface operations {
     "balances.adjustCreditsByExternalId": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The caller's own id of an active customer: 1 to 32 characters from `A-Z a-z 0-9 -`, matched exactly. */
                 externalId: string;
@@ -8275,6 +8420,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8300,9 +8447,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8321,6 +8470,8 @@ export interface operations {
             /** @description No active customer has this `externalId` in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8336,9 +8487,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8354,9 +8507,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8386,7 +8541,10 @@ export interface operations {
     "balances.adjustOutcomesByExternalId": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The caller's own id of an active customer: 1 to 32 characters from `A-Z a-z 0-9 -`, matched exactly. */
                 externalId: string;
@@ -8411,6 +8569,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8436,9 +8596,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8457,6 +8619,8 @@ export interface operations {
             /** @description No active customer has this `externalId` in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8472,9 +8636,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8490,9 +8656,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8522,7 +8690,10 @@ export interface operations {
     "balances.adjustUnitsByExternalId": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The caller's own id of an active customer: 1 to 32 characters from `A-Z a-z 0-9 -`, matched exactly. */
                 externalId: string;
@@ -8547,6 +8718,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8572,9 +8745,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8593,6 +8768,8 @@ export interface operations {
             /** @description No active customer has this `externalId` in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8608,9 +8785,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8626,9 +8805,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8658,7 +8839,10 @@ export interface operations {
     "balances.adjustCompositesByExternalId": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The caller's own id of an active customer: 1 to 32 characters from `A-Z a-z 0-9 -`, matched exactly. */
                 externalId: string;
@@ -8683,6 +8867,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8708,9 +8894,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8729,6 +8917,8 @@ export interface operations {
             /** @description No active customer has this `externalId` in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8744,9 +8934,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8762,9 +8954,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The customer has no active plan, the `agentKey` names nothing the plan sells prepaid (ADVANCE), or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8794,7 +8988,10 @@ export interface operations {
     "balances.adjustWalletByExternalId": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The caller's own id of an active customer: 1 to 32 characters from `A-Z a-z 0-9 -`, matched exactly. */
                 externalId: string;
@@ -8822,6 +9019,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8847,9 +9046,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8868,6 +9069,8 @@ export interface operations {
             /** @description No active customer has this `externalId` in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8883,9 +9086,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived: archived customers are read-only. */
+            /** @description The customer is archived: archived customers are read-only. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -8901,9 +9106,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The Reserved Wallet is not enabled in the workspace, or the `idempotencyKey` was used before with a different request. Nothing is adjusted. */
+            /** @description The Reserved Wallet is not enabled in the workspace, or the `idempotencyKey` was used before with a different request. Nothing is adjusted. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9223,7 +9430,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9385,7 +9592,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9462,7 +9669,7 @@ export interface operations {
                     "application/pdf": string;
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9521,7 +9728,10 @@ export interface operations {
     "invoices.payLink": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -9533,6 +9743,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9552,9 +9764,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9573,6 +9787,8 @@ export interface operations {
             /** @description No invoice with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9588,13 +9804,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing. */
+            /** @description The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -9620,7 +9849,10 @@ export interface operations {
     "invoices.recordPayment": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -9641,6 +9873,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9744,9 +9978,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9765,6 +10001,8 @@ export interface operations {
             /** @description No invoice with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9780,9 +10018,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing. */
+            /** @description The invoice is not OPEN: a DRAFT (inside its grace period) is never payable, PAID and VOID owe nothing. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9798,9 +10038,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The `idempotencyKey` was used before with a different request (another invoice or reference). Nothing is recorded. */
+            /** @description The `idempotencyKey` was used before with a different request (another invoice or reference). Nothing is recorded. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -9895,7 +10137,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -9954,7 +10196,10 @@ export interface operations {
     "invoices.createCreditNote": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -9970,6 +10215,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10112,6 +10359,8 @@ export interface operations {
             /** @description The body fails its schema: neither or both of `amount` and `lines`, an amount not positive or finer than a cent, a line named twice, an empty `reason`. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10130,6 +10379,8 @@ export interface operations {
             /** @description No invoice with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10145,9 +10396,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The invoice is a DRAFT (not final yet) or VOID (nothing is owed): `invoice_not_creditable`. */
+            /** @description The invoice is a DRAFT (not final yet) or VOID (nothing is owed): `invoice_not_creditable`. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10163,9 +10416,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description More than remains to credit, of the invoice or of a line (`credit_exceeds_remaining`); a line the invoice does not have (`unknown_invoice_line`); lines that come to less than a cent (`credit_note_empty`); the `idempotencyKey` used before with another request (`idempotency_key_reused`). Nothing is written. */
+            /** @description More than remains to credit, of the invoice or of a line (`credit_exceeds_remaining`); a line the invoice does not have (`unknown_invoice_line`); lines that come to less than a cent (`credit_note_empty`); the `idempotencyKey` used before with another request (`idempotency_key_reused`). Nothing is written. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10228,7 +10483,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10307,7 +10562,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10399,7 +10654,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10449,7 +10704,10 @@ export interface operations {
     "invoices.createTax": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -10467,6 +10725,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10486,9 +10746,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10513,6 +10775,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
             /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
             415: {
                 headers: {
@@ -10520,6 +10793,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -10574,7 +10858,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10675,7 +10959,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10777,7 +11061,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -10836,7 +11120,10 @@ export interface operations {
     "members.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The service's customer id (`cus_...`). */
                 id: string;
@@ -10861,6 +11148,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10880,9 +11169,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10901,6 +11192,8 @@ export interface operations {
             /** @description No customer with this id in the workspace (another organisation's customers are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10916,9 +11209,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer already has a member with this e-mail, or the customer is archived. */
+            /** @description The customer already has a member with this e-mail, or the customer is archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -10932,6 +11227,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -10990,7 +11296,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11104,7 +11410,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11181,7 +11487,10 @@ export interface operations {
     "portal.token": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -11199,6 +11508,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11220,9 +11531,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11241,6 +11554,8 @@ export interface operations {
             /** @description `organizationId` is sent and is not the key's organisation. */
             403: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11250,6 +11565,8 @@ export interface operations {
             /** @description No customer with this id in the workspace (another organisation's customers are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11265,6 +11582,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
             /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
             415: {
                 headers: {
@@ -11272,6 +11600,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -11330,7 +11669,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11380,7 +11719,10 @@ export interface operations {
     "credits.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -11416,6 +11758,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11435,9 +11779,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11462,9 +11808,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The `agentKey` is already held by another active credit. */
+            /** @description The `agentKey` is already held by another active credit. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11480,9 +11828,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description A model of the bundle is not enabled in the workspace. */
+            /** @description A model of the bundle is not enabled in the workspace. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11541,7 +11891,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11658,7 +12008,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -11744,7 +12094,10 @@ export interface operations {
     "credits.archive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -11756,6 +12109,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11775,9 +12130,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11796,6 +12153,8 @@ export interface operations {
             /** @description No credit with this id in the workspace (another organisation's credits are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11809,6 +12168,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -11834,7 +12215,10 @@ export interface operations {
     "credits.unarchive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -11846,6 +12230,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11865,9 +12251,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11886,6 +12274,8 @@ export interface operations {
             /** @description No credit with this id in the workspace (another organisation's credits are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -11901,13 +12291,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description Another active credit has taken this credit's `agentKey` since it was archived. */
+            /** @description Another active credit has taken this credit's `agentKey` since it was archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -11966,7 +12369,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12016,7 +12419,10 @@ export interface operations {
     "outcomes.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -12059,6 +12465,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12078,9 +12486,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12105,9 +12515,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The `agentKey` or a step's `agentKey` is already held by another active outcome or step, or two steps share one. */
+            /** @description The `agentKey` or a step's `agentKey` is already held by another active outcome or step, or two steps share one. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12123,9 +12535,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description A model of a step's bundle is not enabled in the workspace. */
+            /** @description A model of a step's bundle is not enabled in the workspace. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12184,7 +12598,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12310,7 +12724,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12396,7 +12810,10 @@ export interface operations {
     "outcomes.archive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -12408,6 +12825,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12427,9 +12846,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12448,6 +12869,8 @@ export interface operations {
             /** @description No outcome with this id in the workspace (another organisation's outcomes are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12461,6 +12884,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -12486,7 +12931,10 @@ export interface operations {
     "outcomes.unarchive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -12498,6 +12946,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12517,9 +12967,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12538,6 +12990,8 @@ export interface operations {
             /** @description No outcome with this id in the workspace (another organisation's outcomes are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12553,13 +13007,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description Another active outcome or step has taken one of this outcome's keys since it was archived. */
+            /** @description Another active outcome or step has taken one of this outcome's keys since it was archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -12618,7 +13085,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12668,7 +13135,10 @@ export interface operations {
     "units.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -12701,6 +13171,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12720,9 +13192,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12747,9 +13221,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The `agentKey` is already held by another active unit. */
+            /** @description The `agentKey` is already held by another active unit. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -12763,6 +13239,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -12817,7 +13304,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -12931,7 +13418,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13008,7 +13495,10 @@ export interface operations {
     "units.archive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -13020,6 +13510,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13039,9 +13531,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13060,6 +13554,8 @@ export interface operations {
             /** @description No unit with this id in the workspace (another organisation's units are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13073,6 +13569,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -13098,7 +13616,10 @@ export interface operations {
     "units.unarchive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -13110,6 +13631,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13129,9 +13652,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13150,6 +13675,8 @@ export interface operations {
             /** @description No unit with this id in the workspace (another organisation's units are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13165,13 +13692,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description Another active unit has taken this unit's `agentKey` since it was archived. */
+            /** @description Another active unit has taken this unit's `agentKey` since it was archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -13230,7 +13770,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13280,7 +13820,10 @@ export interface operations {
     "composites.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -13310,6 +13853,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13332,6 +13877,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), no entitlement id is given, or an id names no record of the workspace. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13356,9 +13903,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The `refId` is already held by another active composite, or a named record is archived. */
+            /** @description The `refId` is already held by another active composite, or a named record is archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13372,6 +13921,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -13426,7 +13986,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13614,7 +14174,10 @@ export interface operations {
     "composites.archive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -13626,6 +14189,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13645,9 +14210,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13666,6 +14233,8 @@ export interface operations {
             /** @description No composite with this id in the workspace (another organisation's composites are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13679,6 +14248,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -13704,7 +14295,10 @@ export interface operations {
     "composites.unarchive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -13716,6 +14310,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13735,9 +14331,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13756,6 +14354,8 @@ export interface operations {
             /** @description No composite with this id in the workspace (another organisation's composites are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13771,13 +14371,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description Another active composite has taken this composite's `refId` since it was archived. */
+            /** @description Another active composite has taken this composite's `refId` since it was archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -13836,7 +14449,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -13886,7 +14499,10 @@ export interface operations {
     "plans.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -13942,6 +14558,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13964,6 +14582,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), a component names no record of the workspace or does not fit its type, or a target is listed twice. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -13988,9 +14608,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description A component names an archived record. */
+            /** @description A component names an archived record. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14004,6 +14626,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -14058,7 +14691,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -14273,7 +14906,10 @@ export interface operations {
     "plans.archive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -14285,6 +14921,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14304,9 +14942,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14325,6 +14965,8 @@ export interface operations {
             /** @description No plan with this id in the workspace (another organisation's plans are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14338,6 +14980,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -14363,7 +15027,10 @@ export interface operations {
     "plans.unarchive": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The record's id, as returned on create. */
                 id: string;
@@ -14375,6 +15042,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14394,9 +15063,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14415,6 +15086,8 @@ export interface operations {
             /** @description No plan with this id in the workspace (another organisation's plans are not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14428,6 +15101,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -14456,6 +15151,8 @@ export interface operations {
             header?: {
                 /** @description RFC 7240 preferences. `wait=N` (seconds, at most 10; more is taken as 10) holds the answer until the worker has priced the signal: 200 with its usage-log row and `Preference-Applied: wait=N`, or the worker's refusal in the error envelope with the status it recorded (422 no active plan, out of allowance, ...). Not priced within N seconds (or held Pending for an unknown `externalId`): the usual 202. Anything else, or a malformed value, is ignored. */
                 prefer?: string;
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -14508,6 +15205,8 @@ export interface operations {
             /** @description PricedSignal */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14526,6 +15225,8 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14549,6 +15250,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), neither `customerId` nor `externalId` is sent, or `timestamp` has no zone offset or is more than 5 minutes ahead of the service's clock. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14567,6 +15270,8 @@ export interface operations {
             /** @description `customerId` names no customer of the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14582,9 +15287,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived and receives no more usage. */
+            /** @description The customer is archived and receives no more usage. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14600,9 +15307,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. */
+            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14635,6 +15344,8 @@ export interface operations {
             header?: {
                 /** @description RFC 7240 preferences. `wait=N` (seconds, at most 10; more is taken as 10) holds the answer until the worker has priced the signal: 200 with its usage-log row and `Preference-Applied: wait=N`, or the worker's refusal in the error envelope with the status it recorded (422 no active plan, out of allowance, ...). Not priced within N seconds (or held Pending for an unknown `externalId`): the usual 202. Anything else, or a malformed value, is ignored. */
                 prefer?: string;
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -14687,6 +15398,8 @@ export interface operations {
             /** @description PricedSignal */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14705,6 +15418,8 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14728,6 +15443,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), neither `customerId` nor `externalId` is sent, or `timestamp` has no zone offset or is more than 5 minutes ahead of the service's clock. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14746,6 +15463,8 @@ export interface operations {
             /** @description `customerId` names no customer of the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14761,9 +15480,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived and receives no more usage. */
+            /** @description The customer is archived and receives no more usage. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14779,9 +15500,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. */
+            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14811,7 +15534,10 @@ export interface operations {
     "signals.outcomeComplete": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -14846,6 +15572,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14869,6 +15597,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), neither `customerId` nor `externalId` is sent, or `timestamp` has no zone offset or is more than 5 minutes ahead of the service's clock. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14887,6 +15617,8 @@ export interface operations {
             /** @description No such customer (by `customerId`, or an active one by `externalId`), or nothing to complete under the given name. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14902,9 +15634,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The run is already completed, or the customer is archived. */
+            /** @description The run is already completed, or the customer is archived. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14920,9 +15654,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The customer has no active plan, the outcome is not on it, or its prepaid allowance is used up with no ARREAR component to take the rest. Or: `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. */
+            /** @description The customer has no active plan, the outcome is not on it, or its prepaid allowance is used up with no ARREAR component to take the rest. Or: `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -14955,6 +15691,8 @@ export interface operations {
             header?: {
                 /** @description RFC 7240 preferences. `wait=N` (seconds, at most 10; more is taken as 10) holds the answer until the worker has priced the signal: 200 with its usage-log row and `Preference-Applied: wait=N`, or the worker's refusal in the error envelope with the status it recorded (422 no active plan, out of allowance, ...). Not priced within N seconds (or held Pending for an unknown `externalId`): the usual 202. Anything else, or a malformed value, is ignored. */
                 prefer?: string;
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -14996,6 +15734,8 @@ export interface operations {
             /** @description PricedSignal */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15014,6 +15754,8 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15037,6 +15779,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), neither `customerId` nor `externalId` is sent, or `timestamp` has no zone offset or is more than 5 minutes ahead of the service's clock. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15055,6 +15799,8 @@ export interface operations {
             /** @description `customerId` names no customer of the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15070,9 +15816,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived and receives no more usage. */
+            /** @description The customer is archived and receives no more usage. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15088,9 +15836,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. */
+            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15123,6 +15873,8 @@ export interface operations {
             header?: {
                 /** @description RFC 7240 preferences. `wait=N` (seconds, at most 10; more is taken as 10) holds the answer until the worker has priced the signal: 200 with its usage-log row and `Preference-Applied: wait=N`, or the worker's refusal in the error envelope with the status it recorded (422 no active plan, out of allowance, ...). Not priced within N seconds (or held Pending for an unknown `externalId`): the usual 202. Anything else, or a malformed value, is ignored. */
                 prefer?: string;
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
             };
             path?: never;
             cookie?: never;
@@ -15169,6 +15921,8 @@ export interface operations {
             /** @description PricedSignal */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15187,6 +15941,8 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15210,6 +15966,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), neither `customerId` nor `externalId` is sent, or `timestamp` has no zone offset or is more than 5 minutes ahead of the service's clock. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15228,6 +15986,8 @@ export interface operations {
             /** @description `customerId` names no customer of the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15243,9 +16003,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived and receives no more usage. */
+            /** @description The customer is archived and receives no more usage. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15261,9 +16023,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. */
+            /** @description `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. With `Prefer: wait=N`: the worker refused the signal (no active plan, not on the plan, unknown agent key or member, model not enabled, out of allowance); a refusal of another status is answered with that status. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15293,7 +16057,10 @@ export interface operations {
     "signals.batch": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -15306,6 +16073,8 @@ export interface operations {
             /** @description Success */
             202: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15326,6 +16095,8 @@ export interface operations {
             /** @description The body is not a list of 1 to 1,000 items, or is not valid JSON. A single item's refusal is answered in its own place in the 202 answer, not with a 400. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15350,6 +16121,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
             /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
             415: {
                 headers: {
@@ -15357,6 +16139,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -15382,7 +16175,10 @@ export interface operations {
     "signals.compositeComplete": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -15417,6 +16213,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15445,6 +16243,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field), neither `customerId` nor `externalId` is sent, or `timestamp` has no zone offset or is more than 5 minutes ahead of the service's clock. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15463,6 +16263,8 @@ export interface operations {
             /** @description No such customer (by `customerId`, or an active one by `externalId`), or nothing to complete under the given name. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15478,9 +16280,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The customer is archived, or the occurrence is already completed. */
+            /** @description The customer is archived, or the occurrence is already completed. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15496,9 +16300,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description A signal the composite waits for has not arrived yet (the occurrence is parked and completes itself), the customer has no active plan, or the plan does not sell the composite. Or: `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. */
+            /** @description A signal the composite waits for has not arrived yet (the occurrence is parked and completes itself), the customer has no active plan, or the plan does not sell the composite. Or: `timestamp` is older than the workspace's late-usage window (`billing org settings --late-usage-days`, 35 days by default; the message states it). Nothing is written. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15557,7 +16363,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15651,7 +16457,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15791,7 +16597,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -15850,7 +16656,10 @@ export interface operations {
     "usage.lookup": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -15866,6 +16675,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15910,9 +16721,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -15937,6 +16750,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
             /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
             415: {
                 headers: {
@@ -15944,6 +16768,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -15969,7 +16804,10 @@ export interface operations {
     "usage.reverse": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The usage-log row's id (`usg_...`). */
                 id: string;
@@ -15990,6 +16828,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16047,9 +16887,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16068,6 +16910,8 @@ export interface operations {
             /** @description No usage-log row with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16083,9 +16927,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The row was reversed already, is itself a reversal, belongs to an archived customer, or was split between allowance and arrears before rows recorded the split (it cannot be taken back exactly). */
+            /** @description The row was reversed already, is itself a reversal, belongs to an archived customer, or was split between allowance and arrears before rows recorded the split (it cannot be taken back exactly). Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16101,9 +16947,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The idempotencyKey was already used to reverse another row. */
+            /** @description The idempotencyKey was already used to reverse another row. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16133,7 +16981,10 @@ export interface operations {
     "entitlements.check": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -16146,6 +16997,8 @@ export interface operations {
             /** @description EntitlementCheckResult */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16164,6 +17017,8 @@ export interface operations {
             /** @description The body fails its schema (the message names the field): a field the meter does not take, a missing `agentKey` or `usage`, `reserve` with more than one amount or a `ttlSeconds` outside 1 to 3600, or neither `customerId` nor `externalId`. Nothing is written. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16182,6 +17037,8 @@ export interface operations {
             /** @description No customer with this id, or no active customer with this `externalId`. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16197,6 +17054,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
             /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
             415: {
                 headers: {
@@ -16206,9 +17074,11 @@ export interface operations {
                     "application/json": components["schemas"]["Error415"];
                 };
             };
-            /** @description The `agentKey` names no live credit, outcome step or unit of the workspace. */
+            /** @description The `agentKey` names no live credit, outcome step or unit of the workspace. Or: The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
             422: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16265,7 +17135,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16351,7 +17221,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16410,7 +17280,10 @@ export interface operations {
     "entitlements.release": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The hold's id (`rsv_...`), as the reserving check answered it. */
                 id: string;
@@ -16422,6 +17295,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16441,9 +17316,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16462,6 +17339,8 @@ export interface operations {
             /** @description No reservation with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16475,6 +17354,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -16533,7 +17434,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16583,7 +17484,10 @@ export interface operations {
     "webhooks.create": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path?: never;
             cookie?: never;
         };
@@ -16605,6 +17509,8 @@ export interface operations {
             /** @description Success */
             201: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16624,9 +17530,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -16651,6 +17559,17 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
             /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
             415: {
                 headers: {
@@ -16658,6 +17577,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -16712,7 +17642,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16802,7 +17732,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16907,7 +17837,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. */
+            /** @description The body is not valid JSON, nests deeper than 64 levels, holds a string with a lone surrogate or a NUL character, or fails the schema: a missing or mistyped field, a value out of range, or a field the operation does not take (unknown fields are refused, never ignored). The message names the field. A query parameter the operation does not take is refused too, naming it. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -16975,7 +17905,10 @@ export interface operations {
     "webhooks.rotateSecret": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The endpoint's id (`whe_...`), as returned on create. */
                 id: string;
@@ -16987,6 +17920,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -17006,9 +17941,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -17027,6 +17964,8 @@ export interface operations {
             /** @description No live webhook endpoint with this id in the workspace (a removed one is not found either). */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -17040,6 +17979,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -17103,7 +18064,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17191,7 +18152,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
             400: {
                 headers: {
                     [name: string]: unknown;
@@ -17250,7 +18211,10 @@ export interface operations {
     "webhooks.retryDelivery": {
         parameters: {
             query?: never;
-            header?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
             path: {
                 /** @description The delivery's id (`whd_...`). */
                 id: string;
@@ -17262,6 +18226,8 @@ export interface operations {
             /** @description Success */
             200: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -17281,9 +18247,11 @@ export interface operations {
                     };
                 };
             };
-            /** @description A path or query parameter fails its schema (the message names it), or the path is not valid percent-encoding. */
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
             400: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -17302,6 +18270,8 @@ export interface operations {
             /** @description No webhook delivery with this id in the workspace. */
             404: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
@@ -17317,13 +18287,26 @@ export interface operations {
                     "application/json": components["schemas"]["Error405"];
                 };
             };
-            /** @description The delivery's endpoint is disabled (enable it first) or removed. */
+            /** @description The delivery's endpoint is disabled (enable it first) or removed. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
             409: {
                 headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
                     [name: string]: unknown;
                 };
                 content: {
                     "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
@@ -17375,7 +18358,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description The path is not valid percent-encoding. */
+            /** @description The path is not valid percent-encoding, or a query parameter is sent (the operation takes none; the message names it). */
             400: {
                 headers: {
                     [name: string]: unknown;
