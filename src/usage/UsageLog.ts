@@ -51,7 +51,8 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
     /** A row's `timestamp`: when its usage happened; rows written before `occurred_at` existed have only `created_at`. */
     const moment = sql`coalesce(u.occurred_at, u.created_at)`
 
-    const selectRows = sql`SELECT u.*, ${moment} AS moment, c.external_id FROM usage_log u
+    // `custom` as text too: the SQL client camelCases the keys of the JSON it reads (UsageRecord's `custom`).
+    const selectRows = sql`SELECT u.*, ${moment} AS moment, c.external_id, u.custom::text AS custom_json FROM usage_log u
       JOIN customers c ON c.organization_id = u.organization_id AND c.id = u.customer_id`
 
     /**
