@@ -100,10 +100,10 @@ export const SummaryParams = Schema.Struct({
     }),
   externalId: Schema.optional(Schema.String.pipe(Schema.minLength(1, { message: () => "must not be empty" })))
     .annotations({ description: "Your own id of the (active) customer, instead of `customerId`; not both." }),
-  from: Instant.annotations({
+  from: Schema.propertySignature(Instant).annotations({
     description: "The range's start, an ISO 8601 instant: rows whose `timestamp` (when the usage happened) is at or after it."
   }),
-  to: Instant.annotations({
+  to: Schema.propertySignature(Instant).annotations({
     description: "The range's end, an ISO 8601 instant after `from`: rows whose `timestamp` is before it."
   }),
   window: SummaryWindow.annotations({
@@ -134,8 +134,8 @@ export interface SummaryRow {
 
 /** A summary's row on the wire: the grouped fields between the window and the sums, `custom.*` under `custom`. */
 export const SummaryRowJson = Schema.Struct({
-  windowStart: Timestamp.annotations({ description: "The window's first instant (UTC), or `from` in a window cut by it." }),
-  windowEnd: Timestamp.annotations({ description: "The instant after the window (UTC), or `to` in a window cut by it." }),
+  windowStart: Schema.propertySignature(Timestamp).annotations({ description: "The window's first instant (UTC), or `from` in a window cut by it." }),
+  windowEnd: Schema.propertySignature(Timestamp).annotations({ description: "The instant after the window (UTC), or `to` in a window cut by it." }),
   customerId: Schema.optional(Schema.String).annotations({
     description: "Grouped by customerId: the customer's id (an organisation's summary per customer)."
   }),
@@ -154,12 +154,13 @@ export const SummaryRowJson = Schema.Struct({
     description: "Grouped by custom fields: each field asked (`custom.team` as `team`) with the rows' value, any JSON " +
       "value; null where the rows' `custom` lacks it."
   }),
-  quantity: Money.annotations({
+  quantity: Schema.propertySignature(Money).annotations({
     description: "The rows' quantities added up (credits, units, 1 per outcome, step or occurrence, USD on the " +
       "wallet): a sum over different meters adds different things, so group by meter or agentKey to read it."
   }),
-  cost: Money.annotations({ description: "The rows' customer cost added up: what the customer is charged, in USD." }),
-  providerCost: Money.annotations({ description: "The rows' provider cost added up, in USD." }),
+  cost: Schema.propertySignature(Money).annotations({ description: "The rows' customer cost added up: what the customer is charged, in USD. Exact, as every sum here: " +
+      "NUMERIC in the service, a JSON number on the wire; read it with a decimal type." }),
+  providerCost: Schema.propertySignature(Money).annotations({ description: "The rows' provider cost added up, in USD." }),
   count: Schema.Int.annotations({
     description: "The usage-log rows counted, a reversing row counting -1: the uses that stand."
   })
