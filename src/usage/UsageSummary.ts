@@ -1,7 +1,7 @@
 /**
  * Usage summaries (docs/signals.md "Usage summaries"): the usage log's rows
  * added up per UTC window (hour, day or month) and per the fields asked for
- * (`agentKey`, `meter`, `member`, `model`, `custom.<field>`), for one customer
+ * (`agentKey`, `meter`, `member`, `model`, `customerId`, `custom.<key>`), for one customer
  * or the whole organisation, by PostgreSQL in NUMERIC: exact sums, reversing
  * rows included, so a reversed row and its reversal cancel out.
  *
@@ -12,7 +12,7 @@
  * answered, ordered by window then by the groups in the order asked.
  *
  * The statement reads the months (partitions) from `from` less 5 minutes on,
- * found by the index on the row's moment (migrations/0025): a range of last
+ * through the indexes on the row's moment (migrations/0025): a range of last
  * year reads last year's rows and one probe of each later month, whatever the
  * history kept (docs/benchmarks.md "Usage summaries").
  */
@@ -304,9 +304,9 @@ export class UsageSummary extends Effect.Service<UsageSummary>()("UsageSummary",
 
       const groups = groupBy.map((field, index) => read`${columnOf(field)} AS ${read(`g${index}`)}`)
       const positions = read.literal(groupBy.map((_, index) => `, ${index + 2}`).join(""))
-      // `created_at` bounds the months read: a row is written at most 5 minutes before its moment
-      // (src/usage/UsageLog.ts `createdSince`), computed here so that PostgreSQL leaves the older months out
-      // when it plans the statement.
+      // `created_at` bounds the months read: a row's moment is never more than 5 minutes after its `created_at`
+      // (src/usage/UsageLog.ts `createdSince`); the bound is a value computed here, so that PostgreSQL leaves the
+      // older months out when it plans the statement.
       const rows = yield* read<Record<string, unknown>>`
         SELECT date_trunc(${truncUnit[window]}, ${moment}, 'UTC') AS window_start
                ${groups.length === 0 ? read`` : read`, ${read.csv(groups)}`},
