@@ -39,7 +39,7 @@ export const registerUsageSummary = (usage: Command) => {
     .option("--from <iso>", "the range's start: usage that happened at or after this instant (required)")
     .option("--to <iso>", "the range's end: usage that happened before this instant (required)")
     .option("--window <window>", "HOUR, DAY or MONTH, aligned to UTC (required)")
-    .option("--group-by <fields>", "comma-separated: agentKey, meter, member, model, custom.<key>")
+    .option("--group-by <fields>", "comma-separated: agentKey, meter, member, model, customerId, custom.<key>")
     .action((_options: SummaryOptions, command: Command) => {
       // `usage` itself takes --json, --org, --customer, --from and --to, and commander hands them to it wherever
       // they stand on the line.
@@ -51,9 +51,9 @@ export const registerUsageSummary = (usage: Command) => {
           const query = yield* decodeInput(SummaryParams, {
             ...(options.customer !== undefined ? { customerId: options.customer } : {}),
             ...(options.externalId !== undefined ? { externalId: options.externalId } : {}),
-            from: options.from,
-            to: options.to,
-            window: options.window?.toUpperCase(),
+            ...(options.from !== undefined ? { from: options.from } : {}),
+            ...(options.to !== undefined ? { to: options.to } : {}),
+            ...(options.window !== undefined ? { window: options.window.toUpperCase() } : {}),
             ...(options.groupBy !== undefined ? { groupBy: options.groupBy } : {})
           })
           const summaries = yield* UsageSummary

@@ -58,7 +58,7 @@ const fieldProblem = (field: string): string | undefined => {
     if (path.every((key) => CUSTOM_KEY.test(key))) return undefined
     return `"${field}" is not a custom field (keys of 1 to 64 characters other than "." and ",")`
   }
-  return `unknown field "${field}" (takes ${GROUP_FIELDS.join(", ")}, custom.<key>)`
+  return `unknown field "${field}"`
 }
 
 /**
