@@ -305,6 +305,24 @@ describe("GET /usage/summary: refusals, which write nothing", () => {
     expectError(repeated, 400, "validation_failed")
   })
 
+  it("refuses an answer of more than 10,000 rows, and sums them all in fewer", async () => {
+    // 10,001 uses with as many distinct custom values, written straight into the log (pricing that many signals
+    // would prove nothing more here): one group each.
+    const crowd = await customerOf(acme)
+    await query(
+      app,
+      `INSERT INTO usage_log (organization_id, id, customer_id, meter, agent_key, quantity, provider_cost, customer_cost,
+                              signal_id, message_id, custom, occurred_at)
+       SELECT $1, 'usg_crowd' || n, $2, 'UNIT', 'pages', 1, 0, 0.5, 'sig_crowd' || n, 'msg_crowd' || n,
+              jsonb_build_object('n', n), $3::timestamptz
+       FROM generate_series(1, 10001) n`,
+      [acme.organizationId, crowd, usageAt.toISOString()]
+    )
+    const range = { customerId: crowd, from: iso(yesterday), to: iso(yesterday + DAY), window: "DAY" }
+    await refused({ ...range, groupBy: "custom.n" }, 400, "summary_too_large", "more than 10,000 rows")
+    expect(await rowsOf(range)).toEqual([{ ...windowOfA, quantity: 10001, cost: 5000.5, providerCost: 0, count: 10001 }])
+  })
+
   it("answers 404 for an unknown customer and 400 for a malformed externalId", async () => {
     const { customerId: _, ...rest } = range()
     await refused({ ...rest, customerId: "cus_unknown" }, 404, "customer_not_found", "cus_unknown")

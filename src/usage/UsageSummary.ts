@@ -322,8 +322,8 @@ export class UsageSummary extends Effect.Service<UsageSummary>()("UsageSummary",
         LIMIT ${MAX_SUMMARY_ROWS + 1}`.pipe(Effect.orDie)
       if (rows.length > MAX_SUMMARY_ROWS) {
         return yield* new SummaryTooLarge({
-          message: `The summary holds more than ${MAX_SUMMARY_ROWS} rows: narrow the range, take a larger window or ` +
-            "group by fewer fields"
+          message: `The summary holds more than ${MAX_SUMMARY_ROWS.toLocaleString("en-US")} rows: narrow the range, ` +
+            "take a larger window or group by fewer fields"
         })
       }
       const sums = yield* decodeSums(rows)
