@@ -272,6 +272,12 @@ export class WebhookEventNotFound extends Data.TaggedError("WebhookEventNotFound
 /** A time range whose start is not before its end. */
 export class InvalidTimeRange extends Data.TaggedError("InvalidTimeRange")<Message> {}
 
+/**
+ * A usage summary over more windows than its window size allows, or with more rows than one answer holds
+ * (docs/signals.md "Usage summaries").
+ */
+export class SummaryTooLarge extends Data.TaggedError("SummaryTooLarge")<Message> {}
+
 /** A webhook URL not of the accepted form. */
 export class InvalidWebhookUrl extends Data.TaggedError("InvalidWebhookUrl")<Message> {}
 
@@ -370,6 +376,7 @@ export type ServiceError =
   | WebhookDeliveryNotFound
   | WebhookEventNotFound
   | InvalidTimeRange
+  | SummaryTooLarge
   | InvalidWebhookUrl
   | UnknownCursor
   | RateLimited
@@ -475,6 +482,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   WebhookDeliveryNotFound: 404,
   WebhookEventNotFound: 404,
   InvalidTimeRange: 400,
+  SummaryTooLarge: 400,
   InvalidWebhookUrl: 400,
   UnknownCursor: 400,
   RateLimited: 429,

@@ -233,6 +233,11 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /signal/usage-log", {}, { query: `customerId=${id}&meter=CREDIT&limit=5` })
     await valid("POST /signal/usage-log/lookup", {}, { body: { ids: ["ulg_unknown"] } })
     await valid("POST /signal/usage-log/{id}/reverse", { id: "usg_unknown" }, { body: { reason: "sent twice" } })
+    const lastDay = `from=${encodeURIComponent(new Date(Date.now() - 86_400_000).toISOString())}` +
+      `&to=${encodeURIComponent(new Date(Date.now() + 3_600_000).toISOString())}`
+    await valid("GET /usage/summary", {}, { query: `customerId=${id}&${lastDay}&window=HOUR&groupBy=agentKey,model,custom.team` })
+    await valid("GET /usage/summary", {}, { query: `${lastDay}&window=DAY&groupBy=customerId,meter` })
+    await valid("GET /usage/summary", {}, { query: `externalId=nobody-1&${lastDay}&window=MONTH` })
     const held = await resultOf(valid("POST /entitlements/check", {}, {
       body: { customerId: id, meter: "CREDIT", agentKey: "chat", usage, reserve: { ttlSeconds: 60 } }
     }), 200)

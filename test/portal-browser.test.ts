@@ -273,6 +273,32 @@ describe.skipIf(chromiumPath === undefined)("the customer's pages in Chromium", 
     await page.close()
   })
 
+  it("reaches back a year from the usage chart's ranges, a bar a month", async () => {
+    const page = await context.newPage()
+    const { url } = await portalTokenOf(world.api, world.customer.id)
+    expect((await page.goto(url))?.status()).toBe(200)
+    const ranges = page.getByTestId("usage-ranges")
+    expect(await ranges.getByRole("link", { name: "This cycle" }).getAttribute("aria-current")).toBe("page")
+    await ranges.getByRole("link", { name: "Last 12 months" }).click()
+    await page.waitForURL(/usage=12-months/)
+    for (const width of widths) {
+      await atWidth(page, width)
+      await expect.poll(() => page.locator("#usage").textContent()).toBe("Usage, last 12 months")
+      expect(await ranges.getByRole("link", { name: "Last 12 months" }).getAttribute("aria-current")).toBe("page")
+      const chart = page.locator("figure.chart svg[role=img]:visible")
+      expect(await chart.count()).toBe(1)
+      expect(await chart.locator("rect.bar[data-month]").count()).toBeGreaterThan(0)
+      await expectChartLegible(page, width)
+      expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(width)
+      await screenshot(page, "portal-12-months", width)
+    }
+    // And back to this cycle, by its link.
+    await ranges.getByRole("link", { name: "This cycle" }).click()
+    await page.waitForURL(/usage=cycle/)
+    await expect.poll(() => page.locator("#usage").textContent()).toBe("Usage this cycle")
+    await page.close()
+  })
+
   it("says an empty cycle has no usage rather than drawing empty axes", async () => {
     const page = await context.newPage()
     const { url } = await portalTokenOf(world.api, world.neighbour.id)

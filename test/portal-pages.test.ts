@@ -385,3 +385,71 @@ describe("an overdue invoice", () => {
     }
   })
 })
+
+describe("the usage chart's ranges", () => {
+  /** The chart's range links: [label, href, shown]. */
+  const rangesOf = (html: string) =>
+    [...byTestId(html, "usage-ranges").matchAll(/<a href="([^"]+)"( aria-current="page")?>([^<]*)<\/a>/g)].map((m) => ({
+      label: m[3]!.replace(/&amp;/g, "&"),
+      href: m[1]!.replaceAll("&amp;", "&"),
+      shown: m[2] !== undefined
+    }))
+  const inAll = (html: string) => /, (\$[\d.,]+) in all\./.exec(textOf(sectionOf(html, "usage")))?.[1]
+
+  it("offers this cycle, the ended cycles and the last 12 months, each a link to the page that charts it", async () => {
+    // A database of its own: the cycle job ends every organisation's cycles.
+    const own = await startTestApp({ ownDatabase: true })
+    try {
+      const long = await makePortalWorld(own, "Long Customer")
+      const { token, url } = await portalTokenOf(long.api, long.customer.id)
+      const page = (query: string) => fetch(`${url}${query}`).then((r) => r.text())
+
+      const first = await page("")
+      expect(rangesOf(first)).toEqual([
+        { label: "This cycle", href: `?token=${encodeURIComponent(token)}&usage=cycle`, shown: true },
+        { label: "Last 12 months", href: `?token=${encodeURIComponent(token)}&usage=12-months`, shown: false }
+      ])
+      const cycleTotal = inAll(first)
+      expect(cycleTotal).toMatch(/^\$/)
+
+      // The last 12 months, a bar a month: this month's holds the same usage as this cycle.
+      const year = await page("&usage=12-months")
+      expect(textOf(sectionOf(year, "usage"))).toContain("Usage, last 12 months")
+      expect(rangesOf(year).find((range) => range.shown)?.label).toBe("Last 12 months")
+      const month = new Date().toISOString().slice(0, 7)
+      expect(year).toMatch(new RegExp(`<rect class="bar" data-month="${month}" data-meter="CREDIT"`))
+      expect(year).not.toContain("data-day=")
+      expect(textOf(sectionOf(year, "usage"))).toContain("Month (UTC)")
+      expect(inAll(year)).toBe(cycleTotal)
+      expect(year).not.toContain("usage-explained")
+
+      // The cycle ends: it is offered by its dates, and this cycle has nothing yet.
+      const [purchase] = ok(await long.api.get(`/purchases?customerId=${long.customer.id}`)).purchases
+      await runCycles(own, new Date(purchase.currentPeriodEnd))
+      const after = await page("")
+      const ranges = rangesOf(after)
+      expect(ranges.map((range) => range.href)).toEqual([
+        `?token=${encodeURIComponent(token)}&usage=cycle`,
+        `?token=${encodeURIComponent(token)}&usage=cycle-1`,
+        `?token=${encodeURIComponent(token)}&usage=12-months`
+      ])
+      const shortDay = (iso: string) => new Intl.DateTimeFormat("en-US", { timeZone: "UTC", day: "numeric", month: "short" }).format(new Date(iso))
+      expect(ranges[1]!.label).toBe(`${shortDay(purchase.currentPeriodStart)} \u2013 ${shortDay(purchase.currentPeriodEnd)}`)
+      expect(textOf(sectionOf(after, "usage"))).toContain("No usage to chart in this period yet.")
+
+      const previous = await page("&usage=cycle-1")
+      expect(textOf(sectionOf(previous, "usage"))).toContain(`Usage, previous cycle (${ranges[1]!.label})`)
+      expect(previous).toMatch(new RegExp(`<rect class="bar" data-day="${new Date().toISOString().slice(0, 10)}" data-meter="UNIT"`))
+      expect(inAll(previous)).toBe(cycleTotal)
+
+      // A range the page does not know, or an ended cycle the customer does not have, is this cycle.
+      for (const query of ["&usage=bogus", "&usage=cycle-5", "&usage=cycle-0"]) {
+        const shown = await page(query)
+        expect(rangesOf(shown).find((range) => range.shown)?.label, query).toBe("This cycle")
+        expect(textOf(sectionOf(shown, "usage")), query).toContain("Usage this cycle")
+      }
+    } finally {
+      await own.close()
+    }
+  })
+})

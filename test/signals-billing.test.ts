@@ -270,7 +270,8 @@ describe("composite occurrences", () => {
     const parked = await post("/signal/composite/complete", {
       customerId,
       composite: { bundle: "job-1" },
-      custom: { order: 42 }
+      // Kept as sent, a key with an underscore included (the SQL client camelCased the JSON it read).
+      custom: { order: 42, line_item: "a-1" }
     })
     expect(parked.status).toBe(422)
     expect(parked.body.statusDetail.message).toContain("Exports")
@@ -295,9 +296,9 @@ describe("composite occurrences", () => {
       quantity: 1,
       customerCost: 2,
       composite: { id: ids.bundle, refId: "bundle", value: "job-1" },
-      custom: { order: 42 },
       balance: { remaining: 1 }
     })
+    expect(compositeRows[0].custom).toEqual({ order: 42, line_item: "a-1" })
 
     const completed = await post("/signal/composite/complete", { customerId, composite: { bundle: "job-1" } })
     expect(completed.status).toBe(200)

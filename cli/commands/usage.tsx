@@ -9,6 +9,7 @@ import { Table } from "../ui/Table.tsx"
 import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { withArrivalsAnswered } from "../../src/app/CustomersLive.ts"
 import { registerUsageReverse } from "./usageReverse.tsx"
+import { registerUsageSummary } from "./usageSummary.tsx"
 import { CustomerId } from "../../src/ids.ts"
 
 const run = runnerOn(withArrivalsAnswered(UsageLog.Default))
@@ -91,4 +92,5 @@ export const registerUsage = (program: Command) => {
       )
     )
   registerUsageReverse(usage)
+  registerUsageSummary(usage)
 }

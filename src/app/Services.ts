@@ -33,6 +33,7 @@ import { SignalProcessor } from "../signals/SignalProcessor.ts"
 import { Units } from "../units/Units.ts"
 import { Reversals } from "../usage/Reversals.ts"
 import { UsageLog } from "../usage/UsageLog.ts"
+import { UsageSummary } from "../usage/UsageSummary.ts"
 import { WebhookDeliveries } from "../webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../webhooks/Endpoints.ts"
 import { WebhookListen } from "../webhooks/Listen.ts"
@@ -60,6 +61,7 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   PricedWaits.Default,
   UsageLog.Default,
   Reversals.Default,
+  UsageSummary.Default,
   OperationsStatus.Default,
   PortalView.Default,
   Entitlements.Default

@@ -1,14 +1,17 @@
 /**
- * The portal's usage chart: customer cost per day, one stacked bar a day with
- * a segment per meter, drawn on the server as SVG (no client code). Geometry
- * is display arithmetic on numbers; the amounts in labels and the table come
- * from the exact decimals.
+ * The portal's usage chart: customer cost per day (or per month, over a long
+ * range), one stacked bar a period with a segment per meter, drawn on the
+ * server as SVG (no client code). Geometry is display arithmetic on numbers;
+ * the amounts in labels and the table come from the exact decimals.
  */
 import { BigDecimal } from "effect"
 import { sum, toNumber, ZERO } from "../money.ts"
 import type { DailyUsage } from "../usage/UsageLog.ts"
 import type { Formats } from "./Format.ts"
-import { type Html, html } from "./Html.ts"
+import { type Html, html, trusted } from "./Html.ts"
+
+const labelOf = (granularity: Granularity, key: string, formats: Formats) =>
+  granularity === "month" ? formats.shortMonth(key) : formats.shortDay(key)
 
 export const meterLabels: Record<string, string> = {
   CREDIT: "Credits",
@@ -91,7 +94,16 @@ export const labelledDays = (
   return indices
 }
 
+/** What one bar stands for: a UTC day (its key YYYY-MM-DD) or a UTC month (YYYY-MM). */
+export type Granularity = "day" | "month"
+
+const words: Record<Granularity, { readonly per: string; readonly axis: string; readonly attribute: string }> = {
+  day: { per: "day", axis: "Day (UTC)", attribute: "data-day" },
+  month: { per: "month", axis: "Month (UTC)", attribute: "data-month" }
+}
+
 interface Series {
+  readonly granularity: Granularity
   readonly days: ReadonlyArray<string>
   readonly meters: ReadonlyArray<string>
   readonly costOf: (day: string, meter: string) => BigDecimal.BigDecimal
@@ -117,7 +129,8 @@ const drawing = (layout: ChartLayout, series: Series, formats: Formats): Html =>
   const band = plotWidth / Math.max(days.length, 1)
   const barWidth = Math.max(2, band * 0.7)
   const y = (value: number) => margin.top + plotHeight - (value / max) * plotHeight
-  const dayLabels = days.map((day) => formats.shortDay(day))
+  const dayLabels = days.map((day) => labelOf(series.granularity, day, formats))
+  const { attribute, axis, per } = words[series.granularity]
   const labelled = new Set(labelledDays(days.length, band, margin.left, width, Math.max(0, ...dayLabels.map(textWidth))))
   const id = (what: string) => `chart-${what}-${layout.name}`
 
@@ -132,7 +145,7 @@ const drawing = (layout: ChartLayout, series: Series, formats: Formats): Html =>
       const cost = costOf(day, meter)
       if (!BigDecimal.isPositive(cost)) return html``
       const value = toNumber(cost)
-      const segment = html`<rect class="bar" data-day="${day}" data-meter="${meter}" x="${x.toFixed(2)}" y="${y(base + value).toFixed(2)}" width="${barWidth.toFixed(2)}" height="${((value / max) * plotHeight).toFixed(2)}" fill="${meterColours[meter]}"><title>${dayLabels[index]}, ${meterLabels[meter]}: ${formats.preciseMoney(cost, currency)}</title></rect>`
+      const segment = html`<rect class="bar" ${trusted(attribute)}="${day}" data-meter="${meter}" x="${x.toFixed(2)}" y="${y(base + value).toFixed(2)}" width="${barWidth.toFixed(2)}" height="${((value / max) * plotHeight).toFixed(2)}" fill="${meterColours[meter]}"><title>${dayLabels[index]}, ${meterLabels[meter]}: ${formats.preciseMoney(cost, currency)}</title></rect>`
       base += value
       return segment
     })
@@ -142,13 +155,13 @@ const drawing = (layout: ChartLayout, series: Series, formats: Formats): Html =>
     return html`${segments}${label}`
   })
   return html`<svg class="${layout.name}" viewBox="0 0 ${width} ${height}" role="img" aria-labelledby="${id("title")} ${id("desc")}" preserveAspectRatio="xMidYMid meet">
-<title id="${id("title")}">Usage cost per day</title>
+<title id="${id("title")}">Usage cost per ${per}</title>
 <desc id="${id("desc")}">${series.summary}</desc>
 <text class="axis-title y" x="0" y="13">Cost (${currency})</text>
 ${grid}
 <line class="axis" x1="${margin.left}" x2="${width - margin.right}" y1="${y(0)}" y2="${y(0)}"/>
 ${bars}
-<text class="axis-title x" x="${margin.left + plotWidth / 2}" y="${height - 4}" text-anchor="middle">Day (UTC)</text>
+<text class="axis-title x" x="${margin.left + plotWidth / 2}" y="${height - 4}" text-anchor="middle">${axis}</text>
 </svg>`
 }
 
@@ -161,8 +174,11 @@ export const usageChart = (
   days: ReadonlyArray<string>,
   rows: ReadonlyArray<DailyUsage>,
   currency: string,
-  formats: Formats
+  formats: Formats,
+  granularity: Granularity = "day"
 ): Html => {
+  const { axis, per } = words[granularity]
+  const label = (day: string) => labelOf(granularity, day, formats)
   const meters = meterOrder.filter((meter) => rows.some((row) => row.meter === meter))
   const costOf = (day: string, meter: string) =>
     rows.find((row) => row.day === day && row.meter === meter)?.customerCost ?? ZERO
@@ -174,9 +190,9 @@ export const usageChart = (
   if (first === undefined || last === undefined || !(peak > 0)) {
     return html`<p class="muted" data-testid="no-usage">No usage to chart in this period yet.</p>`
   }
-  const summary =
-    `Customer cost per day from ${formats.shortDay(first)} to ${formats.shortDay(last)} (UTC days), ${formats.money(total, currency)} in all.`
-  const series: Series = { days, meters, costOf, peak, currency, summary }
+  const summary = `Customer cost per ${per} from ${label(first)} to ${label(last)} (UTC ${per}s), ` +
+    `${formats.money(total, currency)} in all.`
+  const series: Series = { granularity, days, meters, costOf, peak, currency, summary }
 
   return html`<figure class="chart">
 <div class="legend" aria-hidden="true">${
@@ -185,12 +201,12 @@ export const usageChart = (
 <div class="scroll">${chartLayouts.map((layout) => drawing(layout, series, formats))}</div>
 <figcaption>${summary}</figcaption>
 <details><summary>Show as a table</summary><div class="scroll"><table>
-<thead><tr><th scope="col">Day (UTC)</th>${meters.map((meter) => html`<th scope="col" class="num">${meterLabels[meter]}</th>`)}<th scope="col" class="num">Total</th></tr></thead>
+<thead><tr><th scope="col">${axis}</th>${meters.map((meter) => html`<th scope="col" class="num">${meterLabels[meter]}</th>`)}<th scope="col" class="num">Total</th></tr></thead>
 <tbody>${
     days.flatMap((day, index) =>
       BigDecimal.isZero(totals[index]!)
         ? []
-        : [html`<tr><th scope="row">${formats.shortDay(day)}</th>${
+        : [html`<tr><th scope="row">${label(day)}</th>${
           meters.map((meter) => html`<td class="num">${formats.preciseMoney(costOf(day, meter), currency)}</td>`)
         }<td class="num">${formats.preciseMoney(totals[index]!, currency)}</td></tr>`]
     )

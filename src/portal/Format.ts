@@ -50,6 +50,8 @@ export interface Formats {
   /** Month, day and time, for table rows. */
   readonly shortDateTime: (value: Date) => Html
   readonly shortDay: (day: string) => string
+  /** A UTC month (YYYY-MM), short: "Jan 2026". */
+  readonly shortMonth: (month: string) => string
 }
 
 export const formatsFor = (locale: string): Formats => {
@@ -81,6 +83,7 @@ export const formatsFor = (locale: string): Formats => {
     minute: "2-digit"
   })
   const shortDayFormat = new Intl.DateTimeFormat(locale, { timeZone: "UTC", day: "numeric", month: "short" })
+  const shortMonthFormat = new Intl.DateTimeFormat(locale, { timeZone: "UTC", month: "short", year: "numeric" })
   return {
     locale,
     money: (value, currency) => currencyFormat(currency, 2).format(exact(value)),
@@ -95,6 +98,7 @@ export const formatsFor = (locale: string): Formats => {
       html`<time datetime="${value.toISOString()}" data-style="datetime">${dateTimeFormat.format(value)} UTC</time>`,
     shortDateTime: (value) =>
       html`<time datetime="${value.toISOString()}" data-style="short">${shortDateTimeFormat.format(value)} UTC</time>`,
-    shortDay: (day) => shortDayFormat.format(new Date(`${day}T00:00:00Z`))
+    shortDay: (day) => shortDayFormat.format(new Date(`${day}T00:00:00Z`)),
+    shortMonth: (month) => shortMonthFormat.format(new Date(`${month}-01T00:00:00Z`))
   }
 }

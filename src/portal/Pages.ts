@@ -74,6 +74,9 @@ a{color:#0a4fb8}a:focus-visible{outline:3px solid #0a4fb8;outline-offset:2px}
 .legend{display:flex;flex-wrap:wrap;gap:6px 16px;font-size:.875rem;margin-bottom:8px}
 .legend i{display:inline-block;width:12px;height:12px;border-radius:3px;margin-right:6px;vertical-align:-1px}
 details{margin-top:8px}summary{cursor:pointer;color:#0a4fb8}
+.ranges{display:flex;flex-wrap:wrap;gap:6px 8px;margin:0 0 12px}
+.ranges a{display:inline-block;padding:3px 12px;border:1px solid var(--line);border-radius:999px;font-size:.875rem;text-decoration:none;white-space:nowrap}
+.ranges a[aria-current]{background:#0a4fb8;border-color:#0a4fb8;color:#fff;font-weight:600}
 .pay{border-left:4px solid #e0a800}
 .instructions{white-space:pre-wrap;overflow-wrap:anywhere;background:#fafbfc;border:1px solid var(--line);border-radius:8px;padding:12px 14px;margin:8px 0 0;font:inherit}
 .due{font-size:1.75rem;font-weight:700;margin:0;font-variant-numeric:tabular-nums}
@@ -259,9 +262,9 @@ const upcomingSection = (view: PortalPageView, formats: Formats) => {
  * (usage priced this cycle that happened before it); then it says that.
  */
 const usageExplained = (view: PortalPageView, formats: Formats) => {
-  if (view.plan === null) return ""
+  if (view.plan === null || view.usage.range.kind !== "cycle") return ""
   const money = (value: BigDecimal.BigDecimal) => formats.money(value, view.currencyCode)
-  const total = sum(view.dailyUsage.map((row) => row.customerCost))
+  const total = sum(view.usage.points.map((row) => row.customerCost))
   if (!BigDecimal.isPositive(total)) return ""
   const charged = view.plan.spentThisCycle
   const prepaid = BigDecimal.subtract(total, charged)
@@ -276,6 +279,36 @@ const usageExplained = (view: PortalPageView, formats: Formats) => {
     }) count usage when it was priced, the chart when it happened: they include usage priced this cycle that happened before it.`
   return html`<p class="note" data-testid="usage-explained">${text}</p>`
 }
+
+/** An ended cycle's period, short: "Nov 3 – Dec 3". */
+const shortPeriod = (period: { readonly start: Date; readonly end: Date }, formats: Formats) =>
+  `${formats.shortDay(period.start.toISOString().slice(0, 10))} \u2013 ${formats.shortDay(period.end.toISOString().slice(0, 10))}`
+
+const usageHeading = (view: PortalPageView, formats: Formats) => {
+  const { range } = view.usage
+  if (range.kind === "months") return "Usage, last 12 months"
+  if (range.kind === "previous") return `Usage, ${range.back === 1 ? "previous cycle" : "an earlier cycle"} (${shortPeriod({ start: view.usage.from, end: view.usage.to }, formats)})`
+  return view.plan === null ? "Usage, last 30 days" : "Usage this cycle"
+}
+
+/**
+ * The chart's ranges as links, the one shown marked: this cycle, each of the
+ * latest ended cycles by its dates, the last 12 months. Plain links to this
+ * page (the token and `usage=`): no script, no form.
+ */
+const usageRanges = (view: PortalPageView, formats: Formats) =>
+  html`<nav class="ranges" aria-label="Usage shown" data-testid="usage-ranges">${
+    view.usage.choices.map((choice) => {
+      const label = choice.range.kind === "months"
+        ? "Last 12 months"
+        : choice.range.kind === "previous" && choice.period !== undefined
+        ? shortPeriod(choice.period, formats)
+        : view.plan === null ? "Last 30 days" : "This cycle"
+      return choice.current
+        ? html`<a href="${choice.href}" aria-current="page">${label}</a>`
+        : html`<a href="${choice.href}">${label}</a>`
+    })
+  }</nav>`
 
 /** A usage row, a correction labelled as one (a reversing row's costs are negative: it takes back an earlier row). */
 const usageRow = (row: PortalPageView["latestUsage"][number], correctedIds: ReadonlySet<string>, currency: string, formats: Formats) => {
@@ -354,8 +387,8 @@ ${upcomingSection(view, formats)}
         allowanceTile(allowance, formats, heldOf(allowance.kind, allowance.name))
       )
     }</div>${holds}</section>
-<section class="card" aria-labelledby="usage"><h2 id="usage">${view.plan === null ? "Usage, last 30 days" : "Usage this cycle"}</h2>${
-      usageChart(view.usageDays, view.dailyUsage, currency, formats)
+<section class="card" aria-labelledby="usage"><h2 id="usage">${usageHeading(view, formats)}</h2>${usageRanges(view, formats)}${
+      usageChart(view.usage.periods, view.usage.points, currency, formats, view.usage.granularity)
     }${usageExplained(view, formats)}</section>
 <section class="card" aria-labelledby="latest"><h2 id="latest">Latest usage</h2>${usageRows}</section>
 <section class="card" aria-labelledby="invoices"><h2 id="invoices">Invoices</h2>${invoices}</section>

@@ -19,7 +19,7 @@ import { claimedOrganization } from "../links/SignedToken.ts"
 import { formatsFor, localeOf } from "./Format.ts"
 import type { Html } from "./Html.ts"
 import { contentSecurityPolicy, invoicePage, portalPage, refusalPage, refusalStatus } from "./Pages.ts"
-import { type PageRefusal, PortalView } from "./PortalView.ts"
+import { type PageRefusal, PortalView, usageRangeOf } from "./PortalView.ts"
 
 /** What every answer of these pages carries: never cached, never framed, no Referer. */
 const pageHeaders = {
@@ -38,6 +38,10 @@ const respond = (page: Html, status: number) =>
 
 const tokenOf = (request: HttpServerRequest.HttpServerRequest) =>
   new URL(request.url, "http://localhost").searchParams.get("token") ?? ""
+
+/** The portal's usage chart range (`usage=`): what it does not know shows the current cycle. */
+const usageOf = (request: HttpServerRequest.HttpServerRequest) =>
+  usageRangeOf(new URL(request.url, "http://localhost").searchParams.get("usage"))
 
 /** Renders a page from the request; a defect is logged and answered with the HTML 500 page. */
 const page = <R>(
@@ -89,7 +93,7 @@ export const PortalPagesLive = HttpApiBuilder.Router.use((router) =>
     yield* router.get(
       "/portal",
       page((request, lang) =>
-        Effect.map(views.portalPage(tokenOf(request)), (view) =>
+        Effect.map(views.portalPage(tokenOf(request), undefined, usageOf(request)), (view) =>
           Either.match(view, {
             onLeft: (refusal) => [refusalPage(refusal, lang), refusalStatus(refusal)] as const,
             onRight: (portal) => [portalPage(portal, formatsFor(lang)), 200] as const

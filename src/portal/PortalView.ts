@@ -18,6 +18,7 @@ import { type Decimal, sum } from "../money.ts"
 import { billingContactOf, Organizations } from "../organizations/Organizations.ts"
 import type { SnapshotComponent } from "../pricing/PlanSnapshot.ts"
 import { type DailyUsage, UsageLog } from "../usage/UsageLog.ts"
+import { type SummaryWindow, UsageSummary } from "../usage/UsageSummary.ts"
 import type { UsageRecord } from "../usage/UsageLogEntry.ts"
 import { invoicePath, InvoiceLinkClaims } from "../links/InvoiceLinks.ts"
 import { amountDueOf, type HeldAmount, heldAmounts } from "./Amounts.ts"
@@ -27,6 +28,7 @@ import { checkToken, claimedOrganization, type TokenRefusal } from "../links/Sig
 import { SigningKeys } from "../links/SigningKeys.ts"
 import { type CustomerId, type OrganizationId, type PurchaseId } from "../ids.ts"
 import { givenOrCurrentTime } from "../time.ts"
+import { Timestamp } from "../schema.ts"
 
 /** How many usage rows and invoices the portal lists. */
 export const PORTAL_LATEST_USAGE = 10
@@ -35,6 +37,52 @@ export const PORTAL_INVOICES = 24
 export const PORTAL_DAYS_WITHOUT_PLAN = 30
 /** How many OPEN invoices the portal lists under "What you owe" (the oldest first); more are counted, not listed. */
 export const PORTAL_OPEN_INVOICES = 24
+/** How many ended cycles the usage chart offers, the latest first. */
+export const PORTAL_PREVIOUS_CYCLES = 6
+/** A range of more days than this is charted by month. */
+export const PORTAL_MAX_CHART_DAYS = 62
+
+/**
+ * What the usage chart shows (`?usage=` on the portal's link): the current
+ * cycle (by default, and for any value it does not know: a person's URL is
+ * not refused), one of the latest ended cycles (`cycle-1` the previous one,
+ * up to `cycle-6`), or the last 12 months by month (`12-months`).
+ */
+export type UsageRange =
+  | { readonly kind: "cycle" }
+  | { readonly kind: "previous"; readonly back: number }
+  | { readonly kind: "months" }
+
+export const usageRangeOf = (text: string | null | undefined): UsageRange => {
+  if (text === "12-months") return { kind: "months" }
+  const previous = /^cycle-([1-9])$/.exec(text ?? "")
+  if (previous !== null && Number(previous[1]) <= PORTAL_PREVIOUS_CYCLES) return { kind: "previous", back: Number(previous[1]) }
+  return { kind: "cycle" }
+}
+
+const usageRangeKey = (range: UsageRange) =>
+  range.kind === "months" ? "12-months" : range.kind === "previous" ? `cycle-${range.back}` : "cycle"
+
+/** One choice of the chart's range, with the link that shows it. */
+export interface UsageRangeChoice {
+  readonly range: UsageRange
+  /** The ended cycle's period, for its label. */
+  readonly period?: { readonly start: Date; readonly end: Date }
+  readonly href: string
+  readonly current: boolean
+}
+
+/** The usage chart: its range, its periods (UTC days, YYYY-MM-DD, or months, YYYY-MM) and the costs in them. */
+export interface UsageChartView {
+  readonly range: UsageRange
+  readonly from: Date
+  readonly to: Date
+  readonly granularity: "day" | "month"
+  readonly periods: ReadonlyArray<string>
+  /** Customer cost per period (`day` holds the period's key) and meter, from the usage summary. */
+  readonly points: ReadonlyArray<DailyUsage>
+  readonly choices: ReadonlyArray<UsageRangeChoice>
+}
 
 export type PageRefusal = TokenRefusal | "NotFound"
 
@@ -76,9 +124,7 @@ export interface PortalPageView extends CustomerHeader {
     readonly overdue: number
   }
   readonly upcoming: ReadonlyArray<UpcomingInvoice>
-  /** The chart's range: every UTC day (YYYY-MM-DD) of the cycle, and the costs in it. */
-  readonly usageDays: ReadonlyArray<string>
-  readonly dailyUsage: ReadonlyArray<DailyUsage>
+  readonly usage: UsageChartView
   readonly latestUsage: ReadonlyArray<UsageRecord>
   readonly invoices: ReadonlyArray<LinkedInvoice>
   readonly expiresAt: Date
@@ -104,11 +150,26 @@ const startOfUtcDay = (date: Date) => Date.UTC(date.getUTCFullYear(), date.getUT
 /** The UTC days from the one holding `from` to the one holding the instant before `to`. */
 export const utcDays = (from: Date, to: Date): Array<string> => {
   const days: Array<string> = []
-  for (let day = startOfUtcDay(from); day < to.getTime() && days.length < 62; day += DAY) {
+  for (let day = startOfUtcDay(from); day < to.getTime() && days.length < PORTAL_MAX_CHART_DAYS; day += DAY) {
     days.push(new Date(day).toISOString().slice(0, 10))
   }
   return days
 }
+
+/** The UTC months (YYYY-MM) from the one holding `from` to the one holding the instant before `to`. */
+export const utcMonths = (from: Date, to: Date): Array<string> => {
+  const months: Array<string> = []
+  for (
+    let month = Date.UTC(from.getUTCFullYear(), from.getUTCMonth(), 1);
+    month < to.getTime();
+    month = Date.UTC(new Date(month).getUTCFullYear(), new Date(month).getUTCMonth() + 1, 1)
+  ) {
+    months.push(new Date(month).toISOString().slice(0, 7))
+  }
+  return months
+}
+
+const EndedCycle = Schema.Struct({ periodStart: Timestamp, periodEnd: Timestamp })
 
 /** A page whose organisation, customer, purchase or invoice is gone answers as if the address named nothing. */
 const notFoundPage = () => Effect.succeed(Either.left<PageRefusal>("NotFound"))
@@ -125,6 +186,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
     Organizations.Default,
     Portal.Default,
     UsageLog.Default,
+    UsageSummary.Default,
     Entitlements.Default
   ],
   effect: Effect.gen(function*() {
@@ -136,6 +198,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
     const balances = yield* Balances
     const purchases = yield* Purchases
     const usage = yield* UsageLog
+    const summaries = yield* UsageSummary
     const invoices = yield* Invoices
     const entitlements = yield* Entitlements
 
@@ -167,6 +230,71 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
           Effect.catchTag("PurchaseNotFound", () => Effect.succeed([] as ReadonlyArray<SnapshotComponent>))
         )
 
+    /**
+     * The usage chart of `range`: its periods and the customer cost per
+     * period and meter, added up by the usage summary (src/usage/UsageSummary.ts),
+     * by day, or by month for the 12 months and a range of more than
+     * PORTAL_MAX_CHART_DAYS days. The current cycle is `current` (the last 30
+     * days without a plan); ended cycles are the customer's recorded ones,
+     * of every purchase, the latest first.
+     */
+    const usageChart = (
+      organizationId: OrganizationId,
+      customerId: CustomerId,
+      range: UsageRange,
+      current: { readonly from: Date; readonly to: Date },
+      now: Date,
+      token: string
+    ) =>
+      Effect.gen(function*() {
+        const ended = yield* findAll(
+          EndedCycle,
+          sql`SELECT period_start, period_end FROM purchase_cycles
+              WHERE organization_id = ${organizationId} AND customer_id = ${customerId}
+              ORDER BY period_start DESC LIMIT ${PORTAL_PREVIOUS_CYCLES}`
+        )
+        // An ended cycle asked for that the customer does not have (yet) is the current one.
+        const shown: UsageRange = range.kind === "previous" && ended[range.back - 1] === undefined ? { kind: "cycle" } : range
+        const { from, to } = shown.kind === "months"
+          ? { from: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() - 11, 1)), to: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)) }
+          : shown.kind === "previous"
+          ? { from: ended[shown.back - 1]!.periodStart, to: ended[shown.back - 1]!.periodEnd }
+          : current
+        const byMonth = shown.kind === "months" || to.getTime() - startOfUtcDay(from) > PORTAL_MAX_CHART_DAYS * DAY
+        const window: SummaryWindow = byMonth ? "MONTH" : "DAY"
+        // At most 36 months a summary: a longer cycle is charted over its last 36.
+        const since = byMonth ? new Date(Math.max(from.getTime(), Date.UTC(to.getUTCFullYear(), to.getUTCMonth() - 35, 1))) : from
+        const rows = yield* summaries.summarize(organizationId, { customerId, from: since, to, window, groupBy: ["meter"] }).pipe(
+          Effect.catchTags({
+            InvalidTimeRange: () => Effect.succeed([]),
+            SummaryTooLarge: () => Effect.succeed([]),
+            // Named by its id: never an externalId to refuse.
+            InvalidExternalId: Effect.die
+          })
+        )
+        const keyOf = (start: Date) => start.toISOString().slice(0, byMonth ? 7 : 10)
+        const link = (choice: UsageRange) => `?token=${encodeURIComponent(token)}&usage=${usageRangeKey(choice)}`
+        const choices: Array<UsageRangeChoice> = [
+          { range: { kind: "cycle" }, href: link({ kind: "cycle" }), current: shown.kind === "cycle" },
+          ...ended.map((cycle, index): UsageRangeChoice => ({
+            range: { kind: "previous", back: index + 1 },
+            period: { start: cycle.periodStart, end: cycle.periodEnd },
+            href: link({ kind: "previous", back: index + 1 }),
+            current: shown.kind === "previous" && shown.back === index + 1
+          })),
+          { range: { kind: "months" }, href: link({ kind: "months" }), current: shown.kind === "months" }
+        ]
+        return {
+          range: shown,
+          from,
+          to,
+          granularity: byMonth ? "month" : "day",
+          periods: byMonth ? utcMonths(since, to) : utcDays(from, to),
+          points: rows.map((row) => ({ day: keyOf(row.windowStart), meter: String(row.groups[0]![1]), customerCost: row.cost })),
+          choices
+        } satisfies UsageChartView
+      }).pipe(Effect.withSpan("PortalView.usageChart"))
+
     const header = (organizationId: OrganizationId, customerId: CustomerId) =>
       Effect.gen(function*() {
         const organization = yield* organizations.get(organizationId)
@@ -178,7 +306,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
         }
       })
 
-    const portalPage = (token: string, at?: Date) =>
+    const portalPage = (token: string, at?: Date, range: UsageRange = { kind: "cycle" }) =>
       Effect.gen(function*() {
         const now = yield* givenOrCurrentTime(at)
         const opened = yield* portal.open(token, now)
@@ -226,8 +354,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
             overdue: open.listed.filter((invoice) => invoice.overdue).length
           },
           upcoming,
-          usageDays: utcDays(from, to),
-          dailyUsage: yield* usage.daily(org, customerId, { from, to }),
+          usage: yield* usageChart(org, customerId, range, { from, to }, now, token),
           latestUsage: yield* usage.latest(org, customerId, PORTAL_LATEST_USAGE),
           invoices: listed.map(link),
           expiresAt: new Date(exp)

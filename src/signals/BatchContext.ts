@@ -27,7 +27,7 @@ export type { Customer } from "./BatchCustomers.ts"
 export type { CyclePeriod, SignalCycle } from "./BatchCycles.ts"
 export { scoped } from "./BatchKeys.ts"
 export type { OccurrenceRow } from "./BatchReferences.ts"
-export { ClaimedSignal, decodeSignal, type DecodedSignal, momentColumns, type SignalRecord } from "./ClaimedSignal.ts"
+export { ClaimedSignal, customColumn, decodeSignal, type DecodedSignal, momentColumns, type SignalRecord } from "./ClaimedSignal.ts"
 
 export interface BatchContext {
   /** A customer by id (any state). */

@@ -40,7 +40,8 @@ const OccurrenceRow = Schema.Struct({
   compositeName: Schema.String,
   refId: Schema.String,
   value: Schema.String,
-  custom: Schema.NullOr(Schema.Unknown)
+  /** The occurrence's `custom` as stored, from its JSON text: read as JSON, the SQL client camelCases its keys. */
+  custom: Schema.propertySignature(Schema.NullOr(Schema.parseJson())).pipe(Schema.fromKey("customJson"))
 })
 export type OccurrenceRow = typeof OccurrenceRow.Type
 
@@ -110,7 +111,8 @@ export const loadOccurrences = (sql: SqlClient.SqlClient, records: ReadonlyArray
     const occurrenceKeys = pairs(records.flatMap((r) => (r.route === "COMPOSITE_COMPLETE" ? [[r.organizationId, r.id] as const] : [])))
     const occurrences = occurrenceKeys.size === 0 ? [] : yield* findAll(
       OccurrenceRow,
-      sql`SELECT o.organization_id, o.signal_id, o.composite_id, c.name AS composite_name, c.ref_id, o.value, o.custom
+      sql`SELECT o.organization_id, o.signal_id, o.composite_id, c.name AS composite_name, c.ref_id, o.value,
+                 o.custom::text AS custom_json
           FROM composite_occurrences o
           JOIN composites c ON c.organization_id = o.organization_id AND c.id = o.composite_id
           WHERE (o.organization_id, o.signal_id) IN (

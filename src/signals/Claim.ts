@@ -13,7 +13,7 @@ import { Effect, Schema } from "effect"
 import { findAll, withoutBitmapScans } from "../db/Sql.ts"
 import { idOrder } from "../ids.ts"
 import { Timestamp } from "../schema.ts"
-import { ClaimedSignal, type Customer, momentColumns, scoped, type SignalRecord } from "./BatchContext.ts"
+import { ClaimedSignal, type Customer, customColumn, momentColumns, scoped, type SignalRecord } from "./BatchContext.ts"
 import { prepared } from "../db/Prepared.ts"
 
 /** The queue's two lanes: today's signals, and late ones (a backfill: `signals.late`). */
@@ -315,7 +315,7 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
           -- against 1 ms (docs/benchmarks.md "Many customers at once").
           CROSS JOIN LATERAL (
             SELECT organization_id, id, message_id, route, customer_id, external_id, run_id, composite_ref,
-                   composite_value, member, body, ${sql.literal(momentColumns)}
+                   composite_value, member, body, ${sql.literal(momentColumns)}, ${sql.literal(customColumn)}
             FROM signals
             WHERE status = 'QUEUED' AND ${sql.literal(lane === "LATE" ? "late" : "NOT late")} ${onlyIds(only)}
               AND organization_id = claimable.org AND coalesce(customer_id, 'ext:' || external_id) = claimable.key

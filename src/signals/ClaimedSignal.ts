@@ -25,7 +25,13 @@ export const ClaimedSignal = Schema.Struct({
   /** When the usage happened: coalesce(occurred_at, requeued_at, received_at). Billed in the cycle containing it. */
   moment: Timestamp,
   /** Which of the three the moment is: refusals name it (a signal without a timestamp can be retried into a cycle). */
-  momentSource: Schema.Literal("TIMESTAMP", "REQUEUED", "RECEIVED")
+  momentSource: Schema.Literal("TIMESTAMP", "REQUEUED", "RECEIVED"),
+  /**
+   * The body's `custom` as JSON text (`customColumn`), kept on the signal's usage row as sent. Read as text: the
+   * SQL client camelCases the keys of every JSON value it reads (`order_id` came back `orderId`), which is
+   * harmless for the body's own fields and wrong for the caller's. Only the drain's claim reads it.
+   */
+  customText: Schema.optionalWith(Schema.NullOr(Schema.String), { exact: true })
 })
 export type SignalRecord = typeof ClaimedSignal.Type
 
@@ -38,6 +44,13 @@ export type SignalRecord = typeof ClaimedSignal.Type
  */
 export const momentColumns = "coalesce(occurred_at, requeued_at, received_at) AS moment, " +
   "CASE WHEN occurred_at IS NOT NULL THEN 'TIMESTAMP' WHEN requeued_at IS NOT NULL THEN 'REQUEUED' ELSE 'RECEIVED' END AS moment_source"
+
+/** The column of `customText`, for the statements that read signals to price them. */
+export const customColumn = "(body -> 'custom')::text AS custom_text"
+
+/** The signal's `custom` as sent, or null. */
+export const customOf = (signal: SignalRecord): unknown =>
+  signal.customText === undefined || signal.customText === null ? null : JSON.parse(signal.customText)
 
 /** A claimed signal with its body decoded by its route's schema. */
 export interface DecodedSignal {

@@ -22,7 +22,8 @@ export class Occurrence extends Schema.Class<Occurrence>("Occurrence")({
   customerId: Schema.NullOr(Schema.String),
   signalId: Schema.NullOr(Schema.String),
   member: Schema.NullOr(Schema.String),
-  custom: Schema.NullOr(Schema.Unknown)
+  /** Read from its JSON text (`custom_json`): read as JSON, the SQL client camelCases its keys. */
+  custom: Schema.propertySignature(Schema.NullOr(Schema.parseJson())).pipe(Schema.fromKey("customJson"))
 }) {}
 
 const Requirement = Schema.Struct({ name: Schema.String, kind: Schema.String, reported: Schema.Boolean })
@@ -47,7 +48,7 @@ export const lockOccurrence = (sql: SqlClient.SqlClient, organizationId: string,
                VALUES (${organizationId}, ${compositeId}, ${value}) ON CONFLICT DO NOTHING`
     const row = yield* findOne(
       Occurrence,
-      sql`SELECT composite_id, value, status, customer_id, signal_id, member, custom FROM composite_occurrences
+      sql`SELECT composite_id, value, status, customer_id, signal_id, member, custom::text AS custom_json FROM composite_occurrences
           WHERE organization_id = ${organizationId} AND composite_id = ${compositeId} AND value = ${value}
           FOR UPDATE`
     )

@@ -17,6 +17,7 @@ import { applyMoves, type BalanceMove, type CustomerContext } from "../pricing/m
 import type { Priced } from "../pricing/meters/Meters.ts"
 import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import type { BatchContext, Customer, DecodedSignal, SignalRecord } from "./BatchContext.ts"
+import { customOf } from "./ClaimedSignal.ts"
 import { meterSignal, type RunCosts } from "./MeterSignal.ts"
 import { refusalMessage } from "./RefusalMoment.ts"
 import { settlementOf } from "./Settlements.ts"
@@ -73,7 +74,8 @@ export const usageRow = (
     compositeRef: entry.composite?.refId ?? null,
     compositeValue: entry.composite?.value ?? null,
     member: signal.member,
-    custom: entry.custom ?? null,
+    // A composite row carries its occurrence's custom; every other row its signal's, as sent.
+    custom: entry.custom ?? customOf(signal),
     occurredAt: signal.moment.toISOString(),
     cycleIndex,
     // How the row split between allowance and arrears: what a reversal gives back (null: nothing drawn).

@@ -9,6 +9,7 @@ import { strict } from "../schema.ts"
 import { ReverseRequest } from "./Reversals.ts"
 import { MAX_LOOKUP_IDS } from "./UsageLog.ts"
 import { Meter, UsageLogEntry, UsageLogLookupEntry } from "./UsageLogEntry.ts"
+import { MAX_SUMMARY_ROWS, SummaryParams, SummaryRowJson } from "./UsageSummary.ts"
 import { CustomerId } from "../ids.ts"
 
 const Instant = Schema.Date.annotations({ message: () => "must be an ISO 8601 timestamp" })
@@ -106,5 +107,28 @@ export class UsageApi extends HttpApiGroup.make("usage")
         }
       }))
   )
-  .annotate(OpenApi.Description, "Usage log: the priced rows metered usage produced.")
+  .add(
+    HttpApiEndpoint.get("summary", "/usage/summary")
+      .setUrlParams(SummaryParams)
+      .addSuccess(Success(Schema.Struct({ rows: Schema.Array(SummaryRowJson) }), { message: "Usage summary" }))
+      .annotateContext(documented({
+        summary: "Summarise usage per window",
+        description: "The usage log added up per UTC window (`HOUR`, `DAY` or `MONTH`) of the rows' `timestamp` in " +
+          "[`from`, `to`), and per the fields of `groupBy`: exact sums of quantity, customer cost (`cost`) and " +
+          "provider cost, and the rows counted. Reversing rows are included (a reversed row and its reversal cancel " +
+          "out; a reversal counts -1). One customer's usage (`customerId` or `externalId`), or without either the " +
+          "whole organisation's. Windows are aligned to UTC hour, day and month starts, and cut to the range at " +
+          "its ends. Only windows and groups holding rows are answered, ordered by window, then by the groups in " +
+          `the order of \`groupBy\` (text byte by byte, nulls last); at most ${MAX_SUMMARY_ROWS} rows.`,
+        errors: {
+          400: "A query parameter missing, malformed or not taken (`from` and `to` must be ISO 8601 instants, " +
+            "`window` one of HOUR, DAY, MONTH, `groupBy` known fields), both `customerId` and `externalId` sent " +
+            "(`validation_failed`); `from` not before `to` (`invalid_time_range`); a range of more windows than its " +
+            "window size allows, or an answer of more rows than one holds (`summary_too_large`); a malformed " +
+            "`externalId` (`invalid_external_id`).",
+          404: "No customer with this id, or active customer with this externalId, in the workspace."
+        }
+      }))
+  )
+  .annotate(OpenApi.Description, "Usage log: the priced rows metered usage produced, and their sums.")
 {}

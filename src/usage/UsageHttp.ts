@@ -7,11 +7,13 @@ import { toPage } from "../http/Pagination.ts"
 import { Reversals } from "./Reversals.ts"
 import { UsageLog } from "./UsageLog.ts"
 import { toEntry, toLookupEntry } from "./UsageLogEntry.ts"
+import { toSummaryRowJson, UsageSummary } from "./UsageSummary.ts"
 
 export const UsageHttpLive = HttpApiBuilder.group(groupApi(UsageApi), "usage", (handlers) =>
   Effect.gen(function*() {
     const usage = yield* UsageLog
     const reversals = yield* Reversals
+    const summaries = yield* UsageSummary
     return handlers
       .handle("list", ({ urlParams }) =>
         forOrganization((org) =>
@@ -28,4 +30,8 @@ export const UsageHttpLive = HttpApiBuilder.group(groupApi(UsageApi), "usage", (
         ))
       .handle("reverse", ({ path, payload }) =>
         forOrganization((org) => reversals.reverse(org, path.id, payload ?? {})).pipe(Effect.map(toEntry)))
+      .handle("summary", ({ urlParams }) =>
+        forOrganization((org) => summaries.summarize(org, urlParams)).pipe(
+          Effect.map((rows) => ({ rows: rows.map(toSummaryRowJson) }))
+        ))
   }))

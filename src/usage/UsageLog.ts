@@ -1,7 +1,7 @@
 /**
  * Reading the usage log: a customer's rows (cursor pagination, time range,
  * meter), an organisation-wide lookup of up to 10 rows by id, and per-meter
- * totals for operators.
+ * totals for operators. Sums per window are src/usage/UsageSummary.ts.
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
@@ -32,7 +32,7 @@ export class UsageTotal extends Schema.Class<UsageTotal>("UsageTotal")({
   customerCost: Money
 }) {}
 
-/** One meter's customer cost on one UTC day (`day` is YYYY-MM-DD). */
+/** One meter's customer cost in one UTC period of the portal's chart (`day` is YYYY-MM-DD, or YYYY-MM for a month). */
 export class DailyUsage extends Schema.Class<DailyUsage>("DailyUsage")({
   day: Schema.String,
   meter: Schema.String,
@@ -51,7 +51,8 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
     /** A row's `timestamp`: when its usage happened; rows written before `occurred_at` existed have only `created_at`. */
     const moment = sql`coalesce(u.occurred_at, u.created_at)`
 
-    const selectRows = sql`SELECT u.*, ${moment} AS moment, c.external_id FROM usage_log u
+    // `custom` as text too: the SQL client camelCases the keys of the JSON it reads (UsageRecord's `custom`).
+    const selectRows = sql`SELECT u.*, ${moment} AS moment, c.external_id, u.custom::text AS custom_json FROM usage_log u
       JOIN customers c ON c.organization_id = u.organization_id AND c.id = u.customer_id`
 
     /**
@@ -142,18 +143,6 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
         )
       })
 
-    /** A customer's customer cost per UTC day (of the usage's `timestamp`) and meter in [from, to), for the portal's chart. */
-    const daily = Effect.fn("UsageLog.daily")((organizationId: OrganizationId, customerId: CustomerId, range: { readonly from: Date; readonly to: Date }) =>
-      findAll(
-        DailyUsage,
-        sql`SELECT to_char(${moment} AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, u.meter,
-                   sum(u.customer_cost) AS customer_cost
-            FROM usage_log u
-            WHERE u.organization_id = ${organizationId} AND u.customer_id = ${customerId}
-              AND ${moment} >= ${range.from} AND ${createdSince(range.from)} AND ${moment} < ${range.to}
-            GROUP BY 1, 2 ORDER BY 1, 2`
-      ))
-
     /** A customer's latest rows, newest first. */
     const latest = Effect.fn("UsageLog.latest")((organizationId: OrganizationId, customerId: CustomerId, limit: number) =>
       findAll(
@@ -163,6 +152,6 @@ export class UsageLog extends Effect.Service<UsageLog>()("UsageLog", {
             ORDER BY u.id DESC LIMIT ${limit}`
       ))
 
-    return { forCustomer, lookup, totals, daily, latest } as const
+    return { forCustomer, lookup, totals, latest } as const
   })
 }) {}

@@ -36,7 +36,11 @@ export class UsageRecord extends Schema.Class<UsageRecord>("UsageRecord")({
   compositeRef: Schema.NullOr(Schema.String),
   compositeValue: Schema.NullOr(Schema.String),
   member: Schema.NullOr(Schema.String),
-  custom: Schema.NullOr(AnyJson),
+  /**
+   * The row's `custom` as stored, read from its JSON text (`custom_json`): read as JSON, the SQL client
+   * camelCases its keys as it does column names, and `order_id` came back `orderId`.
+   */
+  custom: Schema.propertySignature(Schema.NullOr(Schema.parseJson())).pipe(Schema.fromKey("customJson")),
   /** When the usage happened: `occurred_at`, or `created_at` for rows written before it existed. */
   moment: Timestamp,
   /** On a reversing row, the id of the row it takes back. */

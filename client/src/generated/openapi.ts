@@ -1550,6 +1550,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/usage/summary": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Summarise usage per window
+         * @description The usage log added up per UTC window (`HOUR`, `DAY` or `MONTH`) of the rows' `timestamp` in [`from`, `to`), and per the fields of `groupBy`: exact sums of quantity, customer cost (`cost`) and provider cost, and the rows counted. Reversing rows are included (a reversed row and its reversal cancel out; a reversal counts -1). One customer's usage (`customerId` or `externalId`), or without either the whole organisation's. Windows are aligned to UTC hour, day and month starts, and cut to the range at its ends. Only windows and groups holding rows are answered, ordered by window, then by the groups in the order of `groupBy` (text byte by byte, nulls last); at most 10000 rows.
+         */
+        get: operations["usage.summary"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/entitlements/check": {
         parameters: {
             query?: never;
@@ -3723,7 +3743,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_external_id" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_signal" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
+                code: "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_external_id" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_signal" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "summary_too_large" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -16956,6 +16976,137 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error422"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "usage.summary": {
+        parameters: {
+            query: {
+                /** @description The service's id of the customer whose usage is summed. Without it and without `externalId`, the organisation's usage, every customer's. */
+                customerId?: string;
+                /** @description Your own id of the (active) customer, instead of `customerId`; not both. */
+                externalId?: string;
+                /** @description The range's start, an ISO 8601 instant: rows whose `timestamp` (when the usage happened) is at or after it. */
+                from: components["schemas"]["DateFromString"];
+                /** @description The range's end, an ISO 8601 instant after `from`: rows whose `timestamp` is before it. */
+                to: components["schemas"]["DateFromString"];
+                /** @description The windows the range is cut into, aligned to UTC hour, day or month starts. A range spans at most 744 hours (31 days), 366 days or 36 months. */
+                window: "HOUR" | "DAY" | "MONTH";
+                /** @description The fields to group by besides the window: a comma-separated list of at most 5 distinct fields from agentKey, meter, member, model, customerId and custom.<key> (a key of the rows' `custom`, or a path of up to 3 keys such as custom.user.team; keys of 1 to 64 characters other than "." and ","). */
+                groupBy?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            rows: {
+                                /** @description The window's first instant (UTC), or `from` in a window cut by it. */
+                                windowStart: components["schemas"]["Timestamp"];
+                                /** @description The instant after the window (UTC), or `to` in a window cut by it. */
+                                windowEnd: components["schemas"]["Timestamp"];
+                                /** @description Grouped by customerId: the customer's id (an organisation's summary per customer). */
+                                customerId?: string;
+                                /** @description Grouped by agentKey: the rows' agentKey (the composite's refId on composite rows; null on wallet rows). */
+                                agentKey?: string | null;
+                                /**
+                                 * @description Grouped by meter: the rows' meter.
+                                 * @enum {string}
+                                 */
+                                meter?: "CREDIT" | "OUTCOME_STEP" | "OUTCOME" | "UNIT" | "WALLET" | "COMPOSITE";
+                                /** @description Grouped by member: the member e-mail the rows' signals named, in lower case (members are matched case-insensitively); null for usage attributed to no member. */
+                                member?: string | null;
+                                /** @description Grouped by model: the rows' model; null for usage without one (units, outcomes, composites). */
+                                model?: string | null;
+                                /** @description Grouped by custom fields: each field asked (`custom.team` as `team`) with the rows' value, any JSON value; null where the rows' `custom` lacks it. */
+                                custom?: {
+                                    [key: string]: Record<string, never> | unknown[] | string | number | boolean | null;
+                                };
+                                /** @description The rows' quantities added up (credits, units, 1 per outcome, step or occurrence, USD on the wallet): a sum over different meters adds different things, so group by meter or agentKey to read it. */
+                                quantity: components["schemas"]["Money"];
+                                /** @description The rows' customer cost added up: what the customer is charged, in USD. Exact, as every sum here: NUMERIC in the service, a JSON number on the wire; read it with a decimal type. */
+                                cost: components["schemas"]["Money"];
+                                /** @description The rows' provider cost added up, in USD. */
+                                providerCost: components["schemas"]["Money"];
+                                /**
+                                 * int
+                                 * @description The usage-log rows counted, a reversing row counting -1: the uses that stand.
+                                 */
+                                count: number;
+                            }[];
+                        };
+                    };
+                };
+            };
+            /** @description A query parameter missing, malformed or not taken (`from` and `to` must be ISO 8601 instants, `window` one of HOUR, DAY, MONTH, `groupBy` known fields), both `customerId` and `externalId` sent (`validation_failed`); `from` not before `to` (`invalid_time_range`); a range of more windows than its window size allows, or an answer of more rows than one holds (`summary_too_large`); a malformed `externalId` (`invalid_external_id`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No customer with this id, or active customer with this externalId, in the workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */

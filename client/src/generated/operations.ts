@@ -104,6 +104,7 @@ export const operationTable = {
   "usage.list": {"method":"GET","path":"/api/v1/signal/usage-log","pathParams":[],"queryParams":["limit","cursor","customerId","from","to","meter"],"body":false,"idempotencyKey":null,"summary":"List a customer's usage log"},
   "usage.lookup": {"method":"POST","path":"/api/v1/signal/usage-log/lookup","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":null,"summary":"Look up usage-log rows by id"},
   "usage.reverse": {"method":"POST","path":"/api/v1/signal/usage-log/{id}/reverse","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Reverse a usage-log row"},
+  "usage.summary": {"method":"GET","path":"/api/v1/usage/summary","pathParams":[],"queryParams":["customerId","externalId","from","to","window","groupBy"],"body":false,"idempotencyKey":null,"summary":"Summarise usage per window"},
   "webhooks.create": {"method":"POST","path":"/api/v1/webhook-endpoints","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":null,"summary":"Subscribe a webhook endpoint"},
   "webhooks.deliveries": {"method":"GET","path":"/api/v1/webhook-endpoints/{id}/deliveries","pathParams":["id"],"queryParams":["limit","cursor","status","eventId"],"body":false,"idempotencyKey":null,"summary":"List an endpoint's deliveries"},
   "webhooks.get": {"method":"GET","path":"/api/v1/webhook-endpoints/{id}","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Get a webhook endpoint"},
