@@ -35,6 +35,7 @@ import { Reversals } from "../usage/Reversals.ts"
 import { UsageLog } from "../usage/UsageLog.ts"
 import { WebhookDeliveries } from "../webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../webhooks/Endpoints.ts"
+import { WebhookEvents } from "../webhooks/Events.ts"
 import { WebhookListen } from "../webhooks/Listen.ts"
 import { WebhookSender } from "../webhooks/Sender.ts"
 
@@ -50,6 +51,7 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   Composites.Default,
   WebhookEndpoints.Default,
   WebhookDeliveries.Default,
+  WebhookEvents.Default,
   WebhookSender.Default,
   WebhookListen.Default,
   InboxWriter.Default,
