@@ -36,6 +36,12 @@ export class ApiKeyRefused extends Data.TaggedError("ApiKeyRefused")<Message> {}
 /** No API key with that id in the organisation. */
 export class ApiKeyNotFound extends Data.TaggedError("ApiKeyNotFound")<Message> {}
 
+/** The API key to revoke is the one the request is made with: another key of the organisation (or the CLI) revokes it. */
+export class ApiKeyInUse extends Data.TaggedError("ApiKeyInUse")<Message> {}
+
+/** A new API key's expiry that is not in the future: the key would be refused from its first request. */
+export class ApiKeyExpiryInPast extends Data.TaggedError("ApiKeyExpiryInPast")<Message> {}
+
 // Customers and members
 
 /** No customer with that id (or active one with that externalId) in the workspace. */
@@ -303,6 +309,8 @@ export type ServiceError =
   | OrganizationMismatch
   | ApiKeyRefused
   | ApiKeyNotFound
+  | ApiKeyInUse
+  | ApiKeyExpiryInPast
   | CustomerNotFound
   | CustomerArchived
   | CustomerRefMissing
@@ -409,6 +417,8 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   OrganizationMismatch: 403,
   ApiKeyRefused: 401,
   ApiKeyNotFound: 404,
+  ApiKeyInUse: 409,
+  ApiKeyExpiryInPast: 400,
   CustomerNotFound: 404,
   CustomerArchived: 409,
   CustomerRefMissing: 400,

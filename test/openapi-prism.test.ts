@@ -294,6 +294,38 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("GET /webhook-deliveries/{id}", { id: deliveries[0].id })
     await valid("POST /webhook-deliveries/{id}/retry", { id: deliveries[0].id })
     await valid("POST /webhook-deliveries/{id}/retry", { id: "whd_unknown" })
+    // Events and operations (issue 37, point 4): events, signal replay, invoice void, API keys.
+    const events = (await resultOf(
+      valid("GET /events", {}, { query: `limit=5&type=wallet.balance.update&customerId=${id}` }),
+      200
+    )).events as Array<any>
+    expect(events.length).toBeGreaterThan(0)
+    const inAYear = new Date(Date.now() + 365 * 86_400_000).toISOString()
+    await valid("GET /events", {}, { query: `from=2020-01-01T00:00:00Z&to=${inAYear}` })
+    await valid("GET /events", {}, { query: "customerId=cus_unknown" })
+    await valid("GET /events/{id}", { id: events[0].id })
+    await valid("GET /events/{id}", { id: "evt_unknown" })
+    await resultOf(valid("POST /events/{id}/replay", { id: events[0].id }), 200)
+    await valid("POST /events/{id}/replay", { id: "evt_unknown" })
+    await resultOf(valid("POST /signals/{rawId}/replay", { rawId: sent.rawId }), 200)
+    await valid("POST /signals/{rawId}/replay", { rawId: "sig_unknown" })
+    const voidable = (await resultOf(
+      valid("POST /customers", {}, { body: { name: "Cy", email: "cy@example.com" } }),
+      201
+    )).customer
+    await valid("POST /purchases", {}, { body: { customerId: voidable.id, planId: plan.id } })
+    const [toVoid] = (await resultOf(valid("GET /invoices", {}, { query: `customerId=${voidable.id}` }), 200)).invoices as Array<any>
+    await resultOf(valid("POST /invoices/{id}/void", { id: toVoid.id }), 200)
+    expect((await valid("POST /invoices/{id}/void", { id: toVoid.id })).status).toBe(409)
+    await valid("POST /invoices/{id}/void", { id: "inv_unknown" })
+    const keys = (await resultOf(valid("GET /api-keys", {}, { query: "limit=5" }), 200)).apiKeys as Array<any>
+    const minted = await resultOf(valid("POST /api-keys", {}, { body: { name: "prism", expiresAt: inAYear } }), 201)
+    await valid("POST /api-keys", {}, { body: { expiresAt: "2020-01-01T00:00:00Z" } })
+    await valid("GET /api-keys/{id}", { id: minted.apiKey.id })
+    await valid("GET /api-keys/{id}", { id: "key_unknown" })
+    await resultOf(valid("POST /api-keys/{id}/revoke", { id: minted.apiKey.id }), 200)
+    expect((await valid("POST /api-keys/{id}/revoke", { id: keys.find((k) => k.prefix === key.slice(0, 10))!.id })).status).toBe(409)
+    await valid("POST /api-keys/{id}/revoke", { id: "key_unknown" })
     await valid("GET /organization/settings")
     await valid("PATCH /organization/settings", {}, { body: { rateLimits: { reads: { perSecond: 5000, burst: 10000 }, writes: null } } })
     await valid("PATCH /organization/settings", {}, { body: { lateUsageDays: 400 } })

@@ -1,9 +1,8 @@
 import type { Command } from "commander"
-import { Duration, Effect } from "effect"
+import { Effect } from "effect"
 import { Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
-import { ApiKeys, type ApiKey } from "../../src/organizations/ApiKeys.ts"
-import { defaultKeyCacheOptions } from "../../src/organizations/KeyCache.ts"
+import { ApiKeyName, ApiKeys, type ApiKey, keyStatusAt } from "../../src/organizations/ApiKeys.ts"
 import {
   type BillingContactChange,
   billingContactOf,
@@ -18,7 +17,8 @@ import {
 } from "../../src/organizations/Organizations.ts"
 import { rateLimitsInForce, ROUTE_FAMILIES, type RateLimit, type RateLimitsChange, type RouteFamily } from "../../src/organizations/RateLimits.ts"
 import { Details, Table } from "../ui/Table.tsx"
-import { organizationOf, run, withJson, withOrg } from "../run.ts"
+import { decodeInput, encode, organizationOf, run, withJson, withOrg } from "../run.ts"
+import { ApiKeyJson, apiKeyJson } from "../../src/http/ApiKeysApi.ts"
 
 const organizationJson = (organization: Organization) => {
   const settings = settingsOf(organization)
@@ -89,17 +89,10 @@ const contactText = (organization: Organization) => {
   return parts.length === 0 ? "(not set)" : parts.join(", ")
 }
 
-const keyJson = (key: ApiKey) => ({
-  id: key.id,
-  name: key.name,
-  prefix: key.keyPrefix,
-  createdAt: key.createdAt.toISOString(),
-  expiresAt: key.expiresAt?.toISOString() ?? null,
-  revokedAt: key.revokedAt?.toISOString() ?? null
-})
+/** A key as `GET /api-keys` shows it (id, name, prefix, status, dates, createdBy): never the key itself. */
+const keyJson = (key: ApiKey) => encode(ApiKeyJson)(apiKeyJson(key, new Date()))
 
-const keyStatus = (key: ApiKey) =>
-  key.revokedAt ? "revoked" : key.expiresAt && key.expiresAt.getTime() <= Date.now() ? "expired" : "active"
+const keyStatus = (key: ApiKey) => keyStatusAt(key, new Date()).toLowerCase()
 
 const parseExpiry = (value: string | undefined) => {
   if (value === undefined) return Effect.succeed(undefined)
@@ -253,8 +246,9 @@ export const registerKey = (program: Command) => {
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
+          const name = yield* decodeInput(ApiKeyName, options.name, "--name")
           const expiresAt = yield* parseExpiry(options.expiresAt)
-          return yield* Effect.flatMap(ApiKeys, (keys) => keys.create(organizationId, { name: options.name, expiresAt }))
+          return yield* Effect.flatMap(ApiKeys, (keys) => keys.issue(organizationId, { name, expiresAt }))
         }),
         {
           json: ({ apiKey, secret }) => ({ key: keyJson(apiKey), apiKey: secret }),
@@ -292,13 +286,8 @@ export const registerKey = (program: Command) => {
     (keyId: string, options: { json?: boolean; org?: string }) =>
       run(
         options,
-        Effect.flatMap(organizationOf(options), (id) => Effect.flatMap(ApiKeys, (keys) => keys.revoke(id, keyId))).pipe(
-          // Returns once every API process refuses the key. A server that hears
-          // the revocation's notification drops it at once; one that missed it
-          // (or runs on the embedded database, which cannot deliver it) trusts
-          // its cached copy for at most the cache's TTL after the commit.
-          Effect.tap(() => Effect.sleep(Duration.millis(defaultKeyCacheOptions.ttlMs)))
-        ),
+        // Returns once every API process refuses the key (ApiKeys.revokeEverywhere).
+        Effect.flatMap(organizationOf(options), (id) => Effect.flatMap(ApiKeys, (keys) => keys.revokeEverywhere(id, keyId))),
         {
           json: (apiKey) => ({ key: keyJson(apiKey) }),
           view: (apiKey) => <Text>Revoked {apiKey.id}.</Text>

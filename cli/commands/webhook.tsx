@@ -1,13 +1,15 @@
 import type { Command } from "commander"
-import { nextCursorOf, withOldest, limitOption } from "../lists.ts"
+import { listFooter, nextCursorOf, withOldest, limitOption } from "../lists.ts"
 import { Effect, Layer } from "effect"
-import { Text } from "../ui/ink.ts"
+import { Box, Text } from "../ui/ink.ts"
 import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { MAX_LIMIT } from "../../src/http/Pagination.ts"
 import { toNumber } from "../../src/money.ts"
 import { givenOrCurrentTime } from "../../src/time.ts"
 import { WebhookDeliveries, type Replayed } from "../../src/webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../../src/webhooks/Endpoints.ts"
+import { EventView, WebhookEvents } from "../../src/webhooks/Events.ts"
+import { EventListParams } from "../../src/operations/EventsApi.ts"
 import {
   DEFAULT_EVENT_TYPES,
   type Delivery,
@@ -19,12 +21,12 @@ import {
 } from "../../src/webhooks/Webhook.ts"
 import { progressReporter, watch } from "../ui/Live.tsx"
 import { Details, Table } from "../ui/Table.tsx"
-import { decodeInput, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { decodeInput, encode, numberFlag, organizationOf, runnerOn, withOrg } from "../run.ts"
 import { parseInstant } from "../instantFlag.ts"
 import { decimalFlag } from "../DecimalFlag.ts"
 import type { OrganizationId } from "../../src/ids.ts"
 
-const run = runnerOn(Layer.merge(WebhookEndpoints.Default, WebhookDeliveries.Default))
+const run = runnerOn(Layer.mergeAll(WebhookEndpoints.Default, WebhookDeliveries.Default, WebhookEvents.Default))
 
 interface Flags {
   readonly json?: boolean
@@ -120,6 +122,30 @@ const WatchedDeliveries = (props: { readonly deliveries: ReadonlyArray<Delivery>
   <DeliveriesTable
     title={`Deliveries at ${props.at.toISOString()}, refreshed every ${props.seconds} s (Ctrl-C to stop)`}
     deliveries={props.deliveries}
+  />
+)
+
+/** An event as `GET /events` answers it. */
+const eventJson = encode(EventView)
+
+/** `3: 1 delivered, 2 failed`: an event's deliveries by status, the empty counts left out. */
+const countsText = (event: EventView) => {
+  const { total, ...byStatus } = event.deliveryCounts
+  const parts = Object.entries(byStatus).filter(([, count]) => count > 0).map(([status, count]) => `${count} ${status}`)
+  return parts.length === 0 ? "0" : `${total}: ${parts.join(", ")}`
+}
+
+const EventsTable = (props: { readonly events: ReadonlyArray<EventView>; readonly footer: string }) => (
+  <Table
+    columns={[
+      { header: "EVENT", value: (e) => e.id, whole: true },
+      { header: "TYPE", value: (e) => `${e.eventType}${e.test ? " (test)" : ""}` },
+      { header: "CUSTOMER", value: (e) => e.customerId ?? "-" },
+      { header: "TRIGGERED", value: (e) => e.triggeredAt.toISOString() },
+      { header: "DELIVERIES", value: countsText }
+    ]}
+    rows={props.events}
+    footer={props.footer}
   />
 )
 
@@ -264,6 +290,69 @@ export const registerWebhook = (program: Command) => {
     "Endpoint removed",
     (e, org, id) => e.remove(org, id)
   )
+
+  withOrg(webhook.command("events").description("stored events, newest first, with their deliveries' counts (as GET /events)"))
+    .option("--type <type>", `only this event type: ${EVENT_TYPES.join(", ")}`)
+    .option("--customer <id>", "only the events about this customer")
+    .option("--from <iso>", "only events triggered at or after this instant")
+    .option("--to <iso>", "... and before this one")
+    .option(...limitOption)
+    .option("--cursor <id>", "id of the last event of the previous page (the page goes on towards older events)")
+    .action((options: Flags & { type?: string; customer?: string; from?: string; to?: string; limit?: number; cursor?: string }) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          const filters = yield* decodeInput(EventListParams.pick("type", "from", "to"), {
+            ...(options.type !== undefined ? { type: options.type } : {}),
+            ...(options.from !== undefined ? { from: options.from } : {}),
+            ...(options.to !== undefined ? { to: options.to } : {})
+          })
+          return yield* Effect.flatMap(WebhookEvents, (events) =>
+            events.list(organizationId, {
+              page: { limit: Math.min(options.limit ?? 50, MAX_LIMIT), cursor: options.cursor },
+              eventType: filters.type,
+              customerId: options.customer,
+              from: filters.from,
+              to: filters.to
+            }))
+        }),
+        {
+          json: (events) => ({ events: events.map(eventJson), nextCursor: nextCursorOf(events, options) }),
+          view: (events) => <EventsTable events={events} footer={listFooter(`${events.length} event(s)`, events, options)} />
+        }
+      )
+    )
+
+  withOrg(webhook.command("event").description("one event: its body as delivered, and every delivery with its attempts").argument("<eventId>"))
+    .action((id: string, options: Flags) =>
+      run(
+        options,
+        Effect.gen(function*() {
+          const organizationId = yield* organizationOf(options)
+          return yield* Effect.flatMap(WebhookEvents, (events) => events.get(organizationId, id))
+        }),
+        {
+          json: (found) => ({ event: eventJson(found.event), deliveries: found.deliveries.map(deliveryJson) }),
+          view: (found) => (
+            <Box flexDirection="column">
+              <Details
+                title="Event"
+                fields={[
+                  ["id", found.event.id],
+                  ["type", `${found.event.eventType}${found.event.test ? " (test)" : ""}`],
+                  ["customer", found.event.customerId ?? "-"],
+                  ["triggered", found.event.triggeredAt.toISOString()],
+                  ["deliveries", countsText(found.event)],
+                  ["body", found.event.body]
+                ]}
+              />
+              <DeliveriesTable deliveries={found.deliveries} />
+            </Box>
+          )
+        }
+      )
+    )
 
   withOldest(withOrg(webhook.command("deliveries").description("deliveries, newest first, with every attempt")))
     .option("--endpoint <id>", "only this endpoint's")

@@ -26,6 +26,8 @@ import { PlansApi } from "../plans/PlansApi.ts"
 import { EntitlementsApi } from "../entitlements/EntitlementsApi.ts"
 import { WebhooksApi } from "../webhooks/WebhooksApi.ts"
 import { OrganizationApi } from "../http/OrganizationApi.ts"
+import { EventsApi } from "../operations/EventsApi.ts"
+import { ApiKeysApi } from "../http/ApiKeysApi.ts"
 
 export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(CustomersApi))
@@ -43,7 +45,9 @@ export class Api extends withSharedErrors(HttpApi.make(apiId)
   .add(authenticated(UsageApi))
   .add(authenticated(EntitlementsApi))
   .add(authenticated(WebhooksApi))
-  .add(authenticated(OrganizationApi)))
+  .add(authenticated(OrganizationApi))
+  .add(authenticated(EventsApi))
+  .add(authenticated(ApiKeysApi)))
   .prefix(apiPrefix)
   .annotate(OpenApi.Title, "Usage metering and billing API")
   .annotate(OpenApi.Version, "1")

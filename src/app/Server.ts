@@ -39,6 +39,8 @@ import { EntitlementsHttpLive } from "../entitlements/EntitlementsHttp.ts"
 import { UsageHttpLive } from "../usage/UsageHttp.ts"
 import { WebhooksHttpLive } from "../webhooks/WebhooksHttp.ts"
 import { OrganizationHttpLive } from "../http/OrganizationHttp.ts"
+import { EventsHttpLive } from "../operations/EventsHttp.ts"
+import { ApiKeysHttpLive } from "../http/ApiKeysHttp.ts"
 import { Api } from "./Api.ts"
 import { AuthenticationLive } from "../http/Auth.ts"
 import { strictQueryLayer } from "../http/StrictQuery.ts"
@@ -113,7 +115,8 @@ const requestLogging = (log: RequestLog.RequestLogger) =>
     })
   )
 
-const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive, EntitlementsHttpLive, WebhooksHttpLive, OrganizationHttpLive)
+const RoutesLive = Layer.mergeAll(CustomersHttpLive, PurchasesHttpLive, BalancesHttpLive, InvoicesHttpLive, MembersHttpLive, PortalHttpLive, CreditsHttpLive, OutcomesHttpLive, UnitsHttpLive, CompositesHttpLive, PlansHttpLive, SignalsHttpLive, UsageHttpLive, EntitlementsHttpLive, WebhooksHttpLive, OrganizationHttpLive,
+  EventsHttpLive, ApiKeysHttpLive)
 
 export const ApiLive = HttpApiBuilder.api(Api).pipe(
   Layer.provide(RoutesLive),

@@ -36,6 +36,7 @@ import { UsageLog } from "../usage/UsageLog.ts"
 import { UsageSummary } from "../usage/UsageSummary.ts"
 import { WebhookDeliveries } from "../webhooks/Deliveries.ts"
 import { WebhookEndpoints } from "../webhooks/Endpoints.ts"
+import { WebhookEvents } from "../webhooks/Events.ts"
 import { WebhookListen } from "../webhooks/Listen.ts"
 import { WebhookSender } from "../webhooks/Sender.ts"
 
@@ -51,6 +52,7 @@ export const ServicesLive = withArrivalsAnswered(Layer.mergeAll(
   Composites.Default,
   WebhookEndpoints.Default,
   WebhookDeliveries.Default,
+  WebhookEvents.Default,
   WebhookSender.Default,
   WebhookListen.Default,
   InboxWriter.Default,

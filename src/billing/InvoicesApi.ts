@@ -240,6 +240,24 @@ export class InvoicesApi extends HttpApiGroup.make("invoices")
         errors: { 404: "No tax with this id in the workspace." }
       }))
   )
+  .add(
+    HttpApiEndpoint.post("void", "/invoices/:id/void")
+      .setPath(RecordIdPath)
+      .addSuccess(Success(Schema.Struct({ voided: Schema.Literal(true), invoice: Invoice }), { message: "Invoice voided" }))
+      .annotateContext(documented({
+        summary: "Void an invoice",
+        description: "Voids an OPEN invoice, as `billing invoice void`: it becomes VOID (`voidedAt` set) and nothing " +
+          "is due on it any more; an `invoice.voided` event is sent to the endpoints subscribed to it. Nothing else " +
+          "moves: a wallet grant or balance the invoice's purchase gave stays, and the purchase goes on (cancel it " +
+          "with `POST /purchases/{id}/cancel`). A DRAFT cannot be voided until it is final; a PAID invoice is " +
+          "corrected with a credit note instead.",
+        errors: {
+          404: "No invoice with this id in the workspace.",
+          409: "The invoice is not OPEN (`invoice_not_open`): a DRAFT (inside its grace period), a PAID one (credit " +
+            "it instead) or one VOID already. Nothing changes."
+        }
+      }))
+  )
   .annotate(
     OpenApi.Description,
     "Invoices, payments, credit notes and taxes: the documents billing produces, hosted pay links, and the tax " +

@@ -61,4 +61,6 @@ export const InvoicesHttpLive = HttpApiBuilder.group(groupApi(InvoicesApi), "inv
         forOrganization((org) => taxes.update(org, path.id, payload)).pipe(
           Effect.map((tax) => ({ updated: true as const, tax }))
         ))
+      .handle("void", ({ path }) =>
+        forOrganization((org) => invoices.voidInvoice(org, path.id)).pipe(Effect.map((invoice) => ({ voided: true as const, invoice }))))
   }))

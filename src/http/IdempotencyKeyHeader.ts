@@ -151,6 +151,14 @@ export const isStoredAnswer = (answer: StoredAnswer) => {
   return !(typeof code === "string" && notRun.has(code))
 }
 
+/**
+ * What of a route's answer is recorded for its repeats, when not all of it may
+ * be kept: a route sets it while it runs (`POST /api-keys` records its answer
+ * with the new key's secret left out, since the service keeps only the key's
+ * hash; src/http/ApiKeysHttp.ts). Unset, the answer is recorded as it is sent.
+ */
+export const recordedAnswer = FiberRef.unsafeMake<Option.Option<(body: string) => string>>(Option.none())
+
 const sleepAfter = (attempt: number) => Math.min(10 * 2 ** attempt, 200)
 
 /** What the middleware needs: the key lookup (the Authentication middleware's, from the key cache), the buckets, the records. */
@@ -268,15 +276,20 @@ const owned = <E, R>(
 ) =>
   Effect.uninterruptible(
     Effect.gen(function*() {
-      const [response, handlers] = yield* Effect.locally(
-        Effect.zip(renderFailures(routes)(app), FiberRef.get(HttpApp.currentPreResponseHandlers)),
-        HttpApp.currentPreResponseHandlers,
+      const [response, handlers, rewrite] = yield* Effect.locally(
+        Effect.locally(
+          Effect.all([renderFailures(routes)(app), FiberRef.get(HttpApp.currentPreResponseHandlers), FiberRef.get(recordedAnswer)]),
+          HttpApp.currentPreResponseHandlers,
+          Option.none()
+        ),
+        recordedAnswer,
         Option.none()
       )
       const sent = Option.isSome(handlers)
         ? yield* Effect.orElseSucceed(handlers.value(request, response), () => response)
         : response
-      const stored = storedOf(sent)
+      const answer = storedOf(sent)
+      const stored = answer === undefined || Option.isNone(rewrite) ? answer : { ...answer, body: rewrite.value(answer.body) }
       const record = stored !== undefined && isStoredAnswer(stored)
         ? deps.records.complete(caller.organizationId, key, token, stored)
         : deps.records.release(caller.organizationId, key, token)

@@ -10,11 +10,13 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Deferred, Effect, Either, Option, Schema } from "effect"
+import { Deferred, Duration, Effect, Either, Option, Schema } from "effect"
 import { createHash } from "node:crypto"
-import { dieOnSqlError, findAll, findOne, orDie } from "../db/Sql.ts"
-import { ApiKeyNotFound, ApiKeyRefused } from "../errors.ts"
+import { dieOnSqlError, findAll, findByIdOr, findOne, knownCursor, orDie, pageClause } from "../db/Sql.ts"
+import { ApiKeyExpiryInPast, ApiKeyInUse, ApiKeyNotFound, ApiKeyRefused } from "../errors.ts"
 import { makeId, OrganizationId, randomToken } from "../ids.ts"
+import type { Page } from "../Page.ts"
+import { currentTime } from "../time.ts"
 import {
   defaultKeyCacheOptions,
   isUsable,
@@ -38,8 +40,33 @@ export class ApiKey extends Schema.Class<ApiKey>("ApiKey")({
   createdAt: Schema.DateFromSelf,
   expiresAt: Schema.NullOr(Schema.DateFromSelf),
   revokedAt: Schema.NullOr(Schema.DateFromSelf),
-  lastUsedAt: Schema.NullOr(Schema.DateFromSelf)
+  lastUsedAt: Schema.NullOr(Schema.DateFromSelf),
+  /** The key whose request created this one (`POST /api-keys`); null: created from the CLI. */
+  createdBy: Schema.NullOr(Schema.String)
 }) {}
+
+export const ApiKeyStatus = Schema.Literal("ACTIVE", "EXPIRED", "REVOKED")
+export type ApiKeyStatus = typeof ApiKeyStatus.Type
+
+/** A key's state at `now`: REVOKED once revoked (whatever its expiry), EXPIRED from its expiry instant, else ACTIVE. */
+export const keyStatusAt = (key: ApiKey, now: Date): ApiKeyStatus =>
+  key.revokedAt !== null
+    ? "REVOKED"
+    : key.expiresAt !== null && key.expiresAt.getTime() <= now.getTime()
+    ? "EXPIRED"
+    : "ACTIVE"
+
+/** A key's label: 1 to 100 characters once trimmed. */
+export const ApiKeyName = Schema.Trim.pipe(
+  Schema.minLength(1, { message: () => "must not be empty" }),
+  Schema.maxLength(100, { message: () => "must be at most 100 characters" })
+).annotations({ description: "A label for people (which integration holds it), 1 to 100 characters; `default` when left out." })
+
+/** What a new key is made with, by `billing key create` and `POST /api-keys`. */
+export interface ApiKeyRequest {
+  readonly name?: string | undefined
+  readonly expiresAt?: Date | undefined
+}
 
 export interface Caller {
   readonly organizationId: OrganizationId
@@ -82,21 +109,53 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
       )
     }
 
-    const create = Effect.fn("ApiKeys.create")(function*(organizationId: OrganizationId, options: { readonly name?: string; readonly expiresAt?: Date | undefined }) {
+    const create = Effect.fn("ApiKeys.create")(function*(
+      organizationId: OrganizationId,
+      options: ApiKeyRequest & { readonly createdBy?: string | undefined }
+    ) {
         const secret = `sk_${randomToken(24)}`
         const id = makeId("key")
         const rows = yield* findAll(
           ApiKey,
-          sql`INSERT INTO api_keys (organization_id, id, name, key_hash, key_prefix, expires_at)
+          sql`INSERT INTO api_keys (organization_id, id, name, key_hash, key_prefix, expires_at, created_by)
               VALUES (${organizationId}, ${id}, ${options.name ?? "default"}, ${hashKey(secret)},
-                      ${secret.slice(0, 10)}, ${options.expiresAt ?? null})
+                      ${secret.slice(0, 10)}, ${options.expiresAt ?? null}, ${options.createdBy ?? null})
               RETURNING *`
         )
         return { apiKey: rows[0]!, secret }
       })
 
-    const list = Effect.fn("ApiKeys.list")((organizationId: OrganizationId) =>
-      findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ORDER BY id`))
+    /**
+     * A new key as the doors make one (`billing key create`, `POST /api-keys`):
+     * an expiry must be in the future, since a key born expired is refused from
+     * its first request. `createdBy` is the key of the request that makes it.
+     */
+    const issue = Effect.fn("ApiKeys.issue")(function*(
+      organizationId: OrganizationId,
+      request: ApiKeyRequest,
+      options: { readonly createdBy?: string | undefined } = {}
+    ) {
+      const now = yield* currentTime
+      if (request.expiresAt !== undefined && request.expiresAt.getTime() <= now.getTime()) {
+        return yield* new ApiKeyExpiryInPast({
+          message: `expiresAt ${request.expiresAt.toISOString()} is not in the future (now ${now.toISOString()}): ` +
+            "the key would be refused from its first request"
+        })
+      }
+      return yield* create(organizationId, { ...request, createdBy: options.createdBy })
+    })
+
+    /** The organisation's keys in creation order; every one without a page (the CLI), else a page of them. */
+    const list = Effect.fn("ApiKeys.list")((organizationId: OrganizationId, page?: Page) =>
+      page === undefined
+        ? findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ORDER BY id`)
+        : Effect.zipRight(
+          knownCursor(sql, "api_keys", organizationId, page),
+          findAll(ApiKey, sql`SELECT * FROM api_keys WHERE organization_id = ${organizationId} ${pageClause(sql, page)}`)
+        ))
+
+    const findKey = findByIdOr(sql, ApiKey, "api_keys", (id) => new ApiKeyNotFound({ message: `API key ${id} not found` }))
+    const get = Effect.fn("ApiKeys.get")((organizationId: OrganizationId, id: string) => findKey(organizationId, id))
 
     /**
      * Revokes a key. The notification is sent in the same transaction, so
@@ -118,6 +177,33 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         dieOnSqlError,
         Effect.tap(() => Effect.sync(() => cache.invalidateKey(id)))
       ))
+
+    /**
+     * Revokes a key as the doors do (`billing key revoke`, `POST
+     * /api-keys/{id}/revoke`), returning once every API process refuses it:
+     * a process that heard the revocation's notification dropped the key at
+     * once, one that missed it (or runs on the embedded database, which cannot
+     * deliver it) trusts its cached copy for at most the cache's TTL after the
+     * commit, so this waits that long. `by` is the key of the request that
+     * revokes: a key does not revoke itself (`ApiKeyInUse`), so a request can
+     * never lock out the caller that sent it. Revoking a revoked key changes
+     * nothing and answers it as it is.
+     */
+    const revokeEverywhere = Effect.fn("ApiKeys.revokeEverywhere")(function*(
+      organizationId: OrganizationId,
+      id: string,
+      options: { readonly by?: string | undefined } = {}
+    ) {
+      if (options.by === id) {
+        return yield* new ApiKeyInUse({
+          message: `API key ${id} is the key this request is made with: revoke it with another key of the organisation, ` +
+            "or with `billing key revoke`"
+        })
+      }
+      const revoked = yield* revoke(organizationId, id)
+      yield* Effect.sleep(Duration.millis(defaultKeyCacheOptions.ttlMs))
+      return revoked
+    })
 
     const lookup = (hash: string) =>
       findOne(
@@ -194,6 +280,6 @@ export class ApiKeys extends Effect.Service<ApiKeys>()("ApiKeys", {
         Effect.zipRight(Effect.sync(() => cache.invalidateOrganization(organizationId)))
       ))
 
-    return { create, list, revoke, authenticate, authenticateCached, cacheStats, organizationChanged } as const
+    return { create, issue, list, get, revoke, revokeEverywhere, authenticate, authenticateCached, cacheStats, organizationChanged } as const
   })
 }) {}

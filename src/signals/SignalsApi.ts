@@ -238,6 +238,25 @@ export class SignalsApi extends HttpApiGroup.make("signals")
         errors: { 404: "`customerId` names no customer of the workspace." }
       }))
   )
+  .add(
+    HttpApiEndpoint.post("replay", "/signals/:rawId/replay")
+      .setPath(SignalPath)
+      .addSuccess(Success(Schema.Struct({ replayed: Schema.Literal(true), signal: SignalView }), {
+        message: "Signal queued again; the worker prices it next"
+      }))
+      .annotateContext(documented({
+        summary: "Replay a refused or held signal",
+        description: "Queues a FAILED or PENDING signal again, as `billing signal replay`, once what refused it is " +
+          "fixed (a plan bought, an agentKey created, a model enabled): the worker prices it next, and refuses it " +
+          "again (a new `signal.refused` event) if it still cannot be billed. A signal without a `timestamp` of " +
+          "its own is billed at the replay's moment (`requeuedAt`). A QUEUED signal stays as it is. A refused " +
+          "signal moved to the archive comes back to the inbox. " + lookupWords,
+        errors: {
+          404: "No signal with this rawId in the workspace (another workspace's signal is not found either).",
+          409: "The signal is PROCESSED (`signal_already_processed`): it was billed, and replaying it would bill it twice."
+        }
+      }))
+  )
   .annotate(
     OpenApi.Description,
     "Signals: usage intake, and the signals accepted. Each meter has its own route; the route decides the meter, so " +

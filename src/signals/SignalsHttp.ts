@@ -94,4 +94,8 @@ export const SignalsHttpLive = HttpApiBuilder.group(groupApi(SignalsApi), "signa
         forOrganization((org) =>
           inbox.list(org, { page: toPage(urlParams), customerId: urlParams.customerId, status: urlParams.status, customerMustExist: true })
         ).pipe(Effect.map((signals) => ({ signals: signals.map(toSignalView) }))))
+      .handle("replay", ({ path }) =>
+        forOrganization((org) => inbox.replay(org, path.rawId)).pipe(
+          Effect.map((signal) => ({ replayed: true as const, signal: toSignalView(signal) }))
+        ))
   }))

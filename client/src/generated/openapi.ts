@@ -802,6 +802,26 @@ export interface paths {
         patch: operations["invoices.updateTax"];
         trace?: never;
     };
+    "/api/v1/invoices/{id}/void": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Void an invoice
+         * @description Voids an OPEN invoice, as `billing invoice void`: it becomes VOID (`voidedAt` set) and nothing is due on it any more; an `invoice.voided` event is sent to the endpoints subscribed to it. Nothing else moves: a wallet grant or balance the invoice's purchase gave stays, and the purchase goes on (cancel it with `POST /purchases/{id}/cancel`). A DRAFT cannot be voided until it is final; a PAID invoice is corrected with a credit note instead.
+         */
+        post: operations["invoices.void"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/customers/{id}/members": {
         parameters: {
             query?: never;
@@ -1490,6 +1510,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/signals/{rawId}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay a refused or held signal
+         * @description Queues a FAILED or PENDING signal again, as `billing signal replay`, once what refused it is fixed (a plan bought, an agentKey created, a model enabled): the worker prices it next, and refuses it again (a new `signal.refused` event) if it still cannot be billed. A signal without a `timestamp` of its own is billed at the replay's moment (`requeuedAt`). A QUEUED signal stays as it is. A refused signal moved to the archive comes back to the inbox. `error` is `{status, code, message}`: the status and code an error answer of the same refusal carries (docs/api.md "Error codes"), on a FAILED signal (refused: it bills nothing until replayed) and on a PENDING one (held until a customer takes its `externalId`). A PROCESSED signal names its `usageLogId`.
+         */
+        post: operations["signals.replay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/signal/usage-log": {
         parameters: {
             query?: never;
@@ -1804,6 +1844,130 @@ export interface paths {
          * @description Changes the settings sent, as `billing org settings` does, and leaves the others. Rate limits reach every API process within half a second (the key cache's lifetime); a new `invoiceNumberPrefix` or `paymentTermsDays` applies to invoices finalised from then on.
          */
         patch: operations["organization.updateSettings"];
+        trace?: never;
+    };
+    "/api/v1/events": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List webhook events
+         * @description A page of the workspace's webhook events, **newest first** (the cursor pages towards older events), optionally of one type, about one customer, and triggered in `[from, to)`. Each event carries its body exactly as delivered, that body's `data`, and its deliveries counted by status. Only stored events are listed: an event no endpoint was subscribed to when it was triggered is never stored.
+         */
+        get: operations["events.list"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/events/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get a webhook event with its deliveries
+         * @description One event, its body exactly as delivered, and each of its deliveries with every attempt.
+         */
+        get: operations["events.get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/events/{id}/replay": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Replay a webhook event
+         * @description Delivers the same event again, as `billing webhook replay --event`: a new delivery of the same id and the same body bytes to each endpoint that was sent it and is still enabled, signed at each attempt with the endpoint's current secret. An endpoint that was disabled when the event was triggered never gets it, nor does one added later. Receivers that ignore an `id` seen before ignore it too.
+         */
+        post: operations["events.replay"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List the organisation's API keys
+         * @description A page of the organisation's API keys in creation order, revoked and expired ones included, each with its id, name, prefix and status. Never a key itself: it is shown once, when created.
+         */
+        get: operations["apiKeys.list"];
+        put?: never;
+        /**
+         * Create an API key
+         * @description A new key of the organisation, with an optional `name` and `expiresAt`, as `billing key create`. The answer carries the key itself (`secret`) for the only time. Any key may create keys (there are no scopes); each records the key that created it (`createdBy`).
+         */
+        post: operations["apiKeys.create"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get an API key
+         * @description One key of the organisation, its status included; never the key itself.
+         */
+        get: operations["apiKeys.get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/api-keys/{id}/revoke": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Revoke an API key
+         * @description Revokes a key of the organisation, as `billing key revoke`: the answer comes once every API process refuses the key (401), about half a second after the revocation commits. Revoking a revoked key changes nothing and answers it as it is. A key cannot revoke itself: use another key, or the CLI.
+         */
+        post: operations["apiKeys.revoke"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
 }
@@ -3743,7 +3907,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_external_id" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_signal" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "summary_too_large" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
+                code: "api_key_expiry_in_past" | "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_external_id" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_signal" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "summary_too_large" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -3835,7 +3999,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "agent_key_taken" | "catalogue_item_archived" | "customer_archived" | "external_id_taken" | "idempotency_key_in_use" | "invoice_not_creditable" | "invoice_not_open" | "member_email_taken" | "model_created_concurrently" | "outcome_run_completed" | "purchase_already_held" | "purchase_cancelled" | "ref_id_taken" | "signal_already_processed" | "step_agent_key_repeated" | "step_agent_key_taken" | "usage_already_reversed" | "usage_not_reversible" | "usage_row_is_reversal" | "webhook_endpoint_disabled" | "webhook_endpoint_removed";
+                code: "agent_key_taken" | "api_key_in_use" | "catalogue_item_archived" | "customer_archived" | "external_id_taken" | "idempotency_key_in_use" | "invoice_not_creditable" | "invoice_not_open" | "member_email_taken" | "model_created_concurrently" | "outcome_run_completed" | "purchase_already_held" | "purchase_cancelled" | "ref_id_taken" | "signal_already_processed" | "step_agent_key_repeated" | "step_agent_key_taken" | "usage_already_reversed" | "usage_not_reversible" | "usage_row_is_reversal" | "webhook_endpoint_disabled" | "webhook_endpoint_removed";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -4607,6 +4771,49 @@ export interface components {
             };
             createdAt: components["schemas"]["Timestamp"];
             updatedAt: components["schemas"]["Timestamp"];
+        };
+        WebhookEvent: {
+            /** @description The event's id (`evt_...`): the body's `id` and `X-Service-Event-Id`. */
+            id: string;
+            /** @enum {string} */
+            eventType: "wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue" | "credit_note.created";
+            /** @description The customer the event is about; null for a refused signal sent by an externalId no customer held. */
+            customerId: string | null;
+            triggeredAt: components["schemas"]["Timestamp"];
+            /** @description true for a test event (`billing trigger`): nothing moved. */
+            test: boolean;
+            /** @description The body's `data`, parsed: its fields are the event type's, as the document's `webhooks` section has them. */
+            data: Record<string, never> | unknown[] | string | number | boolean | null;
+            /** @description The body exactly as every delivery sends it (and signs it: HMAC-SHA256 over `<t>.<body>`), stored once when the event was triggered. */
+            body: string;
+            deliveryCounts: components["schemas"]["WebhookDeliveryCounts"];
+        };
+        /** @description The event's deliveries by status: one per endpoint it was sent to, and one more per replay. */
+        WebhookDeliveryCounts: {
+            total: number;
+            pending: number;
+            delivered: number;
+            failed: number;
+            cancelled: number;
+        };
+        ApiKey: {
+            /** @description The key's id (`key_...`): what revoke takes. Not the key itself. */
+            id: string;
+            name: string;
+            /** @description The first 10 characters of the key (`sk_` and 7 more), to tell which key a system holds. */
+            prefix: string;
+            /**
+             * @description `ACTIVE`, `EXPIRED` (from its `expiresAt`) or `REVOKED`; an expired or revoked key is refused (401).
+             * @enum {string}
+             */
+            status: "ACTIVE" | "EXPIRED" | "REVOKED";
+            createdAt: components["schemas"]["Timestamp"];
+            /** @description When the key stops working; null: never. */
+            expiresAt: components["schemas"]["Timestamp"] | null;
+            /** @description When it was revoked; null while it is not. */
+            revokedAt: components["schemas"]["Timestamp"] | null;
+            /** @description The id of the API key whose request created this one; null when it was made from the CLI. */
+            createdBy: string | null;
         };
     };
     responses: never;
@@ -11044,6 +11251,210 @@ export interface operations {
             };
         };
     };
+    "invoices.void": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The record's id, as returned on create. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            /** @enum {boolean} */
+                            voided: true;
+                            invoice: {
+                                id: string;
+                                /** @description The number a person quotes (`INV-000042`): sequential and gap-free per organisation, given when the invoice is finalised; null while it is a DRAFT. */
+                                number: string | null;
+                                customerId: string;
+                                purchaseId: string | null;
+                                /** @enum {string} */
+                                kind: "PLAN" | "USAGE" | "PRORATION";
+                                /** @enum {string} */
+                                status: "DRAFT" | "OPEN" | "PAID" | "VOID";
+                                currencyCode: string;
+                                periodStart: components["schemas"]["Timestamp"] | null;
+                                periodEnd: components["schemas"]["Timestamp"] | null;
+                                lines: {
+                                    description: string;
+                                    componentId: string | null;
+                                    quantity: components["schemas"]["Money"] | null;
+                                    unitPrice: components["schemas"]["Money"] | null;
+                                    amount: components["schemas"]["Money"];
+                                    /** @description Start of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodStart: components["schemas"]["Timestamp"] | null;
+                                    /** @description End of the period the line bills (ISO 8601): the invoice's, or an earlier cycle's for a late line. */
+                                    periodEnd: components["schemas"]["Timestamp"] | null;
+                                }[];
+                                taxLines: {
+                                    taxId: string;
+                                    name: string;
+                                    ratePercent: components["schemas"]["Money"];
+                                    amount: components["schemas"]["Money"];
+                                }[];
+                                subtotal: components["schemas"]["Money"];
+                                taxTotal: components["schemas"]["Money"];
+                                total: components["schemas"]["Money"];
+                                totalCents: number;
+                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                amountDue: number;
+                                issuedAt: components["schemas"]["Timestamp"];
+                                paidAt: components["schemas"]["Timestamp"] | null;
+                                voidedAt: components["schemas"]["Timestamp"] | null;
+                                /** @description When payment is due (ISO 8601): the moment the invoice became final plus the customer's payment terms (or the workspace's), in whole days. Null while DRAFT (it becomes final when its grace period ends); kept as it is once the invoice is PAID or VOID. */
+                                dueDate: components["schemas"]["Timestamp"] | null;
+                                /** @description true while the invoice is OPEN and the cycle job has marked it overdue (its `dueDate` passed unpaid); false once it is paid or voided, and for every other invoice. */
+                                overdue: boolean;
+                                /** @description When the cycle job marked the invoice overdue (once); kept after it is paid or voided, so a late payment shows. Null when it never was. */
+                                overdueAt: components["schemas"]["Timestamp"] | null;
+                                /** @description The credit notes against the invoice, oldest first (`POST /invoices/{id}/credit-notes`). */
+                                creditNotes: {
+                                    id: string;
+                                    /** @description The number a person quotes (`CN-000001`): sequential and gap-free per workspace, a sequence of its own beside the invoices'. */
+                                    number: string;
+                                    invoiceId: string;
+                                    customerId: string;
+                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    amount: number;
+                                    reason: string;
+                                    /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
+                                    lines: {
+                                        /**
+                                         * int
+                                         * @description The invoice line credited: its place in the invoice's `lines`, counted from 1.
+                                         */
+                                        line: number;
+                                        /** @description The invoice line's description. */
+                                        description: string;
+                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        amount: number;
+                                    }[];
+                                    /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
+                                    taxLines: {
+                                        taxId: string;
+                                        name: string;
+                                        ratePercent: components["schemas"]["Money"];
+                                        amount: components["schemas"]["Money"];
+                                    }[];
+                                    /**
+                                     * @description AMOUNT_DUE: the invoice was OPEN and the note lowered its `amountDue` (at 0 the invoice became PAID, with no payment); WALLET: the invoice was PAID and the amount was credited to the customer's wallet (a wallet ledger entry of type ADJUSTMENT naming the invoice, `walletLedgerEntryId`).
+                                     * @enum {string}
+                                     */
+                                    appliedTo: "AMOUNT_DUE" | "WALLET";
+                                    /** @description The wallet ledger entry that credited the amount (`WALLET`); null for `AMOUNT_DUE`. */
+                                    walletLedgerEntryId: string | null;
+                                    createdAt: components["schemas"]["Timestamp"];
+                                }[];
+                            };
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
+            400: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No invoice with this id in the workspace. */
+            404: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The invoice is not OPEN (`invoice_not_open`): a DRAFT (inside its grace period), a PAID one (credit it instead) or one VOID already. Nothing changes. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
     "members.list": {
         parameters: {
             query?: {
@@ -16533,6 +16944,127 @@ export interface operations {
             };
         };
     };
+    "signals.replay": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The signal's id (`sig_...`), the `rawId` its 202 returned. */
+                rawId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            /** @enum {boolean} */
+                            replayed: true;
+                            signal: components["schemas"]["Signal"];
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
+            400: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No signal with this rawId in the workspace (another workspace's signal is not found either). */
+            404: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The signal is PROCESSED (`signal_already_processed`): it was billed, and replaying it would bill it twice. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
     "usage.list": {
         parameters: {
             query: {
@@ -18680,6 +19212,737 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "events.list": {
+        parameters: {
+            query?: {
+                /** @description Rows per page: a whole number of at least 1, 50 by default; values above 200 are clamped to 200. */
+                limit?: number;
+                /** @description The id of the previous page's last row; the page starts after it. A cursor that names no row of the list (malformed, another list's, unknown) is 400. */
+                cursor?: string;
+                /** @description Keeps the events of this type. */
+                type?: "wallet.balance.update" | "wallet.balance.drop" | "wallet.balance.recovered" | "balance.threshold.crossed" | "signal.refused" | "purchase.created" | "purchase.changed" | "purchase.cancelled" | "purchase.renewed" | "invoice.created" | "invoice.finalized" | "invoice.paid" | "invoice.voided" | "invoice.overdue" | "credit_note.created";
+                /** @description Keeps the events about this customer (the service's customer id); a customer the workspace does not have is 404. */
+                customerId?: string;
+                /** @description Keeps the events triggered at or after this ISO 8601 instant (`triggered_at`). */
+                from?: string;
+                /** @description Keeps the events triggered before this ISO 8601 instant; `from` must be before it. */
+                to?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            events: components["schemas"]["WebhookEvent"][];
+                        };
+                    };
+                };
+            };
+            /** @description A query parameter fails its schema (an unknown `type`, a `from` or `to` that is not an ISO 8601 timestamp, a `limit` below 1, an unknown parameter), `from` is not before `to` (`invalid_time_range`), or the `cursor` names no event of the workspace (`unknown_cursor`). */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description `customerId` names no customer of the workspace. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "events.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The event's id (`evt_...`): the body's `id`, `X-Service-Event-Id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            event: components["schemas"]["WebhookEvent"];
+                            /** @description Every delivery of the event (one per endpoint it was sent to, one more per replay), oldest first, each with every attempt: start, duration, status code, error. */
+                            deliveries: components["schemas"]["WebhookDelivery"][];
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No webhook event with this id in the workspace (another workspace's event is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "events.replay": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The event's id (`evt_...`): the body's `id`, `X-Service-Event-Id`. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            /** @enum {boolean} */
+                            replayed: true;
+                            event: components["schemas"]["WebhookEvent"];
+                            /** @description The new deliveries, PENDING, one per endpoint that had the event and is still enabled (each names the delivery it repeats in `replayOf`); empty when no such endpoint is left. */
+                            deliveries: components["schemas"]["WebhookDelivery"][];
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
+            400: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No webhook event with this id in the workspace (another workspace's event is not found either). */
+            404: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "apiKeys.list": {
+        parameters: {
+            query?: {
+                /** @description Rows per page: a whole number of at least 1, 50 by default; values above 200 are clamped to 200. */
+                limit?: number;
+                /** @description The id of the previous page's last row; the page starts after it. A cursor that names no row of the list (malformed, another list's, unknown) is 400. */
+                cursor?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            apiKeys: components["schemas"]["ApiKey"][];
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET, POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "apiKeys.create": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description A label for people (which integration holds the key), 1 to 100 characters once trimmed; `default` when left out. */
+                    name?: string;
+                    /**
+                     * Format: date-time
+                     * @description When the key stops working (an ISO 8601 instant in the future); never when left out.
+                     */
+                    expiresAt?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Success */
+            201: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 201;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            /** @enum {boolean} */
+                            created: true;
+                            apiKey: components["schemas"]["ApiKey"];
+                            /** @description The key itself (`sk_` and 39 characters), to send as `Authorization: Bearer <secret>`. Shown in this answer only: the service keeps its SHA-256 hash, never the key. null in an answer replayed for a repeated `Idempotency-Key` (`Idempotent-Replayed: true`): the secret is not stored for replays either; revoke that key and create another if its first answer was lost. */
+                            secret: string | null;
+                        };
+                    };
+                };
+            };
+            /** @description The body fails its schema (an unknown field, a `name` empty or longer than 100 characters, an `expiresAt` that is not an ISO 8601 timestamp), or `expiresAt` is not in the future (`api_key_expiry_in_past`). Nothing is created. */
+            400: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET, POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The body's Content-Type is not JSON (a body sent with no Content-Type is read as JSON). */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error415"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "apiKeys.get": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The key's id (`key_...`), as listed; not the key itself. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            apiKey: components["schemas"]["ApiKey"];
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No API key with this id in the organisation (another organisation's key is not found either). */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes GET. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error429"];
+                };
+            };
+            /** @description A failure inside the service; the message discloses nothing internal. Retry with backoff. */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error500"];
+                };
+            };
+        };
+    };
+    "apiKeys.revoke": {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description Makes a POST safe to retry: the same key with the same request (method, path, body) within 24 hours gets the first answer again (same status and body, `Idempotent-Replayed: true`) and changes nothing; with another request it is 422 `idempotency_key_reused`. 1 to 255 printable ASCII characters; keys are your organisation's (docs/api.md, "Idempotency-Key on every POST"). */
+                "Idempotency-Key"?: string;
+            };
+            path: {
+                /** @description The key's id (`key_...`), as listed; not the key itself. */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Success */
+            200: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @enum {number} */
+                        statusCode: 200;
+                        statusDetail: {
+                            /** @enum {string} */
+                            status: "SUCCESS";
+                            message: string;
+                        };
+                        result: {
+                            /** @enum {boolean} */
+                            revoked: true;
+                            apiKey: components["schemas"]["ApiKey"];
+                        };
+                    };
+                };
+            };
+            /** @description A path or query parameter fails its schema, or a query parameter the operation does not take is sent (the message names it), or the path is not valid percent-encoding. Or the `Idempotency-Key` header is not 1 to 255 printable ASCII characters. */
+            400: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error400"];
+                };
+            };
+            /** @description The Authorization header is missing or not `Bearer <API_KEY>`, or the key is unknown, revoked or expired. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error401"];
+                };
+            };
+            /** @description No API key with this id in the organisation (another organisation's key is not found either). */
+            404: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error404"];
+                };
+            };
+            /** @description This path does not take the method used; it takes POST. */
+            405: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error405"];
+                };
+            };
+            /** @description The key named is the one this request is made with (`api_key_in_use`); nothing is revoked. Or: A request with the same `Idempotency-Key` is still being processed after this one waited 15 seconds for it (`idempotency_key_in_use`): retry after the `Retry-After` seconds with the same key to get its answer. */
+            409: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error409"];
+                };
+            };
+            /** @description The `Idempotency-Key` was used in the last 24 hours with a different request (`idempotency_key_reused`); nothing was done. */
+            422: {
+                headers: {
+                    /** @description `true` on an answer replayed for a repeated `Idempotency-Key` (the first answer's status and body); absent otherwise. */
+                    "Idempotent-Replayed"?: "true";
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error422"];
                 };
             };
             /** @description The API key has spent its rate limit for this route's family (signals, reads or writes): nothing of the request was done. Retry after the `Retry-After` seconds; the `RateLimit-Policy` and `RateLimit` headers give the policy and what is left (docs/api.md, "Rate limits"). */

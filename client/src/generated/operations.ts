@@ -3,6 +3,10 @@
 
 /** Every operation of the API: method, path, parameters, body, where an idempotency key goes. */
 export const operationTable = {
+  "apiKeys.create": {"method":"POST","path":"/api/v1/api-keys","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":null,"summary":"Create an API key"},
+  "apiKeys.get": {"method":"GET","path":"/api/v1/api-keys/{id}","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Get an API key"},
+  "apiKeys.list": {"method":"GET","path":"/api/v1/api-keys","pathParams":[],"queryParams":["limit","cursor"],"body":false,"idempotencyKey":null,"summary":"List the organisation's API keys"},
+  "apiKeys.revoke": {"method":"POST","path":"/api/v1/api-keys/{id}/revoke","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Revoke an API key"},
   "balances.adjustComposites": {"method":"POST","path":"/api/v1/customers/{id}/composites/adjust","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Adjust a customer's composite balance"},
   "balances.adjustCompositesByExternalId": {"method":"POST","path":"/api/v1/customers/ext/{externalId}/composites/adjust","pathParams":["externalId"],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Adjust a customer's composite balance (by externalId)"},
   "balances.adjustCredits": {"method":"POST","path":"/api/v1/customers/{id}/credits/adjust","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Adjust a customer's credit balance"},
@@ -46,6 +50,9 @@ export const operationTable = {
   "entitlements.list": {"method":"GET","path":"/api/v1/customers/{id}/entitlements","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"List a customer's entitlements with what is pending and held"},
   "entitlements.release": {"method":"POST","path":"/api/v1/reservations/{id}/release","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Release a spend hold early"},
   "entitlements.reservation": {"method":"GET","path":"/api/v1/reservations/{id}","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Read a spend hold"},
+  "events.get": {"method":"GET","path":"/api/v1/events/{id}","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Get a webhook event with its deliveries"},
+  "events.list": {"method":"GET","path":"/api/v1/events","pathParams":[],"queryParams":["limit","cursor","type","customerId","from","to"],"body":false,"idempotencyKey":null,"summary":"List webhook events"},
+  "events.replay": {"method":"POST","path":"/api/v1/events/{id}/replay","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Replay a webhook event"},
   "invoices.createCreditNote": {"method":"POST","path":"/api/v1/invoices/{id}/credit-notes","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Credit an invoice (a credit note)"},
   "invoices.createTax": {"method":"POST","path":"/api/v1/taxes","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":null,"summary":"Create a tax"},
   "invoices.get": {"method":"GET","path":"/api/v1/invoices/{id}","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Get an invoice"},
@@ -60,6 +67,7 @@ export const operationTable = {
   "invoices.recordPayment": {"method":"POST","path":"/api/v1/invoices/{id}/payments","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Record a payment of an invoice"},
   "invoices.upcoming": {"method":"GET","path":"/api/v1/invoices/upcoming","pathParams":[],"queryParams":["customerId","externalId"],"body":false,"idempotencyKey":null,"summary":"Preview a customer's upcoming invoices"},
   "invoices.updateTax": {"method":"PATCH","path":"/api/v1/taxes/{id}","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":null,"summary":"Update a tax"},
+  "invoices.void": {"method":"POST","path":"/api/v1/invoices/{id}/void","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Void an invoice"},
   "members.create": {"method":"POST","path":"/api/v1/customers/{id}/members","pathParams":["id"],"queryParams":[],"body":true,"idempotencyKey":null,"summary":"Add a member to a customer"},
   "members.list": {"method":"GET","path":"/api/v1/customers/{id}/members","pathParams":["id"],"queryParams":["limit","cursor"],"body":false,"idempotencyKey":null,"summary":"List a customer's members"},
   "members.remove": {"method":"DELETE","path":"/api/v1/customers/{id}/members/{memberId}","pathParams":["id","memberId"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Remove a member"},
@@ -93,6 +101,7 @@ export const operationTable = {
   "signals.list": {"method":"GET","path":"/api/v1/signals","pathParams":[],"queryParams":["limit","cursor","customerId","status"],"body":false,"idempotencyKey":null,"summary":"List signals"},
   "signals.outcome": {"method":"POST","path":"/api/v1/signal/outcome","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Record an outcome step"},
   "signals.outcomeComplete": {"method":"POST","path":"/api/v1/signal/outcome/complete","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Complete and bill an outcome run"},
+  "signals.replay": {"method":"POST","path":"/api/v1/signals/{rawId}/replay","pathParams":["rawId"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Replay a refused or held signal"},
   "signals.unit": {"method":"POST","path":"/api/v1/signal/unit","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Send a unit signal"},
   "signals.wallet": {"method":"POST","path":"/api/v1/signal/wallet","pathParams":[],"queryParams":[],"body":true,"idempotencyKey":"body","summary":"Send a wallet signal"},
   "units.archive": {"method":"POST","path":"/api/v1/units/{id}/archive","pathParams":["id"],"queryParams":[],"body":false,"idempotencyKey":null,"summary":"Archive a unit"},
