@@ -42,6 +42,9 @@ export const Money = Schema.transformOrFail(
   identifier: "Money",
   jsonSchema: {
     type: "number",
+    // The OpenAPI format registry's `decimal`: a generator (client/, scripts/client-codegen.ts) finds every exact
+    // decimal by it, whether the document refers to Money or inlines it (an annotated Money is inlined).
+    format: "decimal",
     description: "An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit " +
       "prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, " +
       "when adding amounts up."

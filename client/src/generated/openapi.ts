@@ -1832,11 +1832,20 @@ export interface webhooks {
                         data: {
                             customer_id: string;
                             external_id: string | null;
-                            /** @description USD, exact decimal. The ordinary Wallet before the change. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet before the change.
+                             */
                             previous_balance: number;
-                            /** @description USD, exact decimal. The ordinary Wallet after it. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet after it.
+                             */
                             current_balance: number;
-                            /** @description USD, exact decimal. current_balance - previous_balance. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. current_balance - previous_balance.
+                             */
                             delta: number;
                             /**
                              * @description What moved the wallet: PURCHASE covers purchase and cycle grants and invoice payments.
@@ -1909,11 +1918,20 @@ export interface webhooks {
                         data: {
                             customer_id: string;
                             external_id: string | null;
-                            /** @description USD, exact decimal. The ordinary Wallet before the change. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet before the change.
+                             */
                             previous_balance: number;
-                            /** @description USD, exact decimal. The ordinary Wallet after it. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet after it.
+                             */
                             current_balance: number;
-                            /** @description USD, exact decimal. current_balance - previous_balance. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. current_balance - previous_balance.
+                             */
                             delta: number;
                             /**
                              * @description What moved the wallet: PURCHASE covers purchase and cycle grants and invoice payments.
@@ -1922,7 +1940,10 @@ export interface webhooks {
                             source: "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT";
                             /** @description The usage-log row that caused the change. */
                             usage_log_id: string | null;
-                            /** @description USD, exact decimal. The level the wallet went from above to at or below. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The level the wallet went from above to at or below.
+                             */
                             threshold: number;
                             /**
                              * @description CUSTOMER: the customer's low-balance alert level; ENDPOINT: the endpoint's own --threshold.
@@ -1993,11 +2014,20 @@ export interface webhooks {
                         data: {
                             customer_id: string;
                             external_id: string | null;
-                            /** @description USD, exact decimal. The ordinary Wallet before the change. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet before the change.
+                             */
                             previous_balance: number;
-                            /** @description USD, exact decimal. The ordinary Wallet after it. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet after it.
+                             */
                             current_balance: number;
-                            /** @description USD, exact decimal. current_balance - previous_balance. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. current_balance - previous_balance.
+                             */
                             delta: number;
                             /**
                              * @description What moved the wallet: PURCHASE covers purchase and cycle grants and invoice payments.
@@ -2006,7 +2036,10 @@ export interface webhooks {
                             source: "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT";
                             /** @description The usage-log row that caused the change. */
                             usage_log_id: string | null;
-                            /** @description USD, exact decimal. The level the wallet went from at or below to above. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The level the wallet went from at or below to above.
+                             */
                             threshold: number;
                             /**
                              * @description CUSTOMER: the customer's low-balance alert level; ENDPOINT: the endpoint's own --threshold.
@@ -2087,11 +2120,20 @@ export interface webhooks {
                              * @enum {number}
                              */
                             threshold: 50 | 80 | 100;
-                            /** @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Granted this cycle: the cycle's grant (with rollover and composite debt) plus adjustments. */
+                            /**
+                             * Format: decimal
+                             * @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Granted this cycle: the cycle's grant (with rollover and composite debt) plus adjustments.
+                             */
                             granted: number;
-                            /** @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Used this cycle from the grant, just after the move that reached the threshold. */
+                            /**
+                             * Format: decimal
+                             * @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Used this cycle from the grant, just after the move that reached the threshold.
+                             */
                             used: number;
-                            /** @description In the balance's own unit (credits, outcomes, units, occurrences), exact. granted - used (below zero only for a composite's debt). */
+                            /**
+                             * Format: decimal
+                             * @description In the balance's own unit (credits, outcomes, units, occurrences), exact. granted - used (below zero only for a composite's debt).
+                             */
                             remaining: number;
                             /** @description The purchase's cycle, 0 for the first. */
                             cycle_index: number;
@@ -2751,7 +2793,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -2769,7 +2814,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -2781,7 +2829,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -2901,7 +2952,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -2919,7 +2973,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -2931,7 +2988,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3051,7 +3111,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3069,7 +3132,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3081,7 +3147,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3201,7 +3270,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3219,7 +3291,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3231,7 +3306,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3351,7 +3429,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3369,7 +3450,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3381,7 +3465,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3473,7 +3560,10 @@ export interface webhooks {
                                 number: string;
                                 invoiceId: string;
                                 customerId: string;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amount: number;
                                 reason: string;
                                 /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3485,7 +3575,10 @@ export interface webhooks {
                                     line: number;
                                     /** @description The invoice line's description. */
                                     description: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                 }[];
                                 /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3539,7 +3632,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3557,7 +3653,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3569,7 +3668,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3867,7 +3969,10 @@ export interface components {
             };
             result: Record<string, never>;
         };
-        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+        /**
+         * Format: decimal
+         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+         */
         Money: number;
         LedgerEntry: {
             id: string;
@@ -4424,9 +4529,15 @@ export interface components {
             reason: ("NO_ACTIVE_PLAN" | "NOT_ON_PLAN" | "OUT_OF_ALLOWANCE" | "CUSTOMER_ARCHIVED" | "MODEL_NOT_ENABLED") | null;
             /** @description The committed prepaid (ADVANCE) balance of the target in the current cycle, or the ordinary Wallet's balance: neither queued signals nor holds taken off. Null when the plan holds no prepaid balance of it. */
             remaining: components["schemas"]["Money"] | null;
-            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+            /**
+             * Format: decimal
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+             */
             pending: number;
-            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+            /**
+             * Format: decimal
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+             */
             held: number;
             /** @description What the request would take, in the target's unit (credits, outcomes, units, or USD). Null when the customer's plan cannot price it (no active plan, not on the plan, model not enabled). */
             estimatedCost: components["schemas"]["Money"] | null;
@@ -4455,7 +4566,10 @@ export interface components {
             granted: components["schemas"]["Money"] | null;
             /** @description Used this cycle, prepaid and in arrears; null for WALLET. */
             used: components["schemas"]["Money"] | null;
-            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+            /**
+             * Format: decimal
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+             */
             remaining: number;
             pending: components["schemas"]["Money"];
             held: components["schemas"]["Money"];
@@ -6302,7 +6416,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -6320,7 +6437,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -6332,7 +6452,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -7693,7 +7816,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -7842,7 +7968,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -7991,7 +8120,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8140,7 +8272,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8292,7 +8427,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8441,7 +8579,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8590,7 +8731,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8739,7 +8883,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8888,7 +9035,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -9040,7 +9190,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -9201,7 +9354,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -9219,7 +9375,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -9231,7 +9390,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -9376,7 +9538,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -9394,7 +9559,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -9406,7 +9574,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -9538,7 +9709,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -9556,7 +9730,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -9568,7 +9745,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -9924,7 +10104,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -9942,7 +10125,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -9954,7 +10140,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -10102,7 +10291,10 @@ export interface operations {
                                 number: string;
                                 invoiceId: string;
                                 customerId: string;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amount: number;
                                 reason: string;
                                 /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -10114,7 +10306,10 @@ export interface operations {
                                     line: number;
                                     /** @description The invoice line's description. */
                                     description: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                 }[];
                                 /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -10237,7 +10432,10 @@ export interface operations {
                                 number: string;
                                 invoiceId: string;
                                 customerId: string;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amount: number;
                                 reason: string;
                                 /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -10249,7 +10447,10 @@ export interface operations {
                                     line: number;
                                     /** @description The invoice line's description. */
                                     description: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                 }[];
                                 /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -10302,7 +10503,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -10320,7 +10524,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -10332,7 +10539,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
