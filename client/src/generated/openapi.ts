@@ -2795,7 +2795,7 @@ export interface webhooks {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -2816,7 +2816,7 @@ export interface webhooks {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -2831,7 +2831,7 @@ export interface webhooks {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -2954,7 +2954,7 @@ export interface webhooks {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -2975,7 +2975,7 @@ export interface webhooks {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -2990,7 +2990,7 @@ export interface webhooks {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -3113,7 +3113,7 @@ export interface webhooks {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -3134,7 +3134,7 @@ export interface webhooks {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -3149,7 +3149,7 @@ export interface webhooks {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -3272,7 +3272,7 @@ export interface webhooks {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -3293,7 +3293,7 @@ export interface webhooks {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -3308,7 +3308,7 @@ export interface webhooks {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -3431,7 +3431,7 @@ export interface webhooks {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -3452,7 +3452,7 @@ export interface webhooks {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -3467,7 +3467,7 @@ export interface webhooks {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -3562,7 +3562,7 @@ export interface webhooks {
                                 customerId: string;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amount: number;
                                 reason: string;
@@ -3577,7 +3577,7 @@ export interface webhooks {
                                     description: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                 }[];
@@ -3634,7 +3634,7 @@ export interface webhooks {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -3655,7 +3655,7 @@ export interface webhooks {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -3670,7 +3670,7 @@ export interface webhooks {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -3971,7 +3971,7 @@ export interface components {
         };
         /**
          * Format: decimal
-         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
          */
         Money: number;
         LedgerEntry: {
@@ -4531,12 +4531,12 @@ export interface components {
             remaining: components["schemas"]["Money"] | null;
             /**
              * Format: decimal
-             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
              */
             pending: number;
             /**
              * Format: decimal
-             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
              */
             held: number;
             /** @description What the request would take, in the target's unit (credits, outcomes, units, or USD). Null when the customer's plan cannot price it (no active plan, not on the plan, model not enabled). */
@@ -4568,7 +4568,7 @@ export interface components {
             used: components["schemas"]["Money"] | null;
             /**
              * Format: decimal
-             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
              */
             remaining: number;
             pending: components["schemas"]["Money"];
@@ -6418,7 +6418,7 @@ export interface operations {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -6439,7 +6439,7 @@ export interface operations {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -6454,7 +6454,7 @@ export interface operations {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -7818,7 +7818,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -7970,7 +7970,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -8122,7 +8122,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -8274,7 +8274,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -8429,7 +8429,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -8581,7 +8581,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -8733,7 +8733,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -8885,7 +8885,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -9037,7 +9037,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -9192,7 +9192,7 @@ export interface operations {
                             floored: boolean;
                             /**
                              * Format: decimal
-                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                              */
                             appliedDelta: number;
                         };
@@ -9356,7 +9356,7 @@ export interface operations {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -9377,7 +9377,7 @@ export interface operations {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -9392,7 +9392,7 @@ export interface operations {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -9540,7 +9540,7 @@ export interface operations {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -9561,7 +9561,7 @@ export interface operations {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -9576,7 +9576,7 @@ export interface operations {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -9711,7 +9711,7 @@ export interface operations {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -9732,7 +9732,7 @@ export interface operations {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -9747,7 +9747,7 @@ export interface operations {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -10106,7 +10106,7 @@ export interface operations {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -10127,7 +10127,7 @@ export interface operations {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -10142,7 +10142,7 @@ export interface operations {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
@@ -10293,7 +10293,7 @@ export interface operations {
                                 customerId: string;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amount: number;
                                 reason: string;
@@ -10308,7 +10308,7 @@ export interface operations {
                                     description: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                 }[];
@@ -10434,7 +10434,7 @@ export interface operations {
                                 customerId: string;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amount: number;
                                 reason: string;
@@ -10449,7 +10449,7 @@ export interface operations {
                                     description: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                 }[];
@@ -10505,7 +10505,7 @@ export interface operations {
                                 totalCents: number;
                                 /**
                                  * Format: decimal
-                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                  */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
@@ -10526,7 +10526,7 @@ export interface operations {
                                     customerId: string;
                                     /**
                                      * Format: decimal
-                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                      */
                                     amount: number;
                                     reason: string;
@@ -10541,7 +10541,7 @@ export interface operations {
                                         description: string;
                                         /**
                                          * Format: decimal
-                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up.
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
                                          */
                                         amount: number;
                                     }[];
