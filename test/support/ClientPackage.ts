@@ -4,7 +4,7 @@
  * `npm ci`/`npm test` through scripts/build.mjs), and a blank project of its
  * own to install it into. For the tests that run it under plain `node`.
  */
-import { spawnSync } from "node:child_process"
+import { execFile, spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -72,6 +72,18 @@ export const run = (command: string, args: ReadonlyArray<string>, cwd: string, e
   }
   return result.stdout
 }
+
+/**
+ * `run` without blocking the test's event loop: for commands that talk to a process the test reads from (a spawned
+ * `billing serve` whose output pipe must keep draining).
+ */
+export const runAsync = (command: string, args: ReadonlyArray<string>, cwd: string, env: NodeJS.ProcessEnv = plainEnv()) =>
+  new Promise<string>((resolve, reject) => {
+    execFile(command, args, { cwd, env, encoding: "utf8", timeout: 300_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+      if (error === null) resolve(stdout)
+      else reject(new Error(`${command} ${args.join(" ")} (in ${cwd}) failed: ${error.message}\n${stdout}\n${stderr}`))
+    })
+  })
 
 /** A new folder under the system's temporary directory. */
 export const blankDirectory = (prefix: string) => fs.mkdtempSync(path.join(os.tmpdir(), prefix))
