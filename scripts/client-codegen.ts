@@ -158,7 +158,9 @@ const propertiesOf = (document: Json, schema: Json | undefined): Record<string, 
 /**
  * How a list pages: an operation with `limit` and `cursor` query parameters answers one array in its result
  * (`{customers: [...]}`), and its `cursor` is the id of the previous page's last row (the spec's Pagination):
- * the rows' `id`, or their first field when that is an id under another name (a signal's `rawId`).
+ * the rows' `id`, or their first field when that is an id under another name (a signal's `rawId`). An operation
+ * that takes both but answers otherwise gets no page iterator, and the generator says so (it still writes the
+ * table: a new route of another shape must not stop the client from being regenerated).
  */
 const pageOf = (document: Json, operation: Json, queryParams: ReadonlyArray<string>): PageEntry | undefined => {
   if (!queryParams.includes("limit") || !queryParams.includes("cursor")) return undefined
@@ -166,11 +168,15 @@ const pageOf = (document: Json, operation: Json, queryParams: ReadonlyArray<stri
   const success = operation.responses?.["200"]?.content?.["application/json"]?.schema as Json | undefined
   const result = propertiesOf(document, success).result
   const arrays = Object.entries(propertiesOf(document, result)).filter(([, schema]) => resolve(document, schema)?.type === "array")
-  if (arrays.length !== 1) throw new Error(`${id} takes limit and cursor, but its result has ${arrays.length} arrays, not one`)
+  const noPages = (why: string) => {
+    process.stderr.write(`client-codegen: ${id} takes limit and cursor, but ${why}: no page iterator for it\n`)
+    return undefined
+  }
+  if (arrays.length !== 1) return noPages(`its result has ${arrays.length} arrays, not one`)
   const [items, array] = arrays[0]!
   const fields = Object.keys(propertiesOf(document, resolve(document, array)?.items))
   const cursor = fields.includes("id") ? "id" : /Id$/.test(fields[0] ?? "") ? fields[0] : undefined
-  if (cursor === undefined) throw new Error(`${id}: the rows of ${items} have no id to page by`)
+  if (cursor === undefined) return noPages(`the rows of ${items} have no id to page by`)
   return { items, cursor }
 }
 
