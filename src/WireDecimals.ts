@@ -30,14 +30,22 @@ export const markerInJson = JSON.stringify(marker).slice(0, -1)
 
 const markerPattern = /"\\u0000decimal:(-?\d+(?:\.\d+)?)"/g
 
+/** The plain text of a normalized decimal whose unscaled digits (no sign) are `digits`. */
+const plainOf = (digits: string, scale: number, negative: boolean): string => {
+  let text: string
+  if (scale <= 0) text = digits === "0" ? "0" : digits + "0".repeat(-scale)
+  else {
+    const padded = digits.padStart(scale + 1, "0")
+    text = `${padded.slice(0, -scale)}.${padded.slice(-scale)}`
+  }
+  return negative ? `-${text}` : text
+}
+
 /** A decimal's plain text: its digits, no exponent, no trailing zeros (`0.0000001`, `1234567.123456789012`). */
 export const plainText = (value: BigDecimal.BigDecimal): string => {
   const { scale, value: unscaled } = BigDecimal.normalize(value)
-  if (scale <= 0) return (unscaled * 10n ** BigInt(-scale)).toString()
   const negative = unscaled < 0n
-  const digits = (negative ? -unscaled : unscaled).toString().padStart(scale + 1, "0")
-  const text = `${digits.slice(0, -scale)}.${digits.slice(-scale)}`
-  return negative ? `-${text}` : text
+  return plainOf((negative ? -unscaled : unscaled).toString(), scale, negative)
 }
 
 /**
@@ -45,9 +53,17 @@ export const plainText = (value: BigDecimal.BigDecimal): string => {
  * float would change them); or, anywhere else, the nearest float.
  */
 export const encodeDecimal = (value: BigDecimal.BigDecimal) => {
-  const text = plainText(value)
+  const { scale, value: unscaled } = BigDecimal.normalize(value)
+  const negative = unscaled < 0n
+  const digits = (negative ? -unscaled : unscaled).toString()
+  const text = plainOf(digits, scale, negative)
   const number = Number(text)
-  if (String(number) === text) return ParseResult.succeed<number | string>(number)
+  // Nearly every amount: at most 15 significant digits (a float keeps them all, and its shortest text is they) and
+  // between 1e-6 and 1e21 (where that text has no exponent). Else the float's text is compared with the digits.
+  const exponent = digits.length - scale - 1
+  if ((digits.length <= 15 && exponent >= -6 && exponent <= 20) || String(number) === text) {
+    return ParseResult.succeed<number | string>(number)
+  }
   if (synchronousWire) return ParseResult.succeed<number | string>(`${marker}${text}`)
   return Effect.map(FiberRef.get(ExactDecimalsWire), (wire): number | string => (wire ? `${marker}${text}` : number))
 }
