@@ -8,7 +8,8 @@
  */
 import { createServer, type Server } from "node:http"
 import { pathToFileURL } from "node:url"
-import { verifyWebhookSignature, type WebhookEventBody } from "../src/index.ts"
+// In your project: \`from "@billing/client"\` (the package in client/, installed with \`npm install /path/to/billing/client\`).
+import { verifyWebhookSignature, type WebhookEvent } from "../client/src/index.ts"
 
 /** The latest wallet balance of each customer, as far as the events tell. */
 export class WalletMirror {
@@ -16,7 +17,7 @@ export class WalletMirror {
   private readonly latest = new Map<string, { readonly triggeredAt: number; readonly balance: number }>()
 
   /** Applies an event; false when it is a duplicate or older than what is already known. */
-  apply(event: WebhookEventBody): boolean {
+  apply(event: WebhookEvent): boolean {
     if (this.seen.has(event.id)) return false
     this.seen.add(event.id)
     if (event.event_type !== "wallet.balance.update") return true
@@ -35,7 +36,7 @@ export class WalletMirror {
 export const startReceiver = (options: {
   readonly secret: string
   readonly port: number
-  readonly onEvent: (event: WebhookEventBody) => void
+  readonly onEvent: (event: WebhookEvent) => void
 }): Server => {
   const server = createServer((request, response) => {
     const chunks: Array<Buffer> = []
@@ -50,7 +51,7 @@ export const startReceiver = (options: {
       }
       response.writeHead(204).end()
       // Acknowledge first, then work: the sender waits at most 5 seconds.
-      options.onEvent(JSON.parse(rawBody.toString("utf8")) as WebhookEventBody)
+      options.onEvent(JSON.parse(rawBody.toString("utf8")) as WebhookEvent)
     })
   })
   return server.listen(options.port)

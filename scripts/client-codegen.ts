@@ -5,6 +5,14 @@
  * parameters, whether it takes a body and where an idempotency key goes), from
  * which client/src/index.ts makes one method per operation.
  *
+ * Each entry also says what the client's generic parts need, read from the
+ * document so that a regenerated table needs no hand edit: whether the
+ * operation takes an `Idempotency-Key` header, how it pages (`page`: the
+ * result's array and the field the next `cursor` is read from) and where its
+ * success answers hold exact decimals (`decimals`: the places whose schema is
+ * `format: decimal`, src/schema.ts `Money`). `webhookEvents` does the same for
+ * the bodies of the document's webhooks.
+ *
  * `scripts/generate-client.ts` writes them from the API's definition;
  * test/typed-client.test.ts generates them again from the document the server
  * serves (`GET /api/v1/openapi.json`) and fails when they differ from the files
@@ -58,7 +66,137 @@ export interface OperationEntry {
   readonly summary: string
   /** The media type of a success that is a file (`application/pdf`), not the JSON envelope; absent for the envelope. */
   readonly file?: string
+  /** Whether it takes the `Idempotency-Key` header (docs/api.md "Idempotency-Key on every POST"). */
+  readonly idempotencyHeader: boolean
+  /** A list paged by cursor: the result's array (`customers`) and its rows' field that the next `cursor` is. */
+  readonly page?: PageEntry
+  /** Where the success results hold exact decimals; absent when none does. */
+  readonly decimals?: DecimalShape
 }
+
+export interface PageEntry {
+  readonly items: string
+  readonly cursor: string
+}
+
+/**
+ * The places of exact decimals in a JSON value: `1` is a decimal itself; an object names the properties that hold
+ * some, with `"[]"` for an array's items and `"{}"` for a map's values.
+ */
+export type DecimalShape = 1 | { readonly [key: string]: DecimalShape }
+
+/** The client's own members beside the groups of operations (client/src/index.ts): no tag may take their names. */
+const reservedGroups = new Set(["withResponse", "paginate"])
+
+const mergeShapes = (a: DecimalShape | undefined, b: DecimalShape | undefined, where: string): DecimalShape | undefined => {
+  if (a === undefined) return b
+  if (b === undefined) return a
+  if (a === 1 && b === 1) return 1
+  if (a === 1 || b === 1) throw new Error(`${where}: a decimal in one schema and an object or array in another`)
+  const merged: Record<string, DecimalShape> = { ...a }
+  for (const [key, value] of Object.entries(b)) merged[key] = mergeShapes(merged[key], value, `${where}.${key}`)!
+  return merged
+}
+
+/** The decimals of `schema`: where its values are `format: decimal` numbers, through references, unions and nesting. */
+const decimalShape = (document: Json, schema: Json | undefined, where: string, seen: ReadonlySet<string> = new Set()): DecimalShape | undefined => {
+  if (schema === undefined || typeof schema !== "object") return undefined
+  if (schema.$ref !== undefined) {
+    const name = String(schema.$ref).replace("#/components/schemas/", "")
+    // A schema that holds itself (none does today) is read once: its inner copies are not searched again.
+    if (seen.has(name)) return undefined
+    return decimalShape(document, document.components?.schemas?.[name], where, new Set([...seen, name]))
+  }
+  const types = Array.isArray(schema.type) ? schema.type : [schema.type]
+  if (schema.format === "decimal" && (types.includes("number") || types.includes("integer"))) return 1
+  let shape: DecimalShape | undefined
+  for (const key of ["allOf", "anyOf", "oneOf"]) {
+    for (const part of (schema[key] as Array<Json> | undefined) ?? []) shape = mergeShapes(shape, decimalShape(document, part, where, seen), where)
+  }
+  const nested: Record<string, DecimalShape> = {}
+  for (const [name, property] of Object.entries<Json>(schema.properties ?? {})) {
+    const inner = decimalShape(document, property, `${where}.${name}`, seen)
+    if (inner !== undefined) nested[name] = inner
+  }
+  const items = decimalShape(document, schema.items, `${where}[]`, seen)
+  if (items !== undefined) nested["[]"] = items
+  if (typeof schema.additionalProperties === "object") {
+    const values = decimalShape(document, schema.additionalProperties, `${where}{}`, seen)
+    if (values !== undefined) nested["{}"] = values
+  }
+  return Object.keys(nested).length === 0 ? shape : mergeShapes(shape, nested, where)
+}
+
+/** The JSON schemas of an operation's successes (2xx answers in JSON). */
+const successSchemas = (operation: Json): Array<Json> =>
+  Object.entries<Json>(operation.responses ?? {})
+    .filter(([status]) => status.startsWith("2"))
+    .flatMap(([, response]) => {
+      const schema = response?.content?.["application/json"]?.schema
+      return schema === undefined ? [] : [schema as Json]
+    })
+
+/** Where the operation's results (the envelope's `result`) hold decimals. */
+const resultDecimals = (document: Json, operation: Json): DecimalShape | undefined => {
+  let shape: DecimalShape | undefined
+  for (const schema of successSchemas(operation)) {
+    const envelope = decimalShape(document, schema, String(operation.operationId))
+    if (envelope !== undefined && envelope !== 1) shape = mergeShapes(shape, envelope.result, String(operation.operationId))
+  }
+  return shape
+}
+
+/** A schema's properties, through references and the first alternative of a union. */
+const propertiesOf = (document: Json, schema: Json | undefined): Record<string, Json> => {
+  const resolved = resolve(document, schema)
+  if (resolved === undefined) return {}
+  if (resolved.properties !== undefined) return resolved.properties
+  const first = (resolved.allOf ?? resolved.anyOf ?? resolved.oneOf)?.[0] as Json | undefined
+  return first === undefined ? {} : propertiesOf(document, first)
+}
+
+/**
+ * How a list pages: an operation with `limit` and `cursor` query parameters answers one array in its result
+ * (`{customers: [...]}`), and its `cursor` is the id of the previous page's last row (the spec's Pagination):
+ * the rows' `id`, or their first field when that is an id under another name (a signal's `rawId`). An operation
+ * that takes both but answers otherwise gets no page iterator, and the generator says so (it still writes the
+ * table: a new route of another shape must not stop the client from being regenerated).
+ */
+const pageOf = (document: Json, operation: Json, queryParams: ReadonlyArray<string>): PageEntry | undefined => {
+  if (!queryParams.includes("limit") || !queryParams.includes("cursor")) return undefined
+  const id = String(operation.operationId)
+  const success = operation.responses?.["200"]?.content?.["application/json"]?.schema as Json | undefined
+  const result = propertiesOf(document, success).result
+  const arrays = Object.entries(propertiesOf(document, result)).filter(([, schema]) => resolve(document, schema)?.type === "array")
+  const noPages = (why: string) => {
+    process.stderr.write(`client-codegen: ${id} takes limit and cursor, but ${why}: no page iterator for it\n`)
+    return undefined
+  }
+  if (arrays.length !== 1) return noPages(`its result has ${arrays.length} arrays, not one`)
+  const [items, array] = arrays[0]!
+  const fields = Object.keys(propertiesOf(document, resolve(document, array)?.items))
+  const cursor = fields.includes("id") ? "id" : /Id$/.test(fields[0] ?? "") ? fields[0] : undefined
+  if (cursor === undefined) return noPages(`the rows of ${items} have no id to page by`)
+  return { items, cursor }
+}
+
+const takesIdempotencyHeader = (parameters: Array<Json>) =>
+  parameters.some((p) => p.in === "header" && String(p.name).toLowerCase() === "idempotency-key")
+
+export interface WebhookEventEntry {
+  /** Where the event's body holds exact decimals; absent when it holds none. */
+  readonly decimals?: DecimalShape
+}
+
+/** The document's webhooks: each event type's body, by where it holds exact decimals. */
+export const webhookEventsOf = (document: Json): Record<string, WebhookEventEntry> =>
+  Object.fromEntries(
+    Object.entries<Json>(document.webhooks ?? {}).sort(([a], [b]) => a.localeCompare(b)).map(([type, item]) => {
+      const body = item.post?.requestBody?.content?.["application/json"]?.schema as Json | undefined
+      const decimals = decimalShape(document, body, type)
+      return [type, decimals === undefined ? {} : { decimals }]
+    })
+  )
 
 /** The media type a success answers other than JSON (an invoice's PDF); undefined when every success is the envelope. */
 const fileOf = (operation: Json): string | undefined => {
@@ -77,16 +215,25 @@ export const operationsOf = (document: Json): Array<OperationEntry> => {
       if (operation === undefined) continue
       const parameters = (operation.parameters ?? []) as Array<Json>
       const body = operation.requestBody?.content?.["application/json"]?.schema as Json | undefined
+      const id = String(operation.operationId)
+      const group = id.split(".")[0]!
+      if (reservedGroups.has(group)) throw new Error(`${id}: the group ${group} is a name of the client's own`)
+      const queryParams = parameters.filter((p) => p.in === "query").map((p) => String(p.name))
+      const page = method === "get" ? pageOf(document, operation, queryParams) : undefined
+      const decimals = resultDecimals(document, operation)
       entries.push({
-        id: String(operation.operationId),
+        id,
         method: method.toUpperCase() as OperationEntry["method"],
         path,
         pathParams: parameters.filter((p) => p.in === "path").map((p) => String(p.name)),
-        queryParams: parameters.filter((p) => p.in === "query").map((p) => String(p.name)),
+        queryParams,
         body: body !== undefined,
         idempotencyKey: idempotencyPlace(document, body),
         summary: String(operation.summary ?? ""),
-        ...(fileOf(operation) === undefined ? {} : { file: fileOf(operation) })
+        ...(fileOf(operation) === undefined ? {} : { file: fileOf(operation) }),
+        idempotencyHeader: takesIdempotencyHeader(parameters),
+        ...(page === undefined ? {} : { page }),
+        ...(decimals === undefined ? {} : { decimals })
       })
     }
   }
@@ -102,15 +249,26 @@ export const generateClientSources = async (document: Json): Promise<ClientSourc
   const types = astToString(await openapiTS(document as Parameters<typeof openapiTS>[0]))
   const entries = operationsOf(document)
   const table = entries.map((entry) => `  ${JSON.stringify(entry.id)}: ${JSON.stringify({ ...entry, id: undefined })},`)
+  const events = Object.entries(webhookEventsOf(document)).map(([type, entry]) => `  ${JSON.stringify(type)}: ${JSON.stringify(entry)},`)
   return {
     "openapi.ts": `${header}/* eslint-disable */\n${types}`,
     "operations.ts": `${header}
-/** Every operation of the API: method, path, parameters, body, where an idempotency key goes. */
+/**
+ * Every operation of the API: method, path, parameters, body, where an idempotency key goes, whether it takes the
+ * \`Idempotency-Key\` header, how it pages, where its results hold exact decimals.
+ */
 export const operationTable = {
 ${table.join("\n")}
 } as const
 
 export type OperationId = keyof typeof operationTable
+
+/** Every webhook event type, with where its body holds exact decimals. */
+export const webhookEventTable = {
+${events.join("\n")}
+} as const
+
+export type WebhookEventType = keyof typeof webhookEventTable
 `
   }
 }

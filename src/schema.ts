@@ -4,6 +4,7 @@
  * decode from database rows and encode to the wire.
  */
 import { BigDecimal, Effect, FiberRef, ParseResult, Schema } from "effect"
+import { encodeDecimal } from "./WireDecimals.ts"
 
 /** A timestamp: a Date from the database (or an ISO string), an ISO 8601 string on the wire. */
 export const Timestamp = Schema.transformOrFail(
@@ -23,7 +24,8 @@ export const Timestamp = Schema.transformOrFail(
 
 /**
  * An exact decimal: decoded from a NUMERIC column's string (or a number),
- * encoded as a JSON number for the wire.
+ * encoded as a JSON number for the wire, whose text in an API answer is its
+ * exact digits (src/WireDecimals.ts).
  */
 export const Money = Schema.transformOrFail(
   Schema.Union(Schema.String, Schema.Number),
@@ -36,15 +38,19 @@ export const Money = Schema.transformOrFail(
         ? ParseResult.succeed(BigDecimal.normalize(parsed.value))
         : ParseResult.fail(new ParseResult.Type(ast, value, "not a decimal number"))
     },
-    encode: (value) => ParseResult.succeed(BigDecimal.unsafeToNumber(value))
+    encode: encodeDecimal
   }
 ).annotations({
   identifier: "Money",
   jsonSchema: {
     type: "number",
-    description: "An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit " +
-      "prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, " +
-      "when adding amounts up."
+    // The OpenAPI format registry's `decimal`: a generator (client/, scripts/client-codegen.ts) finds every exact
+    // decimal by it, whether the document refers to Money or inlines it (an annotated Money is inlined).
+    format: "decimal",
+    description: "An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact " +
+      "digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 " +
+      "(cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's " +
+      "`decimals: \"string\"`)."
   }
 })
 

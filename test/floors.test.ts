@@ -20,7 +20,8 @@ const floors: ReadonlyArray<{ readonly name: string; readonly paths: ReadonlyArr
     name: "foundation",
     paths: [
       "src/config.ts", "src/errors.ts", "src/ids.ts", "src/money.ts", "src/schema.ts", "src/Page.ts",
-      "src/SchemaCheck.ts", "src/Memory.ts", "src/HeapGrowth.ts", "src/Fault.ts", "src/time.ts", "src/Telemetry.ts", "src/db/", "src/idempotency/"
+      "src/SchemaCheck.ts", "src/Memory.ts", "src/HeapGrowth.ts", "src/Fault.ts", "src/time.ts", "src/Telemetry.ts", "src/db/", "src/idempotency/",
+      "src/WireDecimals.ts"
     ]
   },
   { name: "pricing", paths: ["src/pricing/"] },

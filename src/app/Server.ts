@@ -51,6 +51,7 @@ import { IntakeLane } from "../signals/IntakeLane.ts"
 import { CheckLane } from "../entitlements/CheckLane.ts"
 import { RateLimiter } from "../http/RateLimit.ts"
 import { idempotentPosts } from "../http/IdempotencyKeyHeader.ts"
+import { exactDecimals } from "../http/ExactDecimals.ts"
 import { KeyedRequests } from "../idempotency/KeyedRequests.ts"
 import * as RequestLog from "../http/RequestLog.ts"
 
@@ -128,6 +129,8 @@ const routes = routeTable(Api)
 
 const EnvelopeLive = Layer.mergeAll(
   HttpApiBuilder.middleware(renderFailures(routes)),
+  // Amounts written with their exact digits (src/http/ExactDecimals.ts).
+  HttpApiBuilder.middleware(exactDecimals),
   HttpApiBuilder.middleware(Effect.map(ApiKeys, (keys) => guardBodies("/api/v1/", routes, keyCheckOf(keys)))),
   // The Idempotency-Key header on every POST (src/http/IdempotencyKeyHeader.ts).
   HttpApiBuilder.middleware(

@@ -27,6 +27,7 @@ import { Cause, Context, Effect, Either, Exit, Layer, Option, Schema } from "eff
 import type { IncomingMessage, ServerResponse } from "node:http"
 import { ApiKeys } from "../organizations/ApiKeys.ts"
 import { successBody } from "../http/Envelope.ts"
+import { exactJsonText } from "../WireDecimals.ts"
 import { RateLimiter, rateLimitHeaders, type RateVerdict } from "../http/RateLimit.ts"
 import { laneSecretOf, type LaneStats, makeLaneContext, parsedBody, readExchange } from "../http/LaneKit.ts"
 import { CheckRequest, CheckResult } from "./Entitlement.ts"
@@ -93,7 +94,7 @@ const make = (api: HttpApi.HttpApi.Any) =>
           if (Exit.isFailure(exit)) return refused(exit.cause, headers)
           let body: string
           try {
-            body = successBody(200, checkedMessage, encodeResult(exit.value))
+            body = exactJsonText(() => successBody(200, checkedMessage, encodeResult(exit.value)))
           } catch (defect) {
             return refused(Cause.die(defect), headers)
           }

@@ -22,7 +22,11 @@ export const envelope = <T extends EventType, D extends Schema.Schema.AnyNoConte
     data
   })
 
-const USD = (description: string) => Schema.Number.annotations({ description: `USD, exact decimal. ${description}` })
+/** A number written from its exact digits: `format: decimal`, as the API's Money (client/ reads it as such). */
+const exactDecimal = (description: string) =>
+  Schema.Number.annotations({ description, jsonSchema: { type: "number", format: "decimal", description } })
+
+const USD = (description: string) => exactDecimal(`USD, exact decimal. ${description}`)
 
 const walletFields = {
   customer_id: Schema.String,
@@ -46,7 +50,7 @@ const walletLevelData = (levelDescription: string) =>
   })
 
 const quantity = (description: string) =>
-  Schema.Number.annotations({ description: `In the balance's own unit (credits, outcomes, units, occurrences), exact. ${description}` })
+  exactDecimal(`In the balance's own unit (credits, outcomes, units, occurrences), exact. ${description}`)
 
 const thresholdData = Schema.Struct({
   customer_id: Schema.String,

@@ -2016,11 +2016,20 @@ export interface webhooks {
                         data: {
                             customer_id: string;
                             external_id: string | null;
-                            /** @description USD, exact decimal. The ordinary Wallet before the change. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet before the change.
+                             */
                             previous_balance: number;
-                            /** @description USD, exact decimal. The ordinary Wallet after it. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet after it.
+                             */
                             current_balance: number;
-                            /** @description USD, exact decimal. current_balance - previous_balance. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. current_balance - previous_balance.
+                             */
                             delta: number;
                             /**
                              * @description What moved the wallet: PURCHASE covers purchase and cycle grants and invoice payments.
@@ -2093,11 +2102,20 @@ export interface webhooks {
                         data: {
                             customer_id: string;
                             external_id: string | null;
-                            /** @description USD, exact decimal. The ordinary Wallet before the change. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet before the change.
+                             */
                             previous_balance: number;
-                            /** @description USD, exact decimal. The ordinary Wallet after it. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet after it.
+                             */
                             current_balance: number;
-                            /** @description USD, exact decimal. current_balance - previous_balance. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. current_balance - previous_balance.
+                             */
                             delta: number;
                             /**
                              * @description What moved the wallet: PURCHASE covers purchase and cycle grants and invoice payments.
@@ -2106,7 +2124,10 @@ export interface webhooks {
                             source: "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT";
                             /** @description The usage-log row that caused the change. */
                             usage_log_id: string | null;
-                            /** @description USD, exact decimal. The level the wallet went from above to at or below. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The level the wallet went from above to at or below.
+                             */
                             threshold: number;
                             /**
                              * @description CUSTOMER: the customer's low-balance alert level; ENDPOINT: the endpoint's own --threshold.
@@ -2177,11 +2198,20 @@ export interface webhooks {
                         data: {
                             customer_id: string;
                             external_id: string | null;
-                            /** @description USD, exact decimal. The ordinary Wallet before the change. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet before the change.
+                             */
                             previous_balance: number;
-                            /** @description USD, exact decimal. The ordinary Wallet after it. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The ordinary Wallet after it.
+                             */
                             current_balance: number;
-                            /** @description USD, exact decimal. current_balance - previous_balance. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. current_balance - previous_balance.
+                             */
                             delta: number;
                             /**
                              * @description What moved the wallet: PURCHASE covers purchase and cycle grants and invoice payments.
@@ -2190,7 +2220,10 @@ export interface webhooks {
                             source: "USAGE" | "ADJUSTMENT" | "PURCHASE" | "RECURRING_GRANT";
                             /** @description The usage-log row that caused the change. */
                             usage_log_id: string | null;
-                            /** @description USD, exact decimal. The level the wallet went from at or below to above. */
+                            /**
+                             * Format: decimal
+                             * @description USD, exact decimal. The level the wallet went from at or below to above.
+                             */
                             threshold: number;
                             /**
                              * @description CUSTOMER: the customer's low-balance alert level; ENDPOINT: the endpoint's own --threshold.
@@ -2271,11 +2304,20 @@ export interface webhooks {
                              * @enum {number}
                              */
                             threshold: 50 | 80 | 100;
-                            /** @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Granted this cycle: the cycle's grant (with rollover and composite debt) plus adjustments. */
+                            /**
+                             * Format: decimal
+                             * @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Granted this cycle: the cycle's grant (with rollover and composite debt) plus adjustments.
+                             */
                             granted: number;
-                            /** @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Used this cycle from the grant, just after the move that reached the threshold. */
+                            /**
+                             * Format: decimal
+                             * @description In the balance's own unit (credits, outcomes, units, occurrences), exact. Used this cycle from the grant, just after the move that reached the threshold.
+                             */
                             used: number;
-                            /** @description In the balance's own unit (credits, outcomes, units, occurrences), exact. granted - used (below zero only for a composite's debt). */
+                            /**
+                             * Format: decimal
+                             * @description In the balance's own unit (credits, outcomes, units, occurrences), exact. granted - used (below zero only for a composite's debt).
+                             */
                             remaining: number;
                             /** @description The purchase's cycle, 0 for the first. */
                             cycle_index: number;
@@ -2935,7 +2977,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -2953,7 +2998,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -2965,7 +3013,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3085,7 +3136,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3103,7 +3157,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3115,7 +3172,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3235,7 +3295,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3253,7 +3316,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3265,7 +3331,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3385,7 +3454,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3403,7 +3475,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3415,7 +3490,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3535,7 +3613,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3553,7 +3634,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3565,7 +3649,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3657,7 +3744,10 @@ export interface webhooks {
                                 number: string;
                                 invoiceId: string;
                                 customerId: string;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amount: number;
                                 reason: string;
                                 /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3669,7 +3759,10 @@ export interface webhooks {
                                     line: number;
                                     /** @description The invoice line's description. */
                                     description: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                 }[];
                                 /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -3723,7 +3816,10 @@ export interface webhooks {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -3741,7 +3837,10 @@ export interface webhooks {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -3753,7 +3852,10 @@ export interface webhooks {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -4051,7 +4153,10 @@ export interface components {
             };
             result: Record<string, never>;
         };
-        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+        /**
+         * Format: decimal
+         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+         */
         Money: number;
         LedgerEntry: {
             id: string;
@@ -4608,9 +4713,15 @@ export interface components {
             reason: ("NO_ACTIVE_PLAN" | "NOT_ON_PLAN" | "OUT_OF_ALLOWANCE" | "CUSTOMER_ARCHIVED" | "MODEL_NOT_ENABLED") | null;
             /** @description The committed prepaid (ADVANCE) balance of the target in the current cycle, or the ordinary Wallet's balance: neither queued signals nor holds taken off. Null when the plan holds no prepaid balance of it. */
             remaining: components["schemas"]["Money"] | null;
-            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+            /**
+             * Format: decimal
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+             */
             pending: number;
-            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+            /**
+             * Format: decimal
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+             */
             held: number;
             /** @description What the request would take, in the target's unit (credits, outcomes, units, or USD). Null when the customer's plan cannot price it (no active plan, not on the plan, model not enabled). */
             estimatedCost: components["schemas"]["Money"] | null;
@@ -4639,7 +4750,10 @@ export interface components {
             granted: components["schemas"]["Money"] | null;
             /** @description Used this cycle, prepaid and in arrears; null for WALLET. */
             used: components["schemas"]["Money"] | null;
-            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+            /**
+             * Format: decimal
+             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+             */
             remaining: number;
             pending: components["schemas"]["Money"];
             held: components["schemas"]["Money"];
@@ -6529,7 +6643,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -6547,7 +6664,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -6559,7 +6679,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -7920,7 +8043,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8069,7 +8195,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8218,7 +8347,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8367,7 +8499,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8519,7 +8654,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8668,7 +8806,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8817,7 +8958,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -8966,7 +9110,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -9115,7 +9262,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -9267,7 +9417,10 @@ export interface operations {
                             customerArchived: boolean;
                             /** @description true when a negative delta was clamped so the balance stops at zero; appliedDelta then says what moved */
                             floored: boolean;
-                            /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                            /**
+                             * Format: decimal
+                             * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                             */
                             appliedDelta: number;
                         };
                     };
@@ -9428,7 +9581,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -9446,7 +9602,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -9458,7 +9617,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -9603,7 +9765,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -9621,7 +9786,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -9633,7 +9801,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -9765,7 +9936,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -9783,7 +9957,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -9795,7 +9972,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -10151,7 +10331,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -10169,7 +10352,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -10181,7 +10367,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -10329,7 +10518,10 @@ export interface operations {
                                 number: string;
                                 invoiceId: string;
                                 customerId: string;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amount: number;
                                 reason: string;
                                 /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -10341,7 +10533,10 @@ export interface operations {
                                     line: number;
                                     /** @description The invoice line's description. */
                                     description: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                 }[];
                                 /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -10464,7 +10659,10 @@ export interface operations {
                                 number: string;
                                 invoiceId: string;
                                 customerId: string;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amount: number;
                                 reason: string;
                                 /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -10476,7 +10674,10 @@ export interface operations {
                                     line: number;
                                     /** @description The invoice line's description. */
                                     description: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                 }[];
                                 /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -10529,7 +10730,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -10547,7 +10751,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -10559,7 +10766,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
@@ -11319,7 +11529,10 @@ export interface operations {
                                 taxTotal: components["schemas"]["Money"];
                                 total: components["schemas"]["Money"];
                                 totalCents: number;
-                                /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                /**
+                                 * Format: decimal
+                                 * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                 */
                                 amountDue: number;
                                 issuedAt: components["schemas"]["Timestamp"];
                                 paidAt: components["schemas"]["Timestamp"] | null;
@@ -11337,7 +11550,10 @@ export interface operations {
                                     number: string;
                                     invoiceId: string;
                                     customerId: string;
-                                    /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                    /**
+                                     * Format: decimal
+                                     * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                     */
                                     amount: number;
                                     reason: string;
                                     /** @description The invoice lines credited; empty when the note credits an amount of the whole invoice. */
@@ -11349,7 +11565,10 @@ export interface operations {
                                         line: number;
                                         /** @description The invoice line's description. */
                                         description: string;
-                                        /** @description An exact decimal kept as NUMERIC by the service, sent as a JSON number: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read it with a decimal type, not a float, when adding amounts up. */
+                                        /**
+                                         * Format: decimal
+                                         * @description An exact decimal kept as NUMERIC by the service, sent as a JSON number written with its exact digits, never an exponent: usage amounts and unit prices carry up to 12 decimal places, invoice amounts 2 (cents). Read its text with a decimal type, not a float, when adding amounts up (the typed client's `decimals: "string"`).
+                                         */
                                         amount: number;
                                     }[];
                                     /** @description The invoice's taxes on the lines credited, each rounded to the cent; empty for an amount. */
