@@ -68,6 +68,7 @@ const routeTable = (api: HttpApi.HttpApi.Any): RouteTable & RouteMatcher => {
   })
   return {
     hasPath: (path) => routes.some((route) => route.pattern.test(path)),
+    methodsOf: (path) => [...new Set(routes.filter((route) => route.pattern.test(path)).map((route) => route.method))],
     hasRoute: (method, path) => routes.some((route) => route.method === method && route.pattern.test(path))
   }
 }

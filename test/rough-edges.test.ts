@@ -1,0 +1,160 @@
+/**
+ * The rough edges of issue 37 (point 6), each through the door an integrator
+ * or an operator meets it at: HTTP, the CLI (in this process, or the real
+ * binary where a process of its own matters) and the OpenAPI document. Both
+ * databases.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { buy, clientOf, type Client, expectError, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
+import { drain } from "./signals-fixtures.ts"
+import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
+
+let app: TestApp
+let tenant: Tenant
+let api: Client
+let org: Array<string>
+
+beforeAll(async () => {
+  app = await startTestApp()
+  tenant = await app.tenant("Rough edges")
+  api = clientOf(app, tenant)
+  org = ["--org", tenant.organizationId]
+})
+afterAll(() => app?.close())
+
+describe("an answer that fails validation", () => {
+  it("names every problem with its field (statusDetail.errors), the envelope otherwise as before", async () => {
+    const response = await api.post("/customers", { name: "", email: "not-an-email", externalId: "no way!", bogus: 1 })
+    expectError(response, 400, "validation_failed")
+    expect(response.body.statusDetail.errors).toHaveLength(4)
+    expect(response.body.statusDetail.errors).toEqual(expect.arrayContaining([
+      { field: "name", message: "must not be empty" },
+      { field: "email", message: "must be a valid e-mail address" },
+      { field: "externalId", message: "must be 1 to 32 characters from letters, numbers and -" },
+      { field: "bogus", message: expect.stringContaining("is unexpected") }
+    ]))
+    // The message still names them for people, field first.
+    for (const field of ["name", "email", "externalId", "bogus"]) expect(response.body.statusDetail.message).toContain(`${field}: `)
+    expect(await app.request("GET", `/customers?q=${encodeURIComponent("not-an-email")}`, { key: tenant.apiKey }))
+      .toMatchObject({ status: 200, body: { result: { customers: [] } } })
+  })
+
+  it("names nested fields by their path, and every item of a list", async () => {
+    const unit = await makeUnit(api)
+    const response = await api.post("/plans", {
+      name: "Two bad components",
+      billingCycle: "MONTHLY",
+      entitlements: [
+        { type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: "ten" },
+        { type: "UNIT", billingMode: "SOMETIMES", unitId: unit.id, quantity: 1 }
+      ]
+    })
+    expectError(response, 400, "validation_failed")
+    const fields = response.body.statusDetail.errors.map((problem: { field: string }) => problem.field)
+    expect(fields).toEqual(expect.arrayContaining(["entitlements.0.quantity", "entitlements.1.billingMode"]))
+  })
+
+  it("names each unknown query parameter, and a body that is not an object as the request's own problem (field null)", async () => {
+    const query = await app.request("GET", "/customers?limit=5&bogus=1&other=2", { key: tenant.apiKey })
+    expectError(query, 400, "validation_failed")
+    expect(query.body.statusDetail.errors).toEqual([
+      { field: "bogus", message: "is not a query parameter of this route" },
+      { field: "other", message: "is not a query parameter of this route" }
+    ])
+    const values = await app.request("GET", "/customers?limit=0&includeArchived=maybe", { key: tenant.apiKey })
+    expectError(values, 400, "validation_failed")
+    expect(values.body.statusDetail.errors.map((problem: { field: string }) => problem.field)).toEqual(["limit", "includeArchived"])
+    const notObject = await api.post("/customers", [1, 2])
+    expectError(notObject, 400, "validation_failed")
+    expect(notObject.body.statusDetail.errors).toEqual([{ field: null, message: "the body must be a JSON object" }])
+  })
+
+  it("is the same on the signal routes, their lane and a batch's items: one code, validation_failed, with the field", async () => {
+    const ahead = new Date(Date.now() + 60 * 60_000).toISOString()
+    const single = await api.post("/signal/unit", { customerId: "cus_x", agentKey: "pages", quantity: 1, timestamp: ahead })
+    expectError(single, 400, "validation_failed")
+    expect(single.body.statusDetail.errors).toEqual([{ field: "timestamp", message: expect.stringContaining("5 minutes ahead") }])
+    const malformed = await api.post("/signal/unit", { customerId: "cus_x", agentKey: "pages", quantity: 1, timestamp: "yesterday" })
+    expectError(malformed, 400, "validation_failed")
+    expect(malformed.body.statusDetail.errors).toEqual([{ field: "timestamp", message: expect.stringContaining("ISO 8601") }])
+    const batch = ok(await api.post("/signal/batch", {
+      signals: [{ type: "unit", customerId: "cus_x", agentKey: "pages", quantity: 1, timestamp: ahead }]
+    }), 202)
+    expect(batch.results[0].error).toEqual({
+      statusCode: 400,
+      code: "validation_failed",
+      message: expect.stringContaining("Invalid request: timestamp: must not be more than 5 minutes ahead"),
+      errors: [{ field: "timestamp", message: expect.stringContaining("5 minutes ahead") }]
+    })
+  })
+
+  it("a malformed externalId is validation_failed naming externalId, in a body, a path and the CLI (invalid_external_id is retired)", async () => {
+    for (const response of [
+      await api.post("/purchases", { externalId: "bad id!", planId: "pln_x" }),
+      await api.get("/customers/ext/bad%20id!"),
+      await api.post("/signal/unit", { externalId: "bad id!", agentKey: "pages", quantity: 1 })
+    ]) {
+      expectError(response, 400, "validation_failed")
+      expect(response.body.statusDetail.errors).toEqual([{ field: "externalId", message: "must be 1 to 32 characters from letters, numbers and -" }])
+    }
+    const cli = await app.cli(["customer", "get", "--external-id", "bad id!", "--json", ...org])
+    expect(cli.code).toBe(2)
+    expect(JSON.parse(cli.stderr)).toEqual({
+      statusCode: 400,
+      statusDetail: {
+        status: "ERROR",
+        code: "validation_failed",
+        message: "Invalid request: externalId: must be 1 to 32 characters from letters, numbers and -",
+        errors: [{ field: "externalId", message: "must be 1 to 32 characters from letters, numbers and -" }]
+      },
+      result: {}
+    })
+  })
+
+  it("other answers carry no errors: a 404, a service's own 400", async () => {
+    const missing = await api.get("/customers/cus_missing")
+    expectError(missing, 404, "customer_not_found")
+    expect(missing.body.statusDetail).not.toHaveProperty("errors")
+    const unknownPlan = await api.post("/purchases", { customerId: (await makeCustomer(api)).id, planId: "pln_missing" })
+    expectError(unknownPlan, 400, "unknown_plan")
+    expect(unknownPlan.body.statusDetail).not.toHaveProperty("errors")
+  })
+})
+
+describe("a signal dated before its customer's purchase", () => {
+  it("is refused with no_plan_at_signal_time, naming the moment and the plan's cycle", async () => {
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 10 }])
+    const customer = await makeCustomer(api)
+    const purchase = await buy(api, customer.id, plan.id)
+    const timestamp = new Date(Date.parse(purchase.currentPeriodStart) - 60 * 60_000).toISOString()
+    const queued = ok(await api.post("/signal/unit", { customerId: customer.id, agentKey: unit.agentKey, quantity: 1, timestamp }), 202)
+    await drain(app)
+    const signal = ok(await api.get(`/signals/${queued.rawId}`)).signal
+    expect(signal.error).toEqual({
+      status: 422,
+      code: "no_plan_at_signal_time",
+      message: `No plan of the customer was active at the signal's moment, ${timestamp} (its timestamp): its plan's current ` +
+        `cycle is ${purchase.currentPeriodStart} to ${purchase.currentPeriodEnd}; usage from before the plan is not billed by it`
+    })
+    // A customer without any plan still hears no_active_plan.
+    const planless = await makeCustomer(api)
+    const other = ok(await api.post("/signal/unit", { customerId: planless.id, agentKey: unit.agentKey, quantity: 1, timestamp }), 202)
+    await drain(app)
+    expect(ok(await api.get(`/signals/${other.rawId}`)).signal.error.code).toBe("no_active_plan")
+  })
+})
+
+describe("a known path with another method", () => {
+  it("is 405 with an Allow header naming the methods the path takes (RFC 9110)", async () => {
+    const collection = await app.request("PUT", "/customers", { key: tenant.apiKey })
+    expectError(collection, 405, "method_not_allowed")
+    expect(collection.headers.get("allow")).toBe("GET, POST")
+    const one = await app.request("POST", "/customers/cus_x", { key: tenant.apiKey })
+    expectError(one, 405, "method_not_allowed")
+    expect(one.headers.get("allow")).toBe("GET, PATCH, DELETE")
+    expect(one.body.statusDetail.message).toContain("it takes GET, PATCH, DELETE")
+    // Without a key too: the method is judged before the key.
+    expect((await app.request("PUT", "/customers", { key: null })).headers.get("allow")).toBe("GET, POST")
+  })
+})
