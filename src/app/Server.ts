@@ -174,7 +174,8 @@ export const makeHttpServer = (options: HttpServerOptions) => {
       HttpApiBuilder.serve(requestLogging(log)).pipe(HttpMiddleware.withTracerDisabledWhen(() => !tracing)))
   ).pipe(
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" })),
-    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    // The API key preselected on the page (the document's `bearer` scheme), where it showed "No authentication selected".
+    Layer.provide(HttpApiScalar.layer({ path: "/docs", scalar: { authentication: { preferredSecurityScheme: "bearer" } } as HttpApiScalar.ScalarConfig })),
     // The customer's HTML pages (the portal, hosted invoices), outside /api/v1.
     Layer.provide(PortalPagesLive),
     Layer.provide(EnvelopeLive),

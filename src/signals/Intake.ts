@@ -178,7 +178,8 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
         // `database_unavailable`, and the client retries it with the same keys (an item that did
         // commit, during a failover, answers its first rawId then).
         const away = written.find((exit) => Exit.isFailure(exit) && isUnavailableCause(exit.cause))
-        if (away !== undefined && Exit.isFailure(away)) return yield* Effect.failCause(away.cause)
+        // Its cause is the database's absence, never an item's refusal (those are the items' answers).
+        if (away !== undefined && Exit.isFailure(away)) return yield* Effect.failCause(away.cause as Cause.Cause<never>)
         let next = 0
         const results = new Array<SignalBatchItemResult>(items.length)
         for (let index = 0; index < items.length; index++) {

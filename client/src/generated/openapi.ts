@@ -972,7 +972,7 @@ export interface paths {
         get: operations["outcomes.list"];
         put?: never;
         /**
-         * Create a outcome
+         * Create an outcome
          * @description Defines an outcome, its own `agentKey`, its margin and its ordered steps, each with a name, an `agentKey` and a model bundle it is priced from. The service computes each step's `basePrice` and the outcome's `pricePerOutcome`. The outcome's key and its steps' keys must not be held by another active outcome or step.
          */
         post: operations["outcomes.create"];
@@ -990,7 +990,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Get a outcome
+         * Get an outcome
          * @description One outcome by id, archived or not.
          */
         get: operations["outcomes.get"];
@@ -1000,7 +1000,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update a outcome
+         * Update an outcome
          * @description Changes the fields sent and leaves the others untouched. Sending `steps` replaces the list: a step sent with its `id` is kept (and re-priced), one without is added, and one left out is removed.
          */
         patch: operations["outcomes.update"];
@@ -1016,7 +1016,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Archive a outcome
+         * Archive an outcome
          * @description Takes the outcome out of sale: nothing is deleted, it drops out of `active=true` lists and cannot be put on a new plan or composite. What customers already hold is kept. Archiving an archived outcome answers it again, still archived.
          */
         post: operations["outcomes.archive"];
@@ -1036,7 +1036,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Unarchive a outcome
+         * Unarchive an outcome
          * @description Makes an archived outcome active again. Unarchiving an active outcome answers it again, still active.
          */
         post: operations["outcomes.unarchive"];
@@ -2194,7 +2194,7 @@ export interface webhooks {
                                  * @description The status an error answer of the same refusal carries (mostly 422).
                                  */
                                 status: number;
-                                /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
+                                /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `no_plan_at_signal_time`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
                                 code: string;
                                 message: string;
                             };
@@ -3723,11 +3723,20 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_external_id" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_signal" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
+                code: "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
+                /** @description On every `validation_failed` answer: each problem of the request with its field, all of them (at most 100), where `message` names the first few. Absent on other answers. */
+                errors?: components["schemas"]["FieldProblem"][];
             };
             result: Record<string, never>;
+        };
+        /** @description One problem of a request that fails validation. */
+        FieldProblem: {
+            /** @description Where the problem is: a body field's path (`email`, `entitlements.0.quantity`), a query or path parameter's name, or null for the request as a whole (a body that is not an object or nests too deep, a malformed path, a malformed header). */
+            field: string | null;
+            /** @description What is wrong there, for people. */
+            message: string;
         };
         /**
          * Error 401
@@ -3838,7 +3847,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "composite_incomplete" | "credit_exceeds_remaining" | "credit_note_empty" | "idempotency_key_reused" | "model_not_enabled" | "no_active_plan" | "not_on_plan" | "not_prepaid" | "out_of_allowance" | "reserved_wallet_disabled" | "timestamp_too_old" | "unknown_invoice_line" | "unknown_member" | "unknown_target";
+                code: "composite_incomplete" | "credit_exceeds_remaining" | "credit_note_empty" | "idempotency_key_reused" | "model_not_enabled" | "no_active_plan" | "no_plan_at_signal_time" | "not_on_plan" | "not_prepaid" | "out_of_allowance" | "reserved_wallet_disabled" | "timestamp_too_old" | "unknown_invoice_line" | "unknown_member" | "unknown_target";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -4315,6 +4324,8 @@ export interface components {
                 /** @description The code the item's own route would answer with (`statusDetail.code`, docs/api.md "Error codes"). */
                 code: string;
                 message: string;
+                /** @description On a `validation_failed` item: each problem of the item with its field, as its own route's answer would name them (`statusDetail.errors`). */
+                errors?: components["schemas"]["FieldProblem"][];
             };
         };
         Signal: {
@@ -4357,7 +4368,7 @@ export interface components {
              * @description The status an error answer of the same refusal carries (mostly 422).
              */
             status: number;
-            /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
+            /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `no_plan_at_signal_time`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
             code: string;
             message: string;
         };
@@ -4656,6 +4667,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4764,6 +4777,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4883,6 +4898,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -4973,6 +4990,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5084,6 +5103,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5190,6 +5211,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5280,6 +5303,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5391,6 +5416,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5531,6 +5558,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5679,6 +5708,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5837,6 +5868,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5973,6 +6006,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6129,6 +6164,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6390,6 +6427,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6550,6 +6589,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes DELETE. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6691,6 +6732,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6823,6 +6866,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6935,6 +6980,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7047,6 +7094,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7142,6 +7191,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7255,6 +7306,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7369,6 +7422,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7474,6 +7529,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7597,6 +7654,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7733,6 +7792,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7882,6 +7943,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8031,6 +8094,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8180,6 +8245,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8332,6 +8399,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8481,6 +8550,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8630,6 +8701,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8779,6 +8852,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8928,6 +9003,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9080,6 +9157,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9285,6 +9364,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9451,6 +9532,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9622,6 +9705,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9699,6 +9784,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9798,6 +9885,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10012,6 +10101,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10167,6 +10258,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10390,6 +10483,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10504,6 +10599,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10592,6 +10689,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10675,6 +10774,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10769,6 +10870,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10888,6 +10991,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10989,6 +11094,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11091,6 +11198,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11203,6 +11312,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11326,6 +11437,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11440,6 +11553,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11576,6 +11691,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11690,6 +11807,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11802,6 +11921,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11921,6 +12042,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12038,6 +12161,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12164,6 +12289,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12285,6 +12412,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12390,6 +12519,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12509,6 +12640,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12628,6 +12761,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12754,6 +12889,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12880,6 +13017,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13001,6 +13140,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13106,6 +13247,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13215,6 +13358,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13334,6 +13479,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13448,6 +13595,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13565,6 +13714,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13686,6 +13837,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13791,6 +13944,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13897,6 +14052,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14016,6 +14173,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14127,6 +14286,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14244,6 +14405,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14365,6 +14528,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14470,6 +14635,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14602,6 +14769,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14721,6 +14890,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14859,6 +15030,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14976,6 +15149,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15097,6 +15272,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15281,6 +15458,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15474,6 +15653,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15628,6 +15809,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15810,6 +15993,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15997,6 +16182,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16115,6 +16302,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16274,6 +16463,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16393,6 +16584,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16487,6 +16680,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16627,6 +16822,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16744,6 +16941,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16921,6 +17120,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17048,6 +17249,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17165,6 +17368,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17251,6 +17456,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17350,6 +17557,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17455,6 +17664,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17553,6 +17764,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17672,6 +17885,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17762,6 +17977,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17867,6 +18084,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17975,6 +18194,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18094,6 +18315,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18182,6 +18405,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18281,6 +18506,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18379,6 +18606,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18516,6 +18745,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
