@@ -5,7 +5,7 @@
  * databases.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { buy, clientOf, type Client, expectError, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
+import { buy, clientOf, type Client, expectError, makeCustomer, makeOutcome, makePlan, makeUnit, ok } from "./billing-support.ts"
 import { drain } from "./signals-fixtures.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
@@ -156,5 +156,74 @@ describe("a known path with another method", () => {
     expect(one.body.statusDetail.message).toContain("it takes GET, PATCH, DELETE")
     // Without a key too: the method is judged before the key.
     expect((await app.request("PUT", "/customers", { key: null })).headers.get("allow")).toBe("GET, POST")
+  })
+})
+
+describe("the OpenAPI document and /docs", () => {
+  const documentOf = async () => (await app.request("GET", "/openapi.json", { key: null })).body
+
+  it("reads as English: no summary says 'a outcome'", async () => {
+    const document = await documentOf()
+    const summaries = Object.values<any>(document.paths).flatMap((item) => Object.values<any>(item).map((operation) => operation.summary))
+    expect(summaries.filter((summary: string) => /\ba [aeio]/i.test(summary))).toEqual([])
+    expect(summaries).toEqual(expect.arrayContaining(["Create an outcome", "Get an outcome", "Archive an outcome", "Create a unit"]))
+  })
+
+  it("describes the API as a whole, asks for the key on every operation, and has one group per name", async () => {
+    const document = await documentOf()
+    expect(document.info.description).toContain("Authorization: Bearer <API_KEY>")
+    expect(document.info.description).toContain("statusDetail.errors")
+    expect(document.security).toEqual([{ bearer: [] }])
+    expect(document.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" })
+    // The endpoints' group is not named like the document's section of the events themselves.
+    const tags = document.tags.map((tag: { name: string }) => tag.name.toLowerCase())
+    expect(tags).not.toContain("webhooks")
+    expect(tags).toContain("webhook endpoints")
+    expect(Object.keys(document.webhooks)).toContain("signal.refused")
+    // /docs preselects the key, where it said "No authentication selected".
+    const page = await fetch(app.baseUrl.replace(/\/api\/v1$/, "/docs"))
+    const html = await page.text()
+    expect(html).toMatch(/preferredSecurityScheme[\\"]*:[\\"]*bearer/)
+  })
+
+  it("lists per operation only the codes it can answer (x-error-codes), and the Allow header of its 405", async () => {
+    const document = await documentOf()
+    const read = document.paths["/api/v1/customers/{id}"].get
+    expect(read["x-error-codes"]).toContain("customer_not_found")
+    for (const foreign of ["plan_not_found", "invalid_tax_rate", "external_id_taken", "unknown_cursor", "invalid_json"]) {
+      expect(read["x-error-codes"]).not.toContain(foreign)
+    }
+    expect(document.paths["/api/v1/customers"].get["x-error-codes"]).toContain("unknown_cursor")
+    expect(read.responses["405"].headers.Allow.schema).toEqual({ type: "string" })
+    // Each code a request provokes is one its operation lists.
+    const missing = await api.get("/customers/cus_missing")
+    expect(read["x-error-codes"]).toContain(missing.body.statusDetail.code)
+  })
+})
+
+describe("a customer's balances", () => {
+  it("carry used for units and outcomes as for credits, as /entitlements does; balance show prints it", async () => {
+    const unit = await makeUnit(api)
+    const outcome = await makeOutcome(api)
+    const plan = await makePlan(app, tenant, [
+      { type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 10 },
+      { type: "OUTCOME", billingMode: "ADVANCE", outcomeId: outcome.id, quantity: 4 }
+    ])
+    const customer = await makeCustomer(api)
+    await buy(api, customer.id, plan.id)
+    ok(await api.post("/signal/unit", { customerId: customer.id, agentKey: unit.agentKey, quantity: 3 }), 202)
+    await drain(app)
+    const balances = ok(await api.get(`/customers/${customer.id}/balances`))
+    expect(balances.units).toEqual([{ unitId: unit.id, agentKey: unit.agentKey, unitName: unit.name, granted: 10, used: 3, remaining: 7 }])
+    expect(balances.outcomes).toEqual([expect.objectContaining({ outcomeId: outcome.id, granted: 4, used: 0, remaining: 4 })])
+    const entitlements = ok(await api.get(`/customers/${customer.id}/entitlements`)).entitlements
+    expect(entitlements.find((entitlement: any) => entitlement.id === unit.id)).toMatchObject({ used: 3, remaining: 7 })
+
+    const shown = await app.cli(["balance", "show", customer.id, ...org])
+    expect(shown.code, shown.stderr).toBe(0)
+    const unitLine = shown.stdout.split("\n").find((line) => line.startsWith("unit"))!
+    expect(unitLine.trim().split(/\s{2,}/).slice(-3)).toEqual(["10", "3", "7"])
+    const outcomeLine = shown.stdout.split("\n").find((line) => line.startsWith("outcome"))!
+    expect(outcomeLine.trim().split(/\s{2,}/).slice(-3)).toEqual(["4", "0", "4"])
   })
 })

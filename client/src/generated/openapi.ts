@@ -6675,6 +6675,7 @@ export interface operations {
                                 outcomeId: string;
                                 outcomeName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                                 steps: {
                                     id: string;
@@ -6687,6 +6688,7 @@ export interface operations {
                                 agentKey: string;
                                 unitName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                             }[];
                             composites: {
@@ -6809,6 +6811,7 @@ export interface operations {
                                 outcomeId: string;
                                 outcomeName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                                 steps: {
                                     id: string;
@@ -6821,6 +6824,7 @@ export interface operations {
                                 agentKey: string;
                                 unitName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                             }[];
                             composites: {
