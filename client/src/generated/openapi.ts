@@ -2180,7 +2180,7 @@ export interface webhooks {
                             status: "FAILED";
                             /** @description The customer, when one was found; null when the signal named none the workspace has. */
                             customer_id: string | null;
-                            /** @description The externalId the signal was sent with, if any. */
+                            /** @description The customer's externalId when the customer is known and has one (whether the signal named it by `customerId` or by `externalId`); else the externalId the signal was sent with; null when neither. */
                             external_id: string | null;
                             agent_key: string | null;
                             idempotency_key: string | null;
