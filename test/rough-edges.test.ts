@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buy, clientOf, type Client, expectError, makeCustomer, makeOutcome, makePlan, makeUnit, ok } from "./billing-support.ts"
+import { runCliInProcess } from "../cli/program.ts"
 import { drain } from "./signals-fixtures.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
@@ -225,5 +226,36 @@ describe("a customer's balances", () => {
     expect(unitLine.trim().split(/\s{2,}/).slice(-3)).toEqual(["10", "3", "7"])
     const outcomeLine = shown.stdout.split("\n").find((line) => line.startsWith("outcome"))!
     expect(outcomeLine.trim().split(/\s{2,}/).slice(-3)).toEqual(["4", "0", "4"])
+  })
+})
+
+describe("tables on a 160-column terminal", () => {
+  it("never cut event ids or URLs (webhook deliveries, webhook list)", async () => {
+    const own = await app.tenant("Wide tables")
+    const ownOrg = ["--org", own.organizationId]
+    const url = `https://hooks.example.com/${"billing-events/".repeat(6)}receiver?team=platform&env=production`
+    const added = await app.cli(["webhook", "add", "--url", url, "--events", "wallet.balance.update", "--json", ...ownOrg])
+    expect(added.code, added.stderr).toBe(0)
+    const customer = ok(await app.request("POST", "/customers", { key: own.apiKey, body: { name: "Wide", email: "wide@example.com" } }), 201).customer
+    for (let i = 0; i < 2; i++) {
+      const triggered = await app.cli(["trigger", "wallet.balance.update", "--customer", customer.id, "--json", ...ownOrg])
+      expect(triggered.code, triggered.stderr).toBe(0)
+    }
+    const deliveries = (await app.cli(["webhook", "deliveries", "--json", ...ownOrg])).json.deliveries
+    expect(deliveries).toHaveLength(2)
+    const tty = async (args: Array<string>) => {
+      const run = await runCliInProcess([...args, ...ownOrg], { env: { ...process.env, DATABASE_URL: app.databaseUrl }, tty: { columns: 160 } })
+      expect(run.code, run.stderr).toBe(0)
+      return run.stdout.replace(/\u001b\[[0-9;]*m/g, "")
+    }
+    const shown = await tty(["webhook", "deliveries"])
+    for (const delivery of deliveries) {
+      expect(shown).toContain(delivery.eventId)
+      expect(shown).toContain(delivery.id)
+    }
+    expect(shown).toContain(url)
+    const listed = await tty(["webhook", "list"])
+    expect(listed).toContain(url)
+    expect(listed).toContain(added.json.endpoint.id)
   })
 })
