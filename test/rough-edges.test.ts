@@ -259,3 +259,22 @@ describe("tables on a 160-column terminal", () => {
     expect(listed).toContain(added.json.endpoint.id)
   })
 })
+
+describe("billing purchase cancel --help", () => {
+  it("says what cancelling does: it voids nothing", async () => {
+    const help = await runCliInProcess(["purchase", "cancel", "--help"], { env: { ...process.env, DATABASE_URL: app.databaseUrl } })
+    expect(help.code).toBe(0)
+    const text = help.stdout.replace(/\s+/g, " ")
+    expect(text).not.toContain("voids its open invoices")
+    expect(text).toContain("its invoices stay as they are (void one with billing invoice void)")
+    // As the purchase does: a cancelled purchase's OPEN invoice stays OPEN.
+    const unit = await makeUnit(api)
+    const plan = await makePlan(app, tenant, [{ type: "UNIT", billingMode: "ADVANCE", unitId: unit.id, quantity: 1 }], { priceAdjustment: 5 })
+    const customer = await makeCustomer(api)
+    const purchase = await buy(api, customer.id, plan.id)
+    const [invoice] = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
+    const cancelled = await app.cli(["purchase", "cancel", purchase.id, "--json", ...org])
+    expect(cancelled.code, cancelled.stderr).toBe(0)
+    expect(ok(await api.get(`/invoices/${invoice.id}`)).invoice.status).toBe(invoice.status)
+  })
+})
