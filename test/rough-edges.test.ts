@@ -278,3 +278,36 @@ describe("billing purchase cancel --help", () => {
     expect(ok(await api.get(`/invoices/${invoice.id}`)).invoice.status).toBe(invoice.status)
   })
 })
+
+describe("billing customer update", () => {
+  it("finds the customer with --external-id as get does, and sets one with --set-external-id", async () => {
+    const externalId = `edge-${Date.now()}`
+    const customer = await makeCustomer(api, { externalId })
+    const renamed = await app.cli(["customer", "update", "--external-id", externalId, "--name", "Found by externalId", "--json", ...org])
+    expect(renamed.code, renamed.stderr).toBe(0)
+    expect(renamed.json.customer).toMatchObject({ id: customer.id, name: "Found by externalId", externalId })
+    expect(renamed.stderr).toBe("")
+
+    const moved = await app.cli(["customer", "update", "--external-id", externalId, "--set-external-id", `${externalId}-b`, "--json", ...org])
+    expect(moved.code, moved.stderr).toBe(0)
+    expect(moved.json.customer).toMatchObject({ id: customer.id, externalId: `${externalId}-b` })
+    const byId = await app.cli(["customer", "update", customer.id, "--set-external-id", `${externalId}-c`, "--json", ...org])
+    expect(byId.json.customer.externalId).toBe(`${externalId}-c`)
+    const cleared = await app.cli(["customer", "update", customer.id, "--clear-external-id", "--json", ...org])
+    expect(cleared.json.customer.externalId).toBeNull()
+
+    // The old form (an id and --external-id) still sets it, and says what to write instead.
+    const old = await app.cli(["customer", "update", customer.id, "--external-id", `${externalId}-d`, "--json", ...org])
+    expect(old.code, old.stderr).toBe(0)
+    expect(old.json.customer.externalId).toBe(`${externalId}-d`)
+    expect(old.stderr).toContain("write --set-external-id")
+
+    // Usage errors: nothing names the customer; set and clear together; the old form beside --set-external-id.
+    expect((await app.cli(["customer", "update", "--name", "X", ...org])).code).toBe(2)
+    expect((await app.cli(["customer", "update", customer.id, "--set-external-id", "a", "--clear-external-id", ...org])).code).toBe(2)
+    expect((await app.cli(["customer", "update", customer.id, "--external-id", "a", "--set-external-id", "b", ...org])).code).toBe(2)
+    expect(ok(await api.get(`/customers/${customer.id}`)).customer.externalId).toBe(`${externalId}-d`)
+    const help = await app.cli(["customer", "update", "--help"])
+    expect(help.stdout).toContain("--set-external-id <id>")
+  })
+})
