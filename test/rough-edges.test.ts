@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buy, clientOf, type Client, expectError, makeCustomer, makeOutcome, makePlan, makeUnit, ok } from "./billing-support.ts"
 import { runCliInProcess } from "../cli/program.ts"
 import { drain } from "./signals-fixtures.ts"
+import { spawnServe } from "./support/ServeProcess.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
 let app: TestApp
@@ -309,5 +310,34 @@ describe("billing customer update", () => {
     expect(ok(await api.get(`/customers/${customer.id}`)).customer.externalId).toBe(`${externalId}-d`)
     const help = await app.cli(["customer", "update", "--help"])
     expect(help.stdout).toContain("--set-external-id <id>")
+  })
+})
+
+describe("billing portal token", () => {
+  it("prints a link on the port billing serve listens on, or --base-url's, and says when it only guesses", async () => {
+    const customer = await makeCustomer(api)
+    const { BILLING_PUBLIC_URL: _, ...env } = process.env
+    const serve = await spawnServe({ ...env, DATABASE_URL: app.databaseUrl }, ["--no-worker"])
+    const origin = serve.baseUrl.replace(/\/api\/v1$/, "")
+    try {
+      expect(origin).not.toMatch(/:8787$/)
+      const minted = await app.cli(["portal", "token", customer.id, "--json", ...org], { BILLING_PUBLIC_URL: "" })
+      expect(minted.code, minted.stderr).toBe(0)
+      expect(minted.json.url).toBe(`${origin}/portal?token=${encodeURIComponent(minted.json.token)}`)
+      expect(minted.stderr).toBe("")
+      expect((await fetch(minted.json.url)).status).toBe(200)
+      const chosen = await app.cli(["portal", "token", customer.id, "--base-url", "https://billing.example.com/", "--json", ...org])
+      expect(chosen.json.url).toMatch(/^https:\/\/billing\.example\.com\/portal\?token=/)
+      expect((await app.cli(["portal", "token", customer.id, "--base-url", "not a url", "--json", ...org])).code).toBe(2)
+    } finally {
+      serve.child.kill("SIGTERM")
+      await new Promise((resolve) => serve.child.once("exit", resolve))
+    }
+    // No serve any more: the link is a guess, and stderr says how to make it right.
+    const guessed = await app.cli(["portal", "token", customer.id, "--json", ...org], { BILLING_PUBLIC_URL: "" })
+    expect(guessed.code, guessed.stderr).toBe(0)
+    expect(guessed.json.url).toMatch(/^http:\/\/127\.0\.0\.1:8787\/portal\?token=/)
+    expect(guessed.stderr).toContain("no billing serve is running on this database")
+    expect(guessed.stderr).toContain("BILLING_PUBLIC_URL")
   })
 })

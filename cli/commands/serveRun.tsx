@@ -22,6 +22,7 @@ import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
 import { formatHost, parseConnectionString } from "../../src/db/ConnectionString.ts"
 import { outputMode, writeErr, writeOut } from "../Output.ts"
+import { databaseKey, recordServeAddress } from "../../src/links/ServeAddress.ts"
 
 export interface ServeOptions {
   readonly port?: number
@@ -78,6 +79,8 @@ const databaseInUse = Effect.map(DatabaseConfig, (config) => {
 const announce = (origin: string, worker: boolean, extra: Record<string, unknown> = {}) =>
   Effect.gen(function*() {
     const database = yield* databaseInUse
+    // For the links the CLI prints on this machine (src/links/ServeAddress.ts); a wildcard is no address to open.
+    if (origin.startsWith("http://")) recordServeAddress(yield* databaseKey, origin.replace("//0.0.0.0:", "//localhost:"))
     const api = `${origin}/api/v1`
     const docs = `${origin}/docs`
     if (outputMode({}) === "tty") {
