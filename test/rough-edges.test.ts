@@ -4,11 +4,15 @@
  * binary where a process of its own matters) and the OpenAPI document. Both
  * databases.
  */
+import { fileURLToPath } from "node:url"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { buy, clientOf, type Client, expectError, makeCustomer, makeOutcome, makePlan, makeUnit, ok } from "./billing-support.ts"
 import { runCliInProcess } from "../cli/program.ts"
 import { drain } from "./signals-fixtures.ts"
 import { spawnServe } from "./support/ServeProcess.ts"
+import { spawnBilling } from "./support/Cli.ts"
+import { eventually } from "./support/Eventually.ts"
+import { startInPty, stripAnsi } from "./support/Pty.ts"
 import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
 
 let app: TestApp
@@ -339,5 +343,46 @@ describe("billing portal token", () => {
     expect(guessed.json.url).toMatch(/^http:\/\/127\.0\.0\.1:8787\/portal\?token=/)
     expect(guessed.stderr).toContain("no billing serve is running on this database")
     expect(guessed.stderr).toContain("BILLING_PUBLIC_URL")
+  })
+})
+
+describe("billing serve's log", () => {
+  const bin = fileURLToPath(new URL("../bin/billing.mjs", import.meta.url))
+
+  it("is one short line a request under the banner on a terminal, JSON on a pipe, as --log-format says", async () => {
+    const { BILLING_LOG_FORMAT: _, ...env } = process.env
+    const terminal = startInPty([process.execPath, bin, "serve", "--port", "0", "--no-worker"], { ...env, DATABASE_URL: app.databaseUrl })
+    try {
+      const api = await eventually(() => {
+        const match = /billing API\s+(http:\/\/[\d.]+:\d+\/api\/v1)/.exec(stripAnsi(terminal.output()))
+        expect(match, terminal.output()).not.toBeNull()
+        return match![1]!
+      }, { timeoutMs: 60_000 })
+      expect((await fetch(`${api}/customers`)).status).toBe(401)
+      const lines = await eventually(() => {
+        const shown = stripAnsi(terminal.output()).split("\n")
+        expect(shown.some((line) => line.includes("GET /api/v1/customers 401"))).toBe(true)
+        return shown
+      })
+      expect(lines.find((line) => line.includes("GET /api/v1/customers 401"))).toMatch(/^\d\d:\d\d:\d\d\.\d{3} INFO  GET \/api\/v1\/customers 401 [\d.]+ ms  req=/)
+      expect(lines.filter((line) => line.trimStart().startsWith("{"))).toEqual([])
+    } finally {
+      terminal.kill()
+    }
+
+    // On a pipe, --log-format pretty asks for the same short lines; `auto` there is JSON (test/serve-banner.test.ts).
+    const piped = await spawnServe({ ...env, DATABASE_URL: app.databaseUrl }, ["--no-worker", "--log-format", "pretty"])
+    try {
+      let output = ""
+      piped.child.stdout!.on("data", (chunk: Buffer) => (output += chunk.toString()))
+      expect((await fetch(`${piped.baseUrl}/customers`)).status).toBe(401)
+      await eventually(() => expect(output).toMatch(/INFO  GET \/api\/v1\/customers 401 /))
+      expect(output).not.toContain("{\"message\"")
+    } finally {
+      piped.child.kill("SIGTERM")
+    }
+    const refused = await spawnBilling(["serve", "--log-format", "xml"], { ...env, DATABASE_URL: app.databaseUrl })
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain("must be one of auto, json, pretty")
   })
 })
