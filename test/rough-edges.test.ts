@@ -386,3 +386,31 @@ describe("billing serve's log", () => {
     expect(refused.stderr).toContain("must be one of auto, json, pretty")
   })
 })
+
+describe("a DATABASE_URL that names no PostgreSQL", () => {
+  it("is refused at the start with what to write instead, by a command, serve and the worker: one line, never the password", async () => {
+    const command = async (url: string) => runCliInProcess(["customer", "list", ...org], { env: { ...process.env, DATABASE_URL: url } })
+    const notUrl = await command("not a url")
+    expect(notUrl.code).toBe(1)
+    expect(notUrl.stderr).toBe(
+      "error: DATABASE_URL is not a PostgreSQL URI: give postgres://user@host:5432/database (or postgresql://...), " +
+        "or unset it for the embedded database\n"
+    )
+    const mysql = await command("mysql://billing:s3cret@db.internal:3306/billing")
+    expect(mysql.code).toBe(1)
+    expect(mysql.stderr).toBe(
+      "error: DATABASE_URL is a mysql:// URL: billing runs on PostgreSQL only; give postgres://user@host:5432/database, " +
+        "or unset it for the embedded database\n"
+    )
+    const badHost = await command("postgres://billing:s3cret@not a host/billing")
+    expect(badHost.stderr).toMatch(/^error: host "not a host" in DATABASE_URL is not a host name/)
+    for (const run of [notUrl, mysql, badHost]) expect(run.stderr).not.toContain("s3cret")
+
+    const { DATABASE_URL: _, ...env } = process.env
+    for (const args of [["serve", "--port", "0", "--no-worker"], ["worker"]]) {
+      const refused = await spawnBilling(args, { ...env, DATABASE_URL: "mysql://billing:s3cret@db.internal/billing" }, { timeoutMs: 60_000 })
+      expect(refused.code, `${args[0]}: ${refused.stderr}`).toBe(1)
+      expect(refused.stderr.trim().split("\n"), args[0]).toEqual([expect.stringMatching(/^error: DATABASE_URL is a mysql:\/\/ URL: billing runs on PostgreSQL only/)])
+    }
+  })
+})

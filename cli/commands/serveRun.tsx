@@ -252,8 +252,9 @@ export const startFailureText = (cause: Cause.Cause<unknown>, listen: { readonly
     return `port ${listen.port} on ${listen.host} needs privileges this process lacks: choose a port above 1023 with --port N`
   }
   for (const failure of [...Cause.failures(cause), ...Cause.defects(cause)]) {
-    const error = failure as { readonly _tag?: unknown; readonly message?: unknown }
-    if (error?._tag === "SqlError" && typeof error.message === "string" && error.message.startsWith("cannot connect")) {
+    const error = failure as { readonly _tag?: unknown; readonly message?: unknown; readonly cause?: { readonly _tag?: unknown } }
+    const unreadableUrl = error?.cause?._tag === "ConnectionStringError"
+    if (error?._tag === "SqlError" && typeof error.message === "string" && (error.message.startsWith("cannot connect") || unreadableUrl)) {
       return error.message
     }
   }
