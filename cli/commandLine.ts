@@ -71,7 +71,7 @@ export const parseCommandLine = async (
         const message = error.code === "commander.help" || error.message === "(outputHelp)"
           ? `a command is required: see '${[...args.filter((arg) => !arg.startsWith("-")), "--help"].join(" ")}'`
           : error.message.replace(/^error: /, "")
-        // A command line that does not parse fails its schema: `edgeCode("ValidationFailed")` (src/http/ApiErrors.ts),
+        // A command line that does not parse fails its schema: `codeOf("ValidationFailed")` (src/errors.ts),
         // written out because this path imports nothing of the service (test/terminal-edges.test.ts holds them equal).
         writeErr(errorDocument(400, message, "validation_failed"))
       }

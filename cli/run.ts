@@ -13,7 +13,8 @@ import { Cause, ConfigProvider, Effect, Exit, Layer, Logger, LogLevel, ManagedRu
 import { type Command, InvalidArgumentError } from "commander"
 import * as fs from "node:fs"
 import type { ReactElement } from "react"
-import { BadRequest, edgeCode, failureCode, failureStatus } from "../src/http/ApiErrors.ts"
+import { BadRequest, edgeCode, failureCode, failureProblems, failureStatus } from "../src/http/ApiErrors.ts"
+import { codeOf } from "../src/errors.ts"
 import { Organizations } from "../src/organizations/Organizations.ts"
 import { acceptDecimalText } from "../src/schema.ts"
 import { MigratedDatabaseLive } from "../src/db/Migrations.ts"
@@ -107,9 +108,13 @@ const statusOfCause = (cause: Cause.Cause<unknown>): number => {
 const codeOfCause = (cause: Cause.Cause<unknown>): string => {
   const failure = Cause.failureOption(cause)
   if (Option.isNone(failure)) return edgeCode("InternalError")
-  if (ParseResult.isParseError(failure.value)) return edgeCode("ValidationFailed")
+  if (ParseResult.isParseError(failure.value)) return codeOf("ValidationFailed")
   return failureCode(failure.value) ?? edgeCode("InternalError")
 }
+
+/** The problems a failure names with their fields (a service's `ValidationFailed`); undefined for any other. */
+const problemsOfCause = (cause: Cause.Cause<unknown>) =>
+  Option.getOrUndefined(Option.flatMapNullable(Cause.failureOption(cause), failureProblems))
 
 /** The exit code of a failed command (cli/exitCodes.ts): from the failure's tag, 1 for a defect. */
 const exitCodeOfCause = (cause: Cause.Cause<unknown>): number => {
@@ -135,7 +140,9 @@ export interface Presenter<A> {
 export const writeFailure = (options: CommonOptions, cause: Cause.Cause<unknown>): void => {
   const message = describeFailure(cause)
   writeErr(
-    outputMode(options) === "json" ? errorDocument(statusOfCause(cause), message, codeOfCause(cause)) : `error: ${message}\n`
+    outputMode(options) === "json"
+      ? errorDocument(statusOfCause(cause), message, codeOfCause(cause), problemsOfCause(cause))
+      : `error: ${message}\n`
   )
 }
 
@@ -190,7 +197,7 @@ export const runOn = async <A, R>(
   const message = `${describeFailure(exit.cause)}${notFoundWhere}`
   writeErr(
     outputMode(options) === "json"
-      ? errorDocument(statusOfCause(exit.cause), message, codeOfCause(exit.cause))
+      ? errorDocument(statusOfCause(exit.cause), message, codeOfCause(exit.cause), problemsOfCause(exit.cause))
       : `error: ${message}\n`
   )
   setExitCode(exitCodeOfCause(exit.cause))

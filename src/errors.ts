@@ -19,6 +19,31 @@ interface Message {
   readonly message: string
 }
 
+/**
+ * One problem of a request that fails validation: where it is and what is
+ * wrong. `field` is a body field's path (`email`, `entitlements.0.quantity`),
+ * a query or path parameter's name, or null when the problem is the request
+ * as a whole (a body that is not an object, nested too deep, a malformed path).
+ */
+export interface FieldProblem {
+  readonly field: string | null
+  readonly message: string
+}
+
+// The request itself
+
+/**
+ * The request fails its schema (a body, path or query field missing, mistyped, out of range or not taken by the
+ * operation; a signal's timestamp more than 5 minutes ahead; a batch of no signal or more than 1,000), the body breaks
+ * a body rule (nested deeper than 64 levels, a lone surrogate or NUL character), or the path is not valid
+ * percent-encoding. `statusDetail.errors` names every problem with its field.
+ */
+export class ValidationFailed extends Data.TaggedError("ValidationFailed")<{
+  readonly message: string
+  /** Every problem found, each with its field; the message names the first few. */
+  readonly errors?: ReadonlyArray<FieldProblem>
+}> {}
+
 // Organisations and API keys
 
 /** No organisation with that id. */
@@ -52,9 +77,6 @@ export class CustomerArchived extends Data.TaggedError("CustomerArchived")<Messa
 
 /** A request that must name a customer gave neither customerId nor externalId. */
 export class CustomerRefMissing extends Data.TaggedError("CustomerRefMissing")<Message> {}
-
-/** An externalId not of the allowed form. */
-export class InvalidExternalId extends Data.TaggedError("InvalidExternalId")<Message> {}
 
 /** Another active customer holds the externalId. */
 export class ExternalIdTaken extends Data.TaggedError("ExternalIdTaken")<Message> {}
@@ -162,6 +184,12 @@ export class NoScheduledChange extends Data.TaggedError("NoScheduledChange")<Mes
 /** The customer has no ACTIVE purchase to meter or adjust against. */
 export class NoActivePlan extends Data.TaggedError("NoActivePlan")<Message> {}
 
+/**
+ * The customer has a plan now, but none was active at the signal's moment (its timestamp, or when it was received
+ * or queued again): usage from before a purchase is not billed by it.
+ */
+export class NoPlanAtSignalTime extends Data.TaggedError("NoPlanAtSignalTime")<Message> {}
+
 /** The target exists but the customer's plan neither sells it nor covers it by a composite it sells. */
 export class NotOnPlan extends Data.TaggedError("NotOnPlan")<Message> {}
 
@@ -204,9 +232,6 @@ export class TaxNotFound extends Data.TaggedError("TaxNotFound")<Message> {}
 export class InvalidTaxRate extends Data.TaggedError("InvalidTaxRate")<Message> {}
 
 // Signals and usage
-
-/** A signal body its route refuses (its schema, its timestamp, its text, the size of its batch). */
-export class InvalidSignal extends Data.TaggedError("InvalidSignal")<Message> {}
 
 /** A signal's timestamp older than the workspace's late-usage window. */
 export class TimestampTooOld extends Data.TaggedError("TimestampTooOld")<Message> {}
@@ -304,6 +329,7 @@ export class FixtureTargetNotFound extends Data.TaggedError("FixtureTargetNotFou
 
 /** Every failure a service reports. */
 export type ServiceError =
+  | ValidationFailed
   | OrganizationNotFound
   | InvalidOrganizationSettings
   | OrganizationMismatch
@@ -314,7 +340,6 @@ export type ServiceError =
   | CustomerNotFound
   | CustomerArchived
   | CustomerRefMissing
-  | InvalidExternalId
   | ExternalIdTaken
   | MemberNotFound
   | UnknownMember
@@ -349,6 +374,7 @@ export type ServiceError =
   | PurchaseCancelled
   | NoScheduledChange
   | NoActivePlan
+  | NoPlanAtSignalTime
   | NotOnPlan
   | NotPrepaid
   | ReservedWalletDisabled
@@ -361,7 +387,6 @@ export type ServiceError =
   | PaymentNotFound
   | TaxNotFound
   | InvalidTaxRate
-  | InvalidSignal
   | TimestampTooOld
   | IdempotencyKeyReused
   | IdempotencyKeyInUse
@@ -396,6 +421,7 @@ export type Refusal =
   | CustomerArchived
   | UnknownMember
   | NoActivePlan
+  | NoPlanAtSignalTime
   | UnknownTarget
   | ModelNotEnabled
   | NotOnPlan
@@ -412,6 +438,7 @@ export type ErrorStatus = 400 | 401 | 403 | 404 | 409 | 422 | 429
  * 429 too many requests for the key's rate limit (retry after a while).
  */
 export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
+  ValidationFailed: 400,
   OrganizationNotFound: 404,
   InvalidOrganizationSettings: 400,
   OrganizationMismatch: 403,
@@ -422,7 +449,6 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   CustomerNotFound: 404,
   CustomerArchived: 409,
   CustomerRefMissing: 400,
-  InvalidExternalId: 400,
   ExternalIdTaken: 409,
   MemberNotFound: 404,
   UnknownMember: 422,
@@ -457,6 +483,7 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   PurchaseCancelled: 409,
   NoScheduledChange: 404,
   NoActivePlan: 422,
+  NoPlanAtSignalTime: 422,
   NotOnPlan: 422,
   NotPrepaid: 422,
   ReservedWalletDisabled: 422,
@@ -469,7 +496,6 @@ export const errorStatus: Record<ServiceError["_tag"], ErrorStatus> = {
   PaymentNotFound: 404,
   TaxNotFound: 404,
   InvalidTaxRate: 400,
-  InvalidSignal: 400,
   TimestampTooOld: 422,
   IdempotencyKeyReused: 422,
   IdempotencyKeyInUse: 409,

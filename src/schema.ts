@@ -135,7 +135,7 @@ export const Description = Schema.String.pipe(
 /** The caller's own customer id: 1 to 32 characters from `A-Z a-z 0-9 -`, case-sensitive. */
 export const ExternalId = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9-]{1,32}$/, {
-    message: () => "externalId must be 1 to 32 characters from letters, numbers and -"
+    message: () => "must be 1 to 32 characters from letters, numbers and -"
   })
 ).annotations({
   description: "Your own id of the customer: 1 to 32 characters from `A-Z a-z 0-9 -`, case-sensitive, unique among " +
@@ -229,26 +229,63 @@ export const signalErrorFields = {
   status: Schema.Int.annotations({ description: "The status an error answer of the same refusal carries (mostly 422)." }),
   code: Schema.String.annotations({
     description: "The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md \"Error codes\"): " +
-      "`out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, " +
+      "`out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `no_plan_at_signal_time`, `not_on_plan`, `unknown_member`, " +
       "`customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`."
   }),
   message: Schema.String
 }
 
-/** Rejects unknown fields: a client can never smuggle a price or a type past the schema. */
-export const strict = { parseOptions: { onExcessProperty: "error" } } as const
+/**
+ * Where a request fails validation and what is wrong there: one item of an
+ * error answer's `statusDetail.errors` (docs/api.md "Error codes"), and of a
+ * refused batch item's `error.errors`.
+ */
+export const FieldProblemSchema = Schema.Struct({
+  field: Schema.NullOr(Schema.String).annotations({
+    description: "Where the problem is: a body field's path (`email`, `entitlements.0.quantity`), a query or path " +
+      "parameter's name, or null for the request as a whole (a body that is not an object or nests too deep, a " +
+      "malformed path, a malformed header)."
+  }),
+  message: Schema.String.annotations({ description: "What is wrong there, for people." })
+}).annotations({ identifier: "FieldProblem", description: "One problem of a request that fails validation." })
+
+/**
+ * Rejects unknown fields: a client can never smuggle a price or a type past
+ * the schema. And reports every problem of a body, not the first one only
+ * (`errors: "all"`), so that one answer names them all (docs/api.md "Error codes").
+ */
+export const strict = { parseOptions: { onExcessProperty: "error", errors: "all" } } as const
 
 const formatPath = (path: ReadonlyArray<PropertyKey>) => path.map(String).join(".")
 
-/** "email: must be a valid e-mail address; name: is missing" — the first few issues, field first. */
-export const describeIssues = (issues: ReadonlyArray<{ readonly path: ReadonlyArray<PropertyKey>; readonly message: string }>) => {
-  // An optional field's failure also reports "Expected undefined": one issue per field is enough.
+type Issue = { readonly path: ReadonlyArray<PropertyKey>; readonly message: string }
+
+/** At most this many problems are named in one answer (a body of thousands of bad items stays a small answer). */
+export const MAX_PROBLEMS = 100
+
+/**
+ * Each field's problem, in the order found: `{field, message}`, `field` the
+ * path with dots (`entitlements.0.quantity`), null for the value as a whole.
+ * One problem per field: an optional field's failure also reports "Expected
+ * undefined", and a union tells each of its members' failures.
+ */
+export const fieldProblems = (issues: ReadonlyArray<Issue>): Array<{ readonly field: string | null; readonly message: string }> => {
   const byField = new Map<string, string>()
   for (const issue of issues) {
     const field = formatPath(issue.path)
     // At the root the schema's own text would spell out every field: say what was wrong instead.
     const message = field === "" && issue.message.startsWith("Expected {") ? "the body must be a JSON object" : issue.message
     if (!byField.has(field)) byField.set(field, message)
+    if (byField.size >= MAX_PROBLEMS) break
   }
-  return [...byField].slice(0, 5).map(([field, message]) => (field ? `${field}: ${message}` : message)).join("; ")
+  return [...byField].map(([field, message]) => ({ field: field === "" ? null : field, message }))
 }
+
+/** "email: must be a valid e-mail address; name: is missing": the problems in words, field first. */
+export const describeProblems = (problems: ReadonlyArray<{ readonly field: string | null; readonly message: string }>) => {
+  const named = problems.slice(0, 5).map(({ field, message }) => (field ? `${field}: ${message}` : message)).join("; ")
+  return problems.length > 5 ? `${named}; and ${problems.length - 5} more (statusDetail.errors names each)` : named
+}
+
+/** "email: must be a valid e-mail address; name: is missing" — the first few issues, field first. */
+export const describeIssues = (issues: ReadonlyArray<Issue>) => describeProblems(fieldProblems(issues))

@@ -89,7 +89,9 @@ const expectEnvelope = (response: { status: number; body: any }, status: number)
   expect(response.status, JSON.stringify(response.body).slice(0, 300)).toBe(status)
   expect(response.body).toEqual({
     statusCode: status,
-    statusDetail: { status: "ERROR", code: status === 415 ? "unsupported_media_type" : "validation_failed", message: expect.any(String) },
+    statusDetail: status === 415
+      ? { status: "ERROR", code: "unsupported_media_type", message: expect.any(String) }
+      : { status: "ERROR", code: "validation_failed", message: expect.any(String), errors: [{ field: expect.toBeOneOf([expect.any(String), null]), message: expect.any(String) }] },
     result: {}
   })
 }

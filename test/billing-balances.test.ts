@@ -83,10 +83,11 @@ describe("balances and current plan", () => {
         outcomeId: outcome.id,
         outcomeName: outcome.name,
         granted: 3,
+        used: 0,
         remaining: 3,
         steps: [{ id: expect.any(String), name: "draft", agentKey: `${outcome.agentKey}-step` }]
       }],
-      units: [{ unitId: unit.id, agentKey: unit.agentKey, unitName: unit.name, granted: 0, remaining: 0 }],
+      units: [{ unitId: unit.id, agentKey: unit.agentKey, unitName: unit.name, granted: 0, used: 0, remaining: 0 }],
       composites: [{ compositeId: composite.id, refId: composite.refId, name: composite.name, granted: 2, used: 0, remaining: 2, originalGranted: 2 }]
     })
 

@@ -5,7 +5,7 @@ import { Effect } from "effect"
 import { Conflict, Unprocessable } from "../src/http/ApiErrors.ts"
 import { renderFailures } from "../src/http/Envelope.ts"
 
-const noRoutes = { hasPath: () => false }
+const noRoutes = { hasPath: () => false, methodsOf: () => [] }
 
 const render = <E>(app: Effect.Effect<HttpServerResponse.HttpServerResponse, E>) =>
   renderFailures(noRoutes)(app).pipe(

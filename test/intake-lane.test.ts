@@ -107,7 +107,7 @@ describe("the intake lane", () => {
       ["/signal/credit", { customerId: "cus_missing", agentKey: "chat", usage }, 404, "customer_not_found"],
       ["/signal/unit", { customerId: archivedId, agentKey: "pages" }, 409, "customer_archived"],
       ["/signal/wallet", { usage }, 400, "customer_ref_missing"],
-      ["/signal/outcome", { customerId, agentKey: "draft", runId: "nul\u0000run" }, 400, "invalid_signal"]
+      ["/signal/outcome", { customerId, agentKey: "draft", runId: "nul\u0000run" }, 400, "validation_failed"]
     ]
     for (const [path, body, status, code] of refused) {
       // The same code both ways (sameBothWays compares the bodies whole).

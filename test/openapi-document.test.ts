@@ -10,6 +10,7 @@ import { describe, expect, it } from "vitest"
 import { Api } from "../src/app/Api.ts"
 import { ErrorEnvelope, errorResponse, errorStatuses } from "../src/http/Envelope.ts"
 import { codesOfStatus, errorCodes } from "../src/http/ApiErrors.ts"
+import { operationServiceErrors } from "../src/http/OperationErrors.ts"
 import { EVENT_TYPES } from "../src/webhooks/EventBody.ts"
 
 const document = JSON.parse(JSON.stringify(OpenApi.fromApi(Api))) as any
@@ -122,7 +123,7 @@ describe("the OpenAPI document", () => {
     expect(error400.additionalProperties).toBe(false)
   })
 
-  it("enumerates the codes of each status in its envelope, and an operation's codes from the statuses it declares", () => {
+  it("enumerates the codes of each status in its envelope, and each operation's own codes, each of a status it declares", () => {
     // Every status an answer can carry has its codes, and every code is in its status's envelope.
     // 503 (shutting down) has its envelope but is on no operation, so the document leaves it out.
     for (const status of errorStatuses.filter((status) => status !== 503)) {
@@ -132,11 +133,43 @@ describe("the OpenAPI document", () => {
       expect(document.components.schemas[`Error${status}`].properties.statusDetail.required).toContain("code")
     }
     expect(errorCodes.every((entry) => (errorStatuses as ReadonlyArray<number>).includes(entry.status))).toBe(true)
+    // Every operation's codes are its own (src/http/OperationErrors.ts, from its handler's type: run
+    // `npx tsx scripts/operation-errors.ts` for a new route), each of a status it declares, and each status it
+    // declares has a code.
+    const statusOf = new Map(errorCodes.map((entry) => [entry.code as string, String(entry.status)]))
+    expect(operations.map(({ operation }) => operation.operationId).filter((id) => !(id in operationServiceErrors))).toEqual([])
     for (const { name, operation } of operations) {
       const statuses = Object.keys(operation.responses).filter((status) => Number(status) >= 400)
-      expect(operation["x-error-codes"], name).toEqual(statuses.flatMap((status) => codesOfStatus(Number(status))))
+      const codes: Array<string> = operation["x-error-codes"]
+      expect(codes.filter((code) => !statuses.includes(statusOf.get(code)!)), `${name}: codes of undeclared statuses`).toEqual([])
+      expect(statuses.filter((status) => !codes.some((code) => statusOf.get(code) === status)), `${name}: statuses without a code`).toEqual([])
+      expect(new Set(codes).size, name).toBe(codes.length)
     }
     const codesOf = (path: string, method: string) => document.paths[`/api/v1${path}`][method]["x-error-codes"]
+    // Only what the operation can answer: a read of a customer names neither a plan's nor a tax's codes.
+    expect(codesOf("/customers/{id}", "get")).toEqual([
+      "validation_failed",
+      "api_key_refused",
+      "customer_not_found",
+      "method_not_allowed",
+      "rate_limited",
+      "internal_error"
+    ])
+    expect(codesOf("/customers", "post")).toEqual([
+      "invalid_json",
+      "validation_failed",
+      "api_key_refused",
+      "method_not_allowed",
+      "external_id_taken",
+      "idempotency_key_in_use",
+      "unsupported_media_type",
+      "idempotency_key_reused",
+      "rate_limited",
+      "internal_error"
+    ])
+    // A signal route that waits for the worker (Prefer: wait=N) answers the worker's refusals too.
+    expect(codesOf("/signal/unit", "post")).toEqual(expect.arrayContaining(["no_active_plan", "no_plan_at_signal_time", "out_of_allowance"]))
+    expect(codesOf("/signal/batch", "post")).not.toContain("no_active_plan")
     // A state clash is told apart: both 409s of a customer update, and the intake's 409.
     expect(codesOf("/customers/{id}", "patch")).toEqual(expect.arrayContaining(["external_id_taken", "customer_archived"]))
     expect(codesOf("/signal/credit", "post")).toEqual(expect.arrayContaining(["customer_archived", "validation_failed", "invalid_json"]))

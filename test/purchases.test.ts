@@ -70,7 +70,7 @@ describe("POST /purchases", () => {
       used: 0,
       remaining: 1000
     }])
-    expect(balances.units).toEqual([{ unitId: unit.id, agentKey: unit.agentKey, unitName: unit.name, granted: 5, remaining: 5 }])
+    expect(balances.units).toEqual([{ unitId: unit.id, agentKey: unit.agentKey, unitName: unit.name, granted: 5, used: 0, remaining: 5 }])
 
     const invoices = ok(await api.get(`/invoices?customerId=${customer.id}`)).invoices
     expect(invoices).toHaveLength(1)

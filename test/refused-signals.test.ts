@@ -172,7 +172,8 @@ describe("refused usage is told", () => {
       route: "CREDIT",
       status: "FAILED",
       customer_id: customer.id,
-      external_id: null,
+      // Sent by customerId, to a customer that has an externalId: the event names it (issue 37; it said null).
+      external_id: externalId,
       agent_key: "no-such-agent",
       idempotency_key: unknownSignal.idempotencyKey,
       received_at: unknownSignal.receivedAt,

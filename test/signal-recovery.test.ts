@@ -126,7 +126,7 @@ describe("a PENDING signal without a timestamp is priced once its customer exist
 })
 
 describe("a signal with a timestamp of its own keeps its moment", () => {
-  it("usage timed before the purchase stays refused after the replay, and the message names its moment and the cycle", async () => {
+  it("usage timed before the purchase stays refused after the replay: no_plan_at_signal_time, naming its moment and the cycle", async () => {
     const { unit, plan } = await unitPlan()
     const externalId = externalIdOf("timed")
     const timestamp = new Date(Date.now() - 10 * 60_000).toISOString()
@@ -143,11 +143,13 @@ describe("a signal with a timestamp of its own keeps its moment", () => {
     await drain(app)
     const refused = await signalOf(rawId)
     expect(refused).toMatchObject({ status: "FAILED", occurredAt: timestamp, usageLogId: null })
+    // The customer holds a plan now: "no active plan" would contradict what it sees; no plan was active *then*.
     expect(refused.error).toEqual({
       status: 422,
-      code: "no_active_plan",
-      message: `Customer has no active plan at ${timestamp} (the signal's moment: its timestamp); ` +
-        `its plan's current cycle is ${purchase.currentPeriodStart} to ${purchase.currentPeriodEnd}`
+      code: "no_plan_at_signal_time",
+      message: `No plan of the customer was active at the signal's moment, ${timestamp} (its timestamp): ` +
+        `its plan's current cycle is ${purchase.currentPeriodStart} to ${purchase.currentPeriodEnd}; ` +
+        "usage from before the plan is not billed by it"
     })
     expect(await usageOf(customer.id)).toEqual([])
     expect(await unitBalanceOf(customer.id)).toMatchObject({ granted: 10, remaining: 10 })

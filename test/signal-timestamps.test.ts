@@ -189,7 +189,8 @@ describe("a signal's timestamp", () => {
     for (const door of ["lane", "full"] as const) {
       const ahead = new Date(Date.now() + 6 * minute).toISOString()
       const answer = await sendVia("/signal/unit", { customerId, agentKey: "pages", timestamp: ahead }, door)
-      expectError(answer, 400, "invalid_signal", "timestamp")
+      expectError(answer, 400, "validation_failed", "timestamp")
+      expect(answer.body.statusDetail.errors).toEqual([{ field: "timestamp", message: expect.stringContaining("5 minutes ahead") }])
       expect(answer.body.statusDetail.message).toContain("5 minutes ahead")
       expect(answer.laneAnswered).toBe(door === "lane" ? 1 : 0)
     }
@@ -282,7 +283,7 @@ describe("a signal's timestamp", () => {
     const runsOf = async () => (await query(app, "SELECT 1 FROM outcome_runs WHERE organization_id = $1 AND run_id = 'ts-run'", [acme.organizationId])).length
     const before = await signalCount()
     expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: ago(36 * day) }), 422, "timestamp_too_old", "window of 35 days")
-    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: new Date(Date.now() + 6 * minute).toISOString() }), 400, "invalid_signal", "timestamp")
+    expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: new Date(Date.now() + 6 * minute).toISOString() }), 400, "validation_failed", "timestamp")
     expectError(await api.post("/signal/outcome/complete", { customerId, runId: "ts-run", timestamp: "2026-01-01T00:00:00" }), 400, "validation_failed", "timestamp")
     expect(await runsOf()).toBe(0)
     expect(await signalCount()).toBe(before)
@@ -427,7 +428,13 @@ describe("billing signal send --file", () => {
             code: "timestamp_too_old",
             message: "timestamp is older than this workspace's late-usage window of 35 days"
           },
-          { line: 5, statusCode: 400, code: "invalid_signal", message: expect.stringContaining("timestamp") }
+          {
+            line: 5,
+            statusCode: 400,
+            code: "validation_failed",
+            message: expect.stringContaining("timestamp"),
+            errors: [{ field: "timestamp", message: expect.stringContaining("5 minutes ahead") }]
+          }
         ]
       })
       expect(await signalCount()).toBe(before + 4)

@@ -155,7 +155,13 @@ describe("POST /signal/batch", () => {
       expect(results[index], `item ${index}`).toEqual({
         index,
         queued: false,
-        error: { statusCode: single.status, code: single.body.statusDetail.code, message: single.body.statusDetail.message }
+        error: {
+          statusCode: single.status,
+          code: single.body.statusDetail.code,
+          message: single.body.statusDetail.message,
+          // A validation_failed item names its problems as the single route's answer does (statusDetail.errors).
+          ...(single.body.statusDetail.errors === undefined ? {} : { errors: single.body.statusDetail.errors })
+        }
       })
     }
     expect(results.slice(4, 10).map((r) => r.error.statusCode)).toEqual([400, 404, 409, 400, 400, 400])
@@ -177,18 +183,29 @@ describe("POST /signal/batch", () => {
       expect(results[index]).toEqual({
         index,
         queued: false,
-        error: { statusCode: 400, code: "validation_failed", message: expect.stringContaining("not accepted in a batch") }
+        error: {
+          statusCode: 400,
+          code: "validation_failed",
+          message: expect.stringContaining("not accepted in a batch"),
+          errors: [{ field: "type", message: expect.stringContaining("not accepted in a batch") }]
+        }
       })
     }
     expect(results[12]).toEqual({
       index: 12,
       queued: false,
-      error: { statusCode: 400, code: "validation_failed", message: "Invalid request: type: is missing" }
+      error: {
+        statusCode: 400,
+        code: "validation_failed",
+        message: "Invalid request: type: is missing",
+        errors: [{ field: "type", message: "is missing" }]
+      }
     })
     expect(results[13].error).toEqual({
       statusCode: 400,
       code: "validation_failed",
-      message: "Invalid request: type: must be one of credit, outcome, unit, wallet"
+      message: "Invalid request: type: must be one of credit, outcome, unit, wallet",
+      errors: [{ field: "type", message: "must be one of credit, outcome, unit, wallet" }]
     })
     expect(results[14].error.statusCode).toBe(400)
 
@@ -401,14 +418,19 @@ describe("POST /signal/batch", () => {
     expect(results[1]).toEqual({
       index: 1,
       queued: false,
-      error: { statusCode: 400, code: "invalid_signal", message: "Invalid request: text must not contain NUL characters" }
+      error: {
+        statusCode: 400,
+        code: "validation_failed",
+        message: "Invalid request: text must not contain NUL characters",
+        errors: [{ field: "custom.note", message: "text must not contain NUL characters" }]
+      }
     })
     const [bad, good] = await Promise.all([
       api().post("/signal/unit", { customerId, agentKey: "pa\u0000ges" }),
       api().post("/signal/unit", { customerId, agentKey: "pages" })
     ])
-    expectError(bad!, 400, "invalid_signal", "NUL")
-    expect(bad!.body.statusDetail.code).toBe("invalid_signal")
+    expectError(bad!, 400, "validation_failed", "NUL")
+    expect(bad!.body.statusDetail.errors).toEqual([{ field: "agentKey", message: "text must not contain NUL characters" }])
     expect(good!.status).toBe(202)
     // A lone surrogate is not text at all: the edge refuses the whole request, naming where it is (docs/api.md).
     const surrogate = await batch([{ type: "wallet", customerId, usage, custom: { ["\uD800"]: 1 } }])
@@ -729,7 +751,13 @@ describe("billing signal send --file", () => {
         refusedItems: [
           { line: 1202, statusCode: 400, code: "invalid_json", message: expect.stringContaining("not valid JSON") },
           { line: 1203, statusCode: 404, code: "customer_not_found", message: "Customer cus_missing not found" },
-          { line: 1204, statusCode: 400, code: "validation_failed", message: expect.stringContaining("not accepted in a batch") },
+          {
+            line: 1204,
+            statusCode: 400,
+            code: "validation_failed",
+            message: expect.stringContaining("not accepted in a batch"),
+            errors: [{ field: "type", message: expect.stringContaining("not accepted in a batch") }]
+          },
           { line: 1205, statusCode: 409, code: "customer_archived", message: `Customer ${archivedId} is archived and cannot receive signals` }
         ]
       })

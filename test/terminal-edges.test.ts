@@ -10,7 +10,8 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { runCliInProcess } from "../cli/program.ts"
-import { edgeCode, errorCodes } from "../src/http/ApiErrors.ts"
+import { errorCodes } from "../src/http/ApiErrors.ts"
+import { codeOf } from "../src/errors.ts"
 import { decimal } from "../src/money.ts"
 import { formatsFor, isNegativeInCents } from "../src/portal/Format.ts"
 import { buy, clientOf, type Client, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
@@ -118,7 +119,7 @@ describe("--json errors", () => {
     // A command line commander refuses fails its schema, as a request does: the API's code for it.
     expect(errorDocumentOf(usage.stderr)).toMatchObject({
       statusCode: 400,
-      statusDetail: { code: edgeCode("ValidationFailed"), message: expect.stringContaining("--bogus") }
+      statusDetail: { code: codeOf("ValidationFailed"), message: expect.stringContaining("--bogus") }
     })
     const invalid = await app.cli(["customer", "create", "--name", "X", "--email", "not-an-email", "--json", ...org])
     expect(invalid.code).toBe(2)
@@ -210,7 +211,8 @@ describe("tables on an 80-column terminal", () => {
     expect(shown.stdout).toMatch(/KIND\s+NAME\s+GRANTED\s+USED\s+REMAINING/)
     const creditRow = shown.stdout.split("\n").find((line) => line.startsWith("credit"))!
     expect(creditRow).toContain(BigDecimal.format(decimal(String(balances.credits[0].used))))
-    expect(shown.stdout.split("\n").find((line) => line.startsWith("unit"))).toMatch(/\s-\s/)
+    // A unit's USED too (issue 37; it printed "-"): the 7 used in arrears.
+    expect(shown.stdout.split("\n").find((line) => line.startsWith("unit"))!.trim().split(/\s{2,}/).slice(-3)).toEqual(["0", "7", "0"])
   })
 })
 

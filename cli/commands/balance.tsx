@@ -46,19 +46,19 @@ export const registerBalance = (program: Command) => {
                   { header: "KIND", value: (row) => row.kind },
                   { header: "NAME", value: (row) => row.name },
                   { header: "GRANTED", value: (row) => row.granted, align: "right" },
-                  // As the API: credits and composites carry `used` (ADVANCE and ARREAR use of the cycle); outcomes and units do not.
+                  // As the API: every kind carries `used`, the ADVANCE and ARREAR use of the cycle.
                   { header: "USED", value: (row) => row.used, align: "right" },
                   { header: "REMAINING", value: (row) => row.remaining, align: "right" }
                 ]}
                 rows={[
                   ...b.credits.map((c) => ({ kind: "credit", name: c.creditName, granted: c.granted, used: c.used, remaining: c.remaining })),
-                  ...b.outcomes.map((o) => ({ kind: "outcome", name: o.outcomeName, granted: o.granted, used: null, remaining: o.remaining })),
-                  ...b.units.map((u) => ({ kind: "unit", name: u.unitName, granted: u.granted, used: null, remaining: u.remaining })),
+                  ...b.outcomes.map((o) => ({ kind: "outcome", name: o.outcomeName, granted: o.granted, used: o.used, remaining: o.remaining })),
+                  ...b.units.map((u) => ({ kind: "unit", name: u.unitName, granted: u.granted, used: u.used, remaining: u.remaining })),
                   ...b.composites.map((c) => ({ kind: "composite", name: c.name, granted: c.granted, used: c.used, remaining: c.remaining }))
                 ].map((row) => ({
                   ...row,
                   granted: BigDecimal.format(row.granted),
-                  used: row.used === null ? "-" : BigDecimal.format(row.used),
+                  used: BigDecimal.format(row.used),
                   remaining: BigDecimal.format(row.remaining)
                 }))}
                 footer={b.hasPlan ? undefined : "no active plan"}

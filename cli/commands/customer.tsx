@@ -7,6 +7,7 @@ import { customerIdOf } from "../customerRef.ts"
 import { listFooter, nextCursorOf, limitOption } from "../lists.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { bodyOf, decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
+import { writeErr } from "../Output.ts"
 import { CustomersLive } from "../../src/app/CustomersLive.ts"
 import { CustomerId } from "../../src/ids.ts"
 
@@ -69,12 +70,13 @@ const flagsOf = (options: CustomerFlags) => ({
   paymentTermsDays: termsFlag(options.paymentTermsDays)
 })
 
-const withProfileFlags = (command: Command) =>
+/** The profile's flags; `--external-id` sets it on create, and finds the customer on every other command. */
+const withProfileFlags = (command: Command, externalId: "--external-id" | "--set-external-id" = "--external-id") =>
   command
     .option("--file <path>", "request body as JSON or YAML (flags override it)")
     .option("--name <name>")
     .option("--email <email>")
-    .option("--external-id <id>", "your own id for the customer")
+    .option(`${externalId} <id>`, "your own id for the customer")
     .option("--currency <code>")
     .option(
       "--payment-terms-days <n>",
@@ -149,20 +151,44 @@ export const registerCustomer = (program: Command) => {
       )
     })
 
-  withProfileFlags(withOrg(customer.command("update").description("change a customer").argument("<id>")))
+  // `--external-id` finds the customer, as on `get` and `archive`; `--set-external-id` sets it (issue 37: update
+  // took --external-id to set, get to find). The old form, an id and --external-id, still sets, and says so.
+  withProfileFlags(withOrg(customer.command("update").description("change a customer").argument("[id]")), "--set-external-id")
+    .option("--external-id <id>", "find the active customer with this external id (to set one: --set-external-id)")
     .option("--clear-external-id", "remove the external id")
-    .action((id: string, options: CustomerFlags & { clearExternalId?: boolean }) =>
-      run(
+    .action((id: string | undefined, options: CustomerFlags & { setExternalId?: string; clearExternalId?: boolean }, command: Command) => {
+      if (id === undefined && options.externalId === undefined) command.error("error: give the customer's id, or --external-id ID")
+      if (options.setExternalId !== undefined && options.clearExternalId) {
+        command.error("error: --set-external-id and --clear-external-id cannot both be given")
+      }
+      // The form before issue 37: `update ID --external-id X` set X. It still does, with a note, while
+      // scripts move to --set-external-id.
+      const oldForm = id !== undefined && options.externalId !== undefined
+      if (oldForm && (options.setExternalId !== undefined || options.clearExternalId)) {
+        command.error("error: with the customer's id, --external-id is the old way to set it: give --set-external-id alone")
+      }
+      if (oldForm) {
+        writeErr(
+          "warning: `customer update ID --external-id X` sets the external id as it always did; write " +
+            "--set-external-id X instead: --external-id alone finds the customer, as in customer get\n"
+        )
+      }
+      const newExternalId = oldForm ? options.externalId : options.setExternalId
+      return run(
         options,
         Effect.gen(function*() {
           const organizationId = yield* organizationOf(options)
-          const flags = { ...flagsOf(options), ...(options.clearExternalId ? { externalId: null } : {}) }
+          const customerId = oldForm ? CustomerId.make(id!) : yield* customerIdOf(organizationId, id, options.externalId)
+          const flags = {
+            ...flagsOf({ ...options, externalId: newExternalId }),
+            ...(options.clearExternalId ? { externalId: null } : {})
+          }
           const patch = yield* Effect.flatMap(bodyOf(options, flags), (body) => decodeInput(CustomerUpdate, body))
-          return yield* Effect.flatMap(Customers, (customers) => customers.update(organizationId, CustomerId.make(id), patch))
+          return yield* Effect.flatMap(Customers, (customers) => customers.update(organizationId, customerId, patch))
         }),
         presentOne("Customer updated")
       )
-    )
+    })
 
   withOrg(customer.command("archive").description("archive a customer (nothing is deleted)").argument("[id]"))
     .option("--external-id <id>", "archive the active customer with this external id")

@@ -14,7 +14,7 @@ import { BadRequest } from "../../src/http/ApiErrors.ts"
 import { toPage } from "../../src/http/Pagination.ts"
 import { Details, Table } from "../ui/Table.tsx"
 import { decodeInput, encode, organizationOf, runnerOn, withOrg } from "../run.ts"
-import { configuredOrigin } from "../../src/links/PublicUrl.ts"
+import { linkOrigin } from "../linkOrigin.ts"
 import { Box, Text } from "../ui/ink.ts"
 import { UrlLine } from "../ui/Url.tsx"
 import { BillingCommandServices } from "../commandServices.ts"
@@ -281,8 +281,9 @@ export const registerInvoice = (program: Command) => {
       run(options, withInvoices(options, (invoices, org) => invoices.voidInvoice(org, id)), presentInvoice("Invoice voided")))
 
   withOrg(invoice.command("pay-link").description("mint a hosted pay link for an OPEN invoice").argument("<id>"))
-    .action((id: string, options: { json?: boolean; org?: string }) =>
-      run(options, withInvoices(options, (invoices, org) => Effect.flatMap(configuredOrigin, (origin) => invoices.payLink(org, id, origin))), {
+    .option("--base-url <url>", "the origin of the link (default: $BILLING_PUBLIC_URL, else the running billing serve's address)")
+    .action((id: string, options: { json?: boolean; org?: string; baseUrl?: string }) =>
+      run(options, withInvoices(options, (invoices, org) => Effect.flatMap(linkOrigin(options.baseUrl), (origin) => invoices.payLink(org, id, origin))), {
         json: encode(PayLink),
         view: (link) => (
           <Box flexDirection="column">

@@ -128,7 +128,10 @@ export const registerPurchase = (program: Command) => {
       )
     )
 
-  withOrg(purchase.command("cancel").description("cancel a purchase: voids its open invoices, ends its cycle").argument("<id>"))
+  withOrg(purchase.command("cancel").description(
+    "cancel a purchase: ends its cycle now and invoices its usage in arrears; its invoices stay as they are " +
+      "(void one with billing invoice void)"
+  ).argument("<id>"))
     .action((id: string, options: { json?: boolean; org?: string }) =>
       run(
         options,

@@ -4,6 +4,14 @@ import { DatabaseLive } from "../../src/db/Database.ts"
 import { runMigrations } from "../../src/db/Migrations.ts"
 import { numberFlag, runOn, withJson } from "../run.ts"
 import type { ServeOptions } from "./serveRun.tsx"
+import { type LogFormatChoice, logFormatChoices } from "../../src/http/LogFormat.ts"
+
+const logFormatFlag = (value: string): LogFormatChoice => {
+  if (!(logFormatChoices as ReadonlyArray<string>).includes(value)) {
+    throw new InvalidArgumentError(`must be one of ${logFormatChoices.join(", ")} (got "${value}")`)
+  }
+  return value as LogFormatChoice
+}
 
 const processesFlag = (value: string): number => {
   const number = numberFlag(value)
@@ -19,7 +27,21 @@ export const registerServe = (program: Command) => {
     .option("--host <host>", "interface to listen on (default: $HOST or 127.0.0.1)")
     .option("--no-worker", "do not run the worker loop in this process")
     .option("--processes <n>", "API processes sharing the port (default 1); the worker loop runs once, in the primary", processesFlag)
-    .action(async (options: ServeOptions) => {
+    .option(
+      "--log-format <format>",
+      "log lines as json or pretty (one short line each); auto: pretty on a terminal, json otherwise " +
+        "(default: $BILLING_LOG_FORMAT or auto)",
+      logFormatFlag
+    )
+    .action(async (options: ServeOptions, command: Command) => {
+      const fromEnvironment = process.env.BILLING_LOG_FORMAT
+      if (options.logFormat === undefined && fromEnvironment !== undefined && fromEnvironment !== "") {
+        try {
+          options = { ...options, logFormat: logFormatFlag(fromEnvironment) }
+        } catch (error) {
+          command.error(`error: BILLING_LOG_FORMAT ${(error as Error).message}`)
+        }
+      }
       // Loaded here, not at the top: only `serve` pays for the HTTP server's code.
       const { runServe } = await import("./serveRun.tsx")
       runServe(program, options)

@@ -7,7 +7,7 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import type { Command } from "commander"
 import * as HttpServer from "@effect/platform/HttpServer"
-import { Cause, Context, Data, Deferred, Effect, Exit, Layer, Logger, Option, Redacted, Runtime } from "effect"
+import { Cause, Context, Data, Deferred, Effect, Exit, Layer, Option, Redacted, Runtime } from "effect"
 import cluster, { type Worker } from "node:cluster"
 import { makeHttpServer } from "../../src/app/Server.ts"
 import { fromEmbedded, fromUrl } from "../../src/db/Database.ts"
@@ -22,12 +22,16 @@ import { pollInterval, runWorker } from "../../src/worker/Worker.ts"
 import * as path from "node:path"
 import { formatHost, parseConnectionString } from "../../src/db/ConnectionString.ts"
 import { outputMode, writeErr, writeOut } from "../Output.ts"
+import { databaseKey, recordServeAddress } from "../../src/links/ServeAddress.ts"
+import { type LogFormat, type LogFormatChoice, loggerOf, resolveLogFormat } from "../../src/http/LogFormat.ts"
 
 export interface ServeOptions {
   readonly port?: number
   readonly host?: string
   readonly worker: boolean
   readonly processes?: number
+  /** `--log-format` (or `BILLING_LOG_FORMAT`); auto when neither. */
+  readonly logFormat?: LogFormatChoice
 }
 
 /** Set in the environment of the API processes `serve --processes N` starts. */
@@ -44,11 +48,12 @@ const poolPerProcess = (processes: number) => Math.max(5, Math.ceil(totalPool / 
 const maxEmbeddedProcesses = 6
 
 /**
- * JSON log lines, and spans exported over OTLP or none made at all
+ * Log lines in `format` (JSON, or one short line each for a terminal:
+ * src/http/LogFormat.ts), and spans exported over OTLP or none made at all
  * (src/Telemetry.ts). Fibers forked while the layers are built (the inbox
  * writer, the worker loop, the server's requests) inherit both.
  */
-const processSettings = Layer.merge(Logger.json, TelemetryLive)
+const processSettings = (format: LogFormat) => Layer.merge(loggerOf(format), TelemetryLive)
 
 const worker = Layer.scopedDiscard(Effect.forkScoped(Effect.flatMap(workerJobs, (jobs) => runWorker(jobs, { once: false, idle: pollInterval() }))))
 
@@ -78,6 +83,8 @@ const databaseInUse = Effect.map(DatabaseConfig, (config) => {
 const announce = (origin: string, worker: boolean, extra: Record<string, unknown> = {}) =>
   Effect.gen(function*() {
     const database = yield* databaseInUse
+    // For the links the CLI prints on this machine (src/links/ServeAddress.ts); a wildcard is no address to open.
+    if (origin.startsWith("http://")) recordServeAddress(yield* databaseKey, origin.replace("//0.0.0.0:", "//localhost:"))
     const api = `${origin}/api/v1`
     const docs = `${origin}/docs`
     if (outputMode({}) === "tty") {
@@ -121,15 +128,15 @@ const apiProcessDatabase = (processes: number) =>
   )
 
 /** One of the N API processes: the HTTP server alone, on the port the primary shares out. */
-const runApiProcess = (listen: { readonly port: number; readonly host: string }, processes: number) => {
+const runApiProcess = (listen: { readonly port: number; readonly host: string }, processes: number, format: LogFormat) => {
   // The primary passes its SIGTERM on; a terminal's Ctrl-C reaches both. The
   // first signal starts the graceful stop; a second must not kill the process
   // half-way through it (the primary sends SIGKILL if a stop takes too long).
   process.on("SIGTERM", () => {})
   process.on("SIGINT", () => {})
-  const server = makeHttpServer({ ...listen, logAddress: false }).pipe(
+  const server = makeHttpServer({ ...listen, logAddress: false, requestLog: { format } }).pipe(
     Layer.provide(ServicesLive.pipe(Layer.provide(ReadSqlLive(poolPerProcess(processes))), Layer.provideMerge(apiProcessDatabase(processes)))),
-    Layer.provide(processSettings)
+    Layer.provide(processSettings(format))
   )
   NodeRuntime.runMain(Layer.launch(server), { disablePrettyLogger: true })
 }
@@ -144,7 +151,7 @@ const runApiProcess = (listen: { readonly port: number; readonly host: string },
  * exits before it listens (a port in use, a start-up failure), or more than
  * 10 replacements in a minute.
  */
-const superviseApiProcesses = (count: number, host: string, withWorker: boolean) =>
+const superviseApiProcesses = (count: number, host: string, withWorker: boolean, format: LogFormat) =>
   Effect.gen(function*() {
     const runtime = yield* Effect.runtime<never>()
     const log = (effect: Effect.Effect<void>) => Runtime.runFork(runtime)(effect)
@@ -163,7 +170,8 @@ const superviseApiProcesses = (count: number, host: string, withWorker: boolean)
 
     const start = () =>
       new Promise<{ address: string; port: number }>((resolve, reject) => {
-        const child = cluster.fork({ [apiProcessVariable]: "1" })
+        // The primary's format: the API processes write to the same stdout.
+        const child = cluster.fork({ [apiProcessVariable]: "1", BILLING_LOG_FORMAT: format })
         live.add(child)
         let listening = false
         child.once("listening", (address: { address: string; port: number }) => {
@@ -244,8 +252,9 @@ export const startFailureText = (cause: Cause.Cause<unknown>, listen: { readonly
     return `port ${listen.port} on ${listen.host} needs privileges this process lacks: choose a port above 1023 with --port N`
   }
   for (const failure of [...Cause.failures(cause), ...Cause.defects(cause)]) {
-    const error = failure as { readonly _tag?: unknown; readonly message?: unknown }
-    if (error?._tag === "SqlError" && typeof error.message === "string" && error.message.startsWith("cannot connect")) {
+    const error = failure as { readonly _tag?: unknown; readonly message?: unknown; readonly cause?: { readonly _tag?: unknown } }
+    const unreadableUrl = error?.cause?._tag === "ConnectionStringError"
+    if (error?._tag === "SqlError" && typeof error.message === "string" && (error.message.startsWith("cannot connect") || unreadableUrl)) {
       return error.message
     }
   }
@@ -271,16 +280,17 @@ export const runServe = (program: Command, options: ServeOptions) => {
   keepAllocationsYoung()
   limitHeapGrowth(heapGrowthPercent())
   markLongLived() // the embedded database: never a client of a one-off CLI command's process
-  if (cluster.isWorker && process.env[apiProcessVariable] === "1") return runApiProcess({ port, host }, processes)
+  const format = resolveLogFormat(options.logFormat ?? "auto", process.stdout.isTTY === true)
+  if (cluster.isWorker && process.env[apiProcessVariable] === "1") return runApiProcess({ port, host }, processes, format)
 
   const workerLoop = options.worker ? worker : Layer.empty
   if (processes === 1) {
-    const api = makeHttpServer({ port, host, logAddress: false }).pipe(
+    const api = makeHttpServer({ port, host, logAddress: false, requestLog: { format } }).pipe(
       Layer.tap((context) => announce(originOf(Context.get(context, HttpServer.HttpServer).address), options.worker))
     )
     const server = Layer.merge(api, workerLoop).pipe(
       Layer.provide(AppServicesLive),
-      Layer.provide(processSettings)
+      Layer.provide(processSettings(format))
     )
     // SIGTERM and SIGINT interrupt the layer: the server stops accepting,
     // in-flight requests finish, then the pool and the embedded database close.
@@ -294,9 +304,9 @@ export const runServe = (program: Command, options: ServeOptions) => {
   // processes join), the worker loop once, and the API processes. SIGTERM
   // stops the API processes first (their in-flight requests finish), then
   // the worker loop, then the database.
-  const primary = Effect.scoped(Effect.flatten(superviseApiProcesses(processes, host, options.worker))).pipe(
+  const primary = Effect.scoped(Effect.flatten(superviseApiProcesses(processes, host, options.worker, format))).pipe(
     Effect.provide(workerLoop.pipe(Layer.provideMerge(AppServicesLive))),
-    Effect.provide(processSettings)
+    Effect.provide(processSettings(format))
   )
   NodeRuntime.runMain(primary.pipe(toldStartFailures({ port, host })), { disablePrettyLogger: true })
 }

@@ -51,7 +51,8 @@ const SignalTable = (props: { readonly signals: ReadonlyArray<SignalRecord>; rea
       { header: "ID", value: (s) => s.id },
       { header: "ROUTE", value: (s) => s.route },
       { header: "STATUS", value: (s) => s.status },
-      { header: "CUSTOMER", value: (s) => s.customerId ?? `ext:${s.externalId}` },
+      // An id, or the externalId a held signal waits for: either is copied into the next command, never cut.
+      { header: "CUSTOMER", value: (s) => s.customerId ?? `ext:${s.externalId}`, whole: true },
       { header: "AGENT KEY", value: (s) => s.agentKey ?? "-" },
       { header: "ERROR", value: (s) => (s.errorStatus ? `${s.errorStatus} ${s.errorCode ?? ""} ${s.errorMessage}` : "") }
     ]}

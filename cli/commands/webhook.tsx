@@ -98,7 +98,8 @@ const DeliveriesTable = (
       {...(props.title ? { title: props.title } : {})}
       columns={[
         { header: "DELIVERY", value: (d) => d.id, whole: true },
-        { header: "EVENT", value: (d) => `${d.eventType} ${d.eventId}` },
+        { header: "EVENT", value: (d) => d.eventId },
+        { header: "TYPE", value: (d) => d.eventType },
         { header: "ENDPOINT", value: (d) => d.url },
         { header: "STATUS", value: (d) => d.status },
         { header: "ATTEMPTS", value: (d) => String(d.attempts), align: "right" },

@@ -111,7 +111,10 @@ const loop = async (options: WorkerFlags) => {
     : undefined
   process.once("SIGINT", stop)
   process.once("SIGTERM", stop)
-  const exit = await runtime.runPromise(Fiber.await(fiber))
+  // The runtime's layers may fail to build (a DATABASE_URL that names no PostgreSQL): that is the loop's failure too,
+  // told as one line like any other, not an unhandled rejection with a stack trace.
+  const awaited = await runtime.runPromiseExit(Fiber.await(fiber))
+  const exit: Exit.Exit<unknown, unknown> = Exit.isSuccess(awaited) ? awaited.value : awaited
   view?.unmount()
   await runtime.dispose()
   process.off("SIGINT", stop)

@@ -2,9 +2,10 @@
  * A plain table for operators: a header row, aligned columns, optional totals.
  * In a terminal the columns are cut to fit its width (widest first, with an
  * ellipsis) so a row never wraps; on a pipe nothing is cut (see cli/Output.ts).
- * Ids, statuses, numbers and amounts (right-aligned columns) are never cut: a
- * `0.00…` or `PEND…` says nothing. When they alone do not fit, each record is
- * shown as a block of `HEADER  value` lines instead, whole.
+ * Ids, URLs, statuses, numbers and amounts (right-aligned columns) are never
+ * cut: a `0.00…` or `PEND…` says nothing, and an id or a link cut short cannot
+ * be copied. When they alone do not fit, each record is shown as a block of
+ * `HEADER  value` lines instead, whole.
  */
 import { Box, Text } from "./ink.ts"
 import { isInteractive, terminalColumns, truncate } from "../Output.ts"
@@ -43,16 +44,30 @@ export interface Column<Row> {
 
 /**
  * Kept whole by default: ids and invoice numbers (what an operator copies into
- * the next command), statuses, and every right-aligned column (amounts,
- * quantities, counts): a value cut short is a wrong value.
+ * the next command), URLs (what a person opens), statuses, and every
+ * right-aligned column (amounts, quantities, counts): a value cut short is a
+ * wrong value. A column whose values name an id among other words (`evt_...`
+ * beside its type) is kept whole too: its id would be cut with the rest.
  */
 export const isWhole = (column: Pick<Column<never>, "header" | "align" | "whole">, values: ReadonlyArray<string> = []) =>
-  column.whole ?? (column.align === "right" || /(^|\s)(ID|STATUS|NUMBER)$/.test(column.header) || holdsIds(values))
+  column.whole ??
+    (column.align === "right" || /(^|\s)(ID|STATUS|NUMBER|URL)$/.test(column.header) || holdsIds(values) ||
+      namesIds(values) || holdsUrls(values))
 
 /** Service ids (`cus_01m8...`), whatever the column's header (CUSTOMER, INVOICE, ENDPOINT...). */
 const idPattern = /^[a-z]{2,5}_[0-9a-z]{12,}$/
+const isBlank = (value: string) => value === "-" || value === ""
 const holdsIds = (values: ReadonlyArray<string>) =>
-  values.some((value) => idPattern.test(value)) && values.every((value) => value === "-" || value === "" || idPattern.test(value))
+  values.some((value) => idPattern.test(value)) && values.every((value) => isBlank(value) || idPattern.test(value))
+
+/** A value with an id as one of its words (`invoice.created evt_01m8...`). */
+const namesIds = (values: ReadonlyArray<string>) =>
+  values.some((value) => value.includes(" ") && value.split(/\s+/).some((word) => idPattern.test(word)))
+
+/** Links (`https://hooks.example.com/billing`), whatever the column's header (ENDPOINT, LINK...). */
+const urlPattern = /^https?:\/\/\S+$/
+const holdsUrls = (values: ReadonlyArray<string>) =>
+  values.some((value) => urlPattern.test(value)) && values.every((value) => isBlank(value) || urlPattern.test(value))
 
 const fits = (widths: ReadonlyArray<number>, available: number) =>
   widths.reduce((sum, width) => sum + width, 0) + GAP * Math.max(0, widths.length - 1) <= available

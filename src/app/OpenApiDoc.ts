@@ -11,8 +11,8 @@
  *
  * Error codes: each status's envelope enumerates the codes of that status
  * (`statusDetail.code`), and each operation lists, in `x-error-codes`, the
- * codes of the error statuses it declares: the codes it can answer, derived
- * from its statuses (src/http/ApiErrors.ts `codesOfStatus`).
+ * codes it can answer: the edge's for such an operation and its handler's
+ * service errors (src/http/OperationCodes.ts).
  *
  * Every error response references `ErrorEnvelope[status]` (src/http/Envelope.ts),
  * the schema every error answer is encoded through.
@@ -26,6 +26,7 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import type { JSONSchema } from "effect"
 import type { ErrorStatus } from "../http/Envelope.ts"
 import { codesOfStatus } from "../http/ApiErrors.ts"
+import { operationCodes } from "../http/OperationCodes.ts"
 import { type ErrorDescriptions, errorResponse, isError, isWrittenResponse } from "../http/Documented.ts"
 import { LifecycleEventBodySchemas } from "../billing/LifecycleEventSchemas.ts"
 import { webhooksDocument } from "../webhooks/EventSchemas.ts"
@@ -48,9 +49,38 @@ const keyRefusal = " Or the `Idempotency-Key` header is not 1 to 255 printable A
 
 type Operation = {
   "x-error-codes"?: ReadonlyArray<string>
+  operationId?: string
   requestBody?: unknown
-  parameters?: Array<{ readonly in: string }>
+  parameters?: Array<{ readonly in: string; readonly name?: string }>
   responses: Record<string, unknown>
+}
+
+/** The document's own words: what the API is and the rules every operation shares. */
+const apiDescription = [
+  "Usage metering and billing for AI products: customers, a catalogue (models, credits, outcomes, units, composites), " +
+  "plans and purchases, balances, signals of usage priced exactly, invoices, spend control and webhooks.",
+  "",
+  "- **Authentication**: every operation takes `Authorization: Bearer <API_KEY>`, the key of one organisation " +
+  "(the `bearer` scheme); a missing, unknown, revoked or expired key is 401.",
+  "- **The envelope**: every answer is `{statusCode, statusDetail: {status, message}, result}`; an error's " +
+  "`statusDetail` has `code`, a stable snake_case code to program against (each operation lists its codes in " +
+  "`x-error-codes`), and a request that fails validation names every problem with its field in " +
+  "`statusDetail.errors`.",
+  "- **Retries**: every POST takes an `Idempotency-Key` header; a repeat with the same key and body answers the " +
+  "first answer again (`Idempotent-Replayed: true`).",
+  "- **Lists** page by `limit` (1 to 200) and `cursor` (the last row's id); a page shorter than `limit` is the last. " +
+  "A query parameter an operation does not take is 400.",
+  "- **Money** is an exact decimal: read it with a decimal type.",
+  "- **Rate limits** per key and route family: 429 with `Retry-After` and the `RateLimit` headers.",
+  "",
+  "The events the service POSTs to your endpoints are in this document's `webhooks`."
+].join("\n")
+
+const allowHeader = {
+  Allow: {
+    description: "The methods this path takes (RFC 9110), e.g. `GET, POST`.",
+    schema: { type: "string" }
+  }
 }
 
 const methods = ["get", "put", "post", "delete", "options", "head", "patch", "trace"] as const
@@ -122,10 +152,21 @@ export const documentApi = OpenApi.annotations({
         for (const [status, response] of Object.entries(own)) {
           if (isError(status) && isWrittenResponse(response as object)) errors[status] = response
         }
+        // A 405 names the path's methods in its Allow header (src/http/Envelope.ts).
+        errors[405] = { ...(errors[405] as object), headers: allowHeader }
         for (const status of Object.keys(errors).sort()) responses[status] = errors[status]
         operation.responses = responses
         if (method === "post") documentReplayedHeader(operation)
-        operation["x-error-codes"] = Object.keys(errors).sort().flatMap((status) => codesOfStatus(Number(status)))
+        operation["x-error-codes"] = operationCodes({
+          operationId: operation.operationId ?? "",
+          method,
+          hasBody: operation.requestBody !== undefined,
+          waitsForWorker: (operation.parameters ?? []).some((parameter) =>
+            parameter.in === "header" && parameter.name?.toLowerCase() === "prefer"
+          )
+        }) ??
+          // A route the generated table does not know yet (scripts/operation-errors.ts): every code of its statuses.
+          Object.keys(errors).sort().flatMap((status) => codesOfStatus(Number(status)))
       }
     }
     const schemas = spec.components.schemas as Record<string, unknown>
@@ -147,7 +188,8 @@ export const documentApi = OpenApi.annotations({
     for (const [name, definition] of Object.entries(definitions)) {
       if (schemas[name] === undefined) schemas[name] = definition
     }
-    return { ...spec, webhooks }
+    // The key on every operation, said once for the whole API too: a reader (the /docs page) selects it.
+    return { ...spec, info: { ...spec.info, description: apiDescription }, security: [{ bearer: [] }], webhooks }
   }
 })
 

@@ -71,6 +71,7 @@ const routeTable = (api: HttpApi.HttpApi.Any): RouteTable & RouteMatcher => {
   })
   return {
     hasPath: (path) => routes.some((route) => route.pattern.test(path)),
+    methodsOf: (path) => [...new Set(routes.filter((route) => route.pattern.test(path)).map((route) => route.method))],
     hasRoute: (method, path) => routes.some((route) => route.method === method && route.pattern.test(path))
   }
 }
@@ -179,7 +180,8 @@ export const makeHttpServer = (options: HttpServerOptions) => {
       HttpApiBuilder.serve(requestLogging(log)).pipe(HttpMiddleware.withTracerDisabledWhen(() => !tracing)))
   ).pipe(
     Layer.provide(HttpApiBuilder.middlewareOpenApi({ path: "/api/v1/openapi.json" })),
-    Layer.provide(HttpApiScalar.layer({ path: "/docs" })),
+    // The API key preselected on the page (the document's `bearer` scheme), where it showed "No authentication selected".
+    Layer.provide(HttpApiScalar.layer({ path: "/docs", scalar: { authentication: { preferredSecurityScheme: "bearer" } } as HttpApiScalar.ScalarConfig })),
     // The customer's HTML pages (the portal, hosted invoices), outside /api/v1.
     Layer.provide(PortalPagesLive),
     Layer.provide(EnvelopeLive),

@@ -33,6 +33,7 @@ export const CustomerBalances = Schema.Struct({
     outcomeId: Schema.String,
     outcomeName: Schema.String,
     granted: Money,
+    used: Money,
     remaining: Money,
     steps: Schema.Array(Schema.Struct({ id: Schema.String, name: Schema.String, agentKey: Schema.String }))
   })),
@@ -41,6 +42,7 @@ export const CustomerBalances = Schema.Struct({
     agentKey: Schema.String,
     unitName: Schema.String,
     granted: Money,
+    used: Money,
     remaining: Money
   })),
   composites: Schema.Array(Schema.Struct({
@@ -165,6 +167,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
             outcomeId: t.component.targetId ?? "",
             outcomeName: t.component.targetName,
             granted: t.granted,
+            used: t.used,
             remaining: t.remaining,
             steps: t.component.steps
           })),
@@ -173,6 +176,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
             agentKey: t.component.agentKey ?? "",
             unitName: t.component.targetName,
             granted: t.granted,
+            used: t.used,
             remaining: t.remaining
           })),
           composites: totalsByTarget(components, rows, "PRICING_METRIC").map((t) => ({
@@ -222,10 +226,7 @@ export class Balances extends Effect.Service<Balances>()("Balances", {
         } satisfies CurrentPlan
       })
 
-    /**
-     * Every allowance of the customer's ACTIVE purchase with `used` for each
-     * kind (the spec's balances shape leaves it out for outcomes and units).
-     */
+    /** Every allowance of the customer's ACTIVE purchase, any kind, with `used` (the portal's bars). */
     const allowances = Effect.fn("Balances.allowances")(function*(organizationId: OrganizationId, customerId: CustomerId) {
         yield* customers.get(organizationId, customerId)
         const purchase = yield* livePurchase(organizationId, customerId, ["ACTIVE"])

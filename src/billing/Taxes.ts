@@ -77,7 +77,8 @@ export class Taxes extends Effect.Service<Taxes>()("Taxes", {
         yield* sql`INSERT INTO taxes ${
           sql.insert({ organizationId, id, name: input.name, ratePercent: toSql(input.ratePercent) })
         }`
-        return yield* get(organizationId, id)
+        // The row just written: not finding it is no answer of this request, but a defect.
+        return yield* Effect.orDie(get(organizationId, id))
       }, dieOnSqlError)
 
     const update = Effect.fn("Taxes.update")(function*(organizationId: OrganizationId, id: string, patch: TaxUpdate) {

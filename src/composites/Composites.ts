@@ -145,7 +145,8 @@ export class Composites extends Effect.Service<Composites>()("Composites", {
           })
         }`.pipe(uniqueOr(() => refIdTaken(input.refId)))
         yield* storeMembers(organizationId, id, members)
-        return yield* get(organizationId, id)
+        // The row just written: not finding it is no answer of this request, but a defect.
+        return yield* Effect.orDie(get(organizationId, id))
       }, sql.withTransaction, dieOnSqlError)
 
     const page = findCataloguePage(sql, CompositeRow, "composites")

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { decodeRows, dieOnSqlError, findAll, findByIdOr, findOne, foundOr, knownCursor, pageClause, uniqueOr } from "../db/Sql.ts"
-import { CustomerNotFound, CustomerRefMissing, ExternalIdTaken, InvalidExternalId } from "../errors.ts"
+import { CustomerNotFound, CustomerRefMissing, ExternalIdTaken, ValidationFailed } from "../errors.ts"
 import type { Page } from "../Page.ts"
 import { CustomerId, makeId, type OrganizationId, randomToken } from "../ids.ts"
 import { CustomerArrivals } from "./CustomerArrivals.ts"
@@ -101,7 +101,8 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
     /** An active customer by the caller's externalId; a malformed value is 400. */
     const getByExternalId = Effect.fn("Customers.getByExternalId")(function*(organizationId: OrganizationId, externalId: string) {
         if (!externalIdPattern.test(externalId)) {
-          return yield* new InvalidExternalId({ message: "externalId must be 1 to 32 characters from letters, numbers and -" })
+          const message = "must be 1 to 32 characters from letters, numbers and -"
+          return yield* new ValidationFailed({ message: `Invalid request: externalId: ${message}`, errors: [{ field: "externalId", message }] })
         }
         return yield* foundOr(() => notFound(`with externalId ${externalId}`))(findOne(
           Customer,
@@ -114,7 +115,7 @@ export class Customers extends Effect.Service<Customers>()("Customers", {
     const resolve = Effect.fn("Customers.resolve")((
       organizationId: OrganizationId,
       ref: CustomerRef
-    ): Effect.Effect<Customer, CustomerNotFound | InvalidExternalId | CustomerRefMissing> =>
+    ): Effect.Effect<Customer, CustomerNotFound | ValidationFailed | CustomerRefMissing> =>
       Effect.flatMap(namedCustomer(ref), (named) =>
         named._tag === "ById"
           // The client's id, looked up as sent: one that names nothing is a not-found.

@@ -60,16 +60,46 @@ const parsePort = (text: string, whole: string): number => {
   return port
 }
 
+/**
+ * A host name, an IPv4 address, an IPv6 address or a socket folder: what a
+ * resolver could look up. Anything else (`not a url`, a stray `@`) would only
+ * fail later as `getaddrinfo ENOTFOUND`, naming nothing the person typed.
+ */
+const checkedHost = (host: string, what: string): string => {
+  if (host.startsWith("/") || /^[A-Za-z0-9._-]+$/.test(host) || /^[0-9A-Fa-f:.]+(%[\w.-]+)?$/.test(host)) return host
+  throw new ConnectionStringError({
+    message: `host "${host}" in ${what} is not a host name, an IP address or a socket folder (postgres://user@host:5432/database)`
+  })
+}
+
 /** One `host[:port]`, `[v6][:port]` or `:port` of a host list. */
 const parseHost = (text: string, defaultPort: number, what: string): Host => {
   const bracketed = /^\[([^\]]+)\](?::(.*))?$/.exec(text)
   if (bracketed !== null) {
-    return { host: bracketed[1]!, port: bracketed[2] === undefined ? defaultPort : parsePort(bracketed[2], what) }
+    return { host: checkedHost(bracketed[1]!, what), port: bracketed[2] === undefined ? defaultPort : parsePort(bracketed[2], what) }
   }
   const colon = text.lastIndexOf(":")
   const name = decodeURIComponent(colon === -1 ? text : text.slice(0, colon))
   const port = colon === -1 ? defaultPort : parsePort(text.slice(colon + 1), what)
-  return { host: name === "" ? "localhost" : name, port }
+  return { host: name === "" ? "localhost" : checkedHost(name, what), port }
+}
+
+/**
+ * Why a value is not a PostgreSQL URI, in words that say what to write instead
+ * (issue 37: `not a url` answered "getaddrinfo ENOTFOUND base", and a
+ * `mysql://` URL was taken for PostgreSQL). Never the value itself: it may
+ * hold a password.
+ */
+const notPostgres = (uri: string, what: string): string => {
+  const example = "postgres://user@host:5432/database"
+  const unset = what === "DATABASE_URL" ? ", or unset it for the embedded database" : ", or unset it"
+  if (uri.trim() === "") return `${what} is set but empty: give ${example}${unset}`
+  // Only `scheme://`: in `user:secret@host` the part before the colon is a user name, not a scheme.
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(uri.trim())?.[1]?.toLowerCase()
+  if (scheme !== undefined && scheme !== "postgres" && scheme !== "postgresql") {
+    return `${what} is a ${scheme}:// URL: billing runs on PostgreSQL only; give ${example}${unset}`
+  }
+  return `${what} is not a PostgreSQL URI: give ${example} (or postgresql://...)${unset}`
 }
 
 /** Hosts that describe themselves as one host: no parameters to route on. */
@@ -77,14 +107,12 @@ const isSingle = (hosts: ReadonlyArray<Host>, attrs: SessionAttrs) => hosts.leng
 
 /**
  * Parses a `postgres://` or `postgresql://` URI. Throws `ConnectionStringError`
- * naming what is wrong (never the password).
+ * naming what is wrong (never the password); `what` is the variable it came
+ * from, for the message.
  */
-export const parseConnectionString = (uri: string): ConnectionString => {
-  const what = "DATABASE_URL"
+export const parseConnectionString = (uri: string, what = "DATABASE_URL"): ConnectionString => {
   const match = /^(postgres(?:ql)?:\/\/)([^/?#]*)(\/[^?#]*)?(\?[^#]*)?(#.*)?$/.exec(uri)
-  if (match === null) {
-    throw new ConnectionStringError({ message: `${what} is not a PostgreSQL URI (postgres://user@host:port/database)` })
-  }
+  if (match === null) throw new ConnectionStringError({ message: notPostgres(uri, what) })
   const [, scheme, authority, path = "", query = ""] = match
   const at = authority!.lastIndexOf("@")
   const userinfo = at === -1 ? "" : authority!.slice(0, at + 1)
@@ -102,7 +130,7 @@ export const parseConnectionString = (uri: string): ConnectionString => {
       throw new ConnectionStringError({ message: `${what} names ${names.length} hosts but ${portList.length} ports` })
     }
     hosts = names.map((name, index) => ({
-      host: name === "" ? "localhost" : name,
+      host: name === "" ? "localhost" : checkedHost(name, what),
       port: portList.length === 0 ? DEFAULT_PORT : parsePort(portList[portList.length === 1 ? 0 : index]!, what)
     }))
   } else {

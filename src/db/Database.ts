@@ -91,10 +91,11 @@ export const readApplicationName = "billing-read"
 export const fromUrl = (url: Redacted.Redacted, maxConnections = 20, prepareMarked = true, role: PoolRole = "primary") =>
   Layer.unwrapEffect(Effect.gen(function*() {
     const uri = Redacted.value(url)
+    const variable = role === "read" ? "DATABASE_READ_URL" : "DATABASE_URL"
     const target = yield* Effect.try({
-      try: () => parseConnectionString(uri),
-      catch: (cause) =>
-        new SqlError({ cause, message: `cannot connect to PostgreSQL: ${(cause as { message?: string }).message ?? "the DATABASE_URL cannot be read"}` })
+      try: () => parseConnectionString(uri, variable),
+      // Not a failure to connect: the value names no PostgreSQL server, and the message says what to write instead.
+      catch: (cause) => new SqlError({ cause, message: (cause as { message?: string }).message ?? `${variable} cannot be read` })
     })
     const name = role === "read" ? readApplicationName : applicationName
     const router = new HostRouter(target, {

@@ -15,21 +15,29 @@
  * written out: the OpenAPI document's enums and the docs table come from it.
  */
 import { Schema } from "effect"
-import { codeOf, type CodeOf, type ErrorStatus, errorStatus, isServiceError, type ServiceError, type ServiceErrorCode } from "../errors.ts"
+import { FieldProblemSchema } from "../schema.ts"
+import {
+  codeOf,
+  type CodeOf,
+  type ErrorStatus,
+  errorStatus,
+  type FieldProblem,
+  isServiceError,
+  type ServiceError,
+  type ServiceErrorCode
+} from "../errors.ts"
+
+export { FieldProblemSchema }
 
 /**
  * The edge's own failures, which no service reports: each situation's name
  * (its code is derived from it, as a service error's is), its status and when
  * it happens. A missing or malformed Authorization header is the service's
- * `ApiKeyRefused` (the key is missing), not a situation of its own.
+ * `ApiKeyRefused` (the key is missing), not a situation of its own; a request
+ * that fails validation is the service's `ValidationFailed` whoever finds it
+ * (the edge's schemas, or a service's own checks), so it has one code.
  */
 export const edgeErrors = {
-  ValidationFailed: {
-    status: 400,
-    description: "The request fails its schema (a body, path or query field missing, mistyped, out of range or not " +
-      "taken by the operation: the message names it), the body breaks a body rule (nested deeper than 64 levels, a " +
-      "lone surrogate or NUL character), or the path is not valid percent-encoding."
-  },
   InvalidJson: { status: 400, description: "The request body is not valid JSON." },
   RouteNotFound: { status: 404, description: "No route has this path." },
   MethodNotAllowed: { status: 405, description: "The path does not take this method." },
@@ -89,7 +97,9 @@ const codeField = { description: "The failure's stable machine-readable code (do
 /** Malformed request, or a rejected rule about the request itself. Built at the edge, it is `validation_failed`. */
 export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", {
   message: Schema.String,
-  code: Schema.optionalWith(Schema.String, { default: () => edgeCode("ValidationFailed") }).annotations(codeField)
+  code: Schema.optionalWith(Schema.String, { default: () => codeOf("ValidationFailed") }).annotations(codeField),
+  /** Every problem, with its field, when the request fails validation. */
+  errors: Schema.optional(Schema.Array(FieldProblemSchema))
 }) {}
 
 /** Key missing, unknown, revoked or expired: `api_key_refused`, whoever found it. */
@@ -142,9 +152,22 @@ export const isApiError = (u: unknown): u is ApiError =>
 
 /** The declared failure a service's error is answered with: the class of its status, its message and its code. */
 export const toApiError = (error: ServiceError): ApiError => {
-  const errorClass = apiErrorOfStatus[errorStatus[error._tag]] as new(props: { readonly message: string; readonly code: string }) => ApiError
-  return new errorClass({ message: error.message, code: codeOf(error._tag) })
+  const errorClass = apiErrorOfStatus[errorStatus[error._tag]] as new(props: {
+    readonly message: string
+    readonly code: string
+    readonly errors?: ReadonlyArray<FieldProblem>
+  }) => ApiError
+  const errors = error._tag === "ValidationFailed" ? error.errors : undefined
+  return new errorClass({ message: error.message, code: codeOf(error._tag), ...(errors === undefined ? {} : { errors }) })
 }
+
+/** The problems a typed failure names, a service's or the edge's own; undefined when it names none. */
+export const failureProblems = (failure: unknown): ReadonlyArray<FieldProblem> | undefined =>
+  isServiceError(failure)
+    ? failure._tag === "ValidationFailed" ? failure.errors : undefined
+    : isApiError(failure) && failure._tag === "BadRequest"
+    ? failure.errors
+    : undefined
 
 /** The status a door reports a typed failure with, a service's or the edge's own; undefined for anything else. */
 export const failureStatus = (failure: unknown): ErrorStatus | undefined =>

@@ -26,6 +26,7 @@ import { unstorableText } from "../schema.ts"
 import type { ApiKeys } from "../organizations/ApiKeys.ts"
 import { bearerToken } from "./Auth.ts"
 import { edgeCode } from "./ApiErrors.ts"
+import { codeOf } from "../errors.ts"
 import { errorResponse } from "./Envelope.ts"
 
 /** The deepest nesting of arrays and objects a request body may have. */
@@ -92,7 +93,7 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
     const text = yield* Effect.orElseSucceed(request.text, () => undefined)
     if (text === undefined || text === "") return undefined
     if (jsonDepthExceeds(text, MAX_JSON_DEPTH)) {
-      return errorResponse(400, `Invalid request: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, edgeCode("ValidationFailed"))
+      return errorResponse(400, `Invalid request: JSON nested deeper than ${MAX_JSON_DEPTH} levels`, codeOf("ValidationFailed"))
     }
     if (!mayHoldLoneSurrogate(text)) return undefined
     let parsed: unknown
@@ -108,7 +109,9 @@ const refusal = (request: HttpServerRequest.HttpServerRequest) =>
       : errorResponse(
         400,
         `Invalid request: ${pathText(unstorable.path)} holds ${unstorableWords[unstorable.reason]}`,
-        edgeCode("ValidationFailed")
+        codeOf("ValidationFailed"),
+        // The field in the notation of every problem's `field` (src/schema.ts `fieldProblems`): keys and indexes with dots.
+        [{ field: unstorable.path.length === 0 ? null : unstorable.path.join("."), message: `holds ${unstorableWords[unstorable.reason]}` }]
       )
   })
 

@@ -56,6 +56,8 @@ export const catalogueGroup = <
 }) => {
   const { docs, group, key, label, record } = resource
   const lower = label.toLowerCase()
+  // "an outcome", "a unit": the article by the sound, which for our nouns is their first letter's.
+  const one = `${/^[aeio]/.test(lower) ? "an" : "a"} ${lower}`
   const outOfSale: { readonly [group: string]: string } = {
     plans: "cannot be bought by a new purchase",
     composites: "cannot be put on a new plan"
@@ -77,7 +79,7 @@ export const catalogueGroup = <
       HttpApiEndpoint.post("create", `/${group}`)
         .setPayload(resource.create)
         .addSuccess(Success(keyed(key, record, flag("created")), { status: 201, message: `${label} created` }))
-        .annotateContext(documented({ summary: `Create a ${lower}`, description: docs.create, errors: docs.createErrors }))
+        .annotateContext(documented({ summary: `Create ${one}`, description: docs.create, errors: docs.createErrors }))
     )
     .add(
       HttpApiEndpoint.patch("update", `/${group}/:id`)
@@ -85,7 +87,7 @@ export const catalogueGroup = <
         .setPayload(resource.update)
         .addSuccess(Success(keyed(key, record, flag("updated")), { message: `${label} updated` }))
         .annotateContext(documented({
-          summary: `Update a ${lower}`,
+          summary: `Update ${one}`,
           description: docs.update,
           errors: { 404: notFound, ...docs.updateErrors }
         }))
@@ -95,7 +97,7 @@ export const catalogueGroup = <
         .setPath(IdPath)
         .addSuccess(Success(keyed(key, record), { message: label }))
         .annotateContext(documented({
-          summary: `Get a ${lower}`,
+          summary: `Get ${one}`,
           description: `One ${lower} by id, archived or not.`,
           errors: { 404: notFound }
         }))
@@ -105,7 +107,7 @@ export const catalogueGroup = <
         .setPath(IdPath)
         .addSuccess(Success(keyed(key, record, flag("archived")), { message: `${label} archived` }))
         .annotateContext(documented({
-          summary: `Archive a ${lower}`,
+          summary: `Archive ${one}`,
           description: `Takes the ${lower} out of sale: nothing is deleted, it drops out of \`active=true\` lists and ` +
             `${outOfSale[group] ?? "cannot be put on a new plan or composite"}. What customers already hold is kept. ` +
             `Archiving an archived ` +
@@ -118,7 +120,7 @@ export const catalogueGroup = <
         .setPath(IdPath)
         .addSuccess(Success(keyed(key, record, flag("unarchived")), { message: `${label} unarchived` }))
         .annotateContext(documented({
-          summary: `Unarchive a ${lower}`,
+          summary: `Unarchive ${one}`,
           description: `Makes an archived ${lower} active again. Unarchiving an active ${lower} answers it again, still active.`,
           errors: { 404: notFound, ...(docs.unarchiveConflict ? { 409: docs.unarchiveConflict } : {}) }
         }))

@@ -7,6 +7,10 @@
  * Successes: each endpoint declares `Success(ResultSchema, { status, message })`,
  * whose encoding wraps the handler's plain result.
  *
+ * A request that fails validation (`validation_failed`) also names every
+ * problem with its field, `statusDetail.errors: [{field, message}]`, additively:
+ * `statusCode` and `statusDetail.status/code/message` are as on every error.
+ *
  * Failures: HttpApi encodes errors without an envelope, so `renderFailures`
  * (installed as API-level middleware, which runs before the framework's own
  * error encoding) turns every failure into an envelope first: our typed errors,
@@ -24,8 +28,9 @@ import type { SqlError } from "@effect/sql"
 import type { ServerResponse } from "node:http"
 import { isUnavailableCause } from "../db/Faults.ts"
 import { sqlState } from "../db/Sql.ts"
-import { codesOfStatus, edgeCode, type ErrorCode, failureCode, failureStatus } from "./ApiErrors.ts"
-import { describeIssues } from "../schema.ts"
+import { codesOfStatus, edgeCode, type ErrorCode, failureCode, failureProblems, failureStatus, FieldProblemSchema } from "./ApiErrors.ts"
+import { codeOf, type FieldProblem } from "../errors.ts"
+import { describeIssues, describeProblems, fieldProblems } from "../schema.ts"
 import { requestIdHeader } from "./RequestLog.ts"
 
 export { describeIssues }
@@ -86,13 +91,22 @@ const codeSchema = (status: ErrorStatus) => {
     : Schema.Literal(...(codes as [ErrorCode, ...Array<ErrorCode>])).annotations({ description })
 }
 
+/** `statusDetail.errors`, on the 400 envelope only: the one status a request fails validation with. */
+const problemsField = Schema.optional(
+  Schema.Array(FieldProblemSchema).annotations({
+    description: "On every `validation_failed` answer: each problem of the request with its field, all of them " +
+      "(at most 100), where `message` names the first few. Absent on other answers."
+  })
+)
+
 const makeErrorEnvelope = <S extends ErrorStatus>(status: S) =>
   Schema.Struct({
     statusCode: Schema.Literal(status).annotations({ description: "Equals the HTTP status." }),
     statusDetail: Schema.Struct({
       status: Schema.Literal("ERROR"),
       code: codeSchema(status) as Schema.Schema<ErrorCode, string>,
-      message: Schema.String.annotations({ description: "What was wrong, for people; not a stable code." })
+      message: Schema.String.annotations({ description: "What was wrong, for people; not a stable code." }),
+      ...(status === 400 ? { errors: problemsField } : {})
     }),
     result: EmptyResult
   }).annotations({
@@ -114,34 +128,81 @@ const encodeErrorEnvelope = Object.fromEntries(
   errorStatuses.map((status) => [status, Schema.encodeSync(ErrorEnvelope[status] as Schema.Schema<unknown>)])
 ) as Record<ErrorStatus, (envelope: unknown) => unknown>
 
-const errorEnvelope = (status: ErrorStatus, message: string, code: ErrorCode) =>
-  encodeErrorEnvelope[status]({ statusCode: status, statusDetail: { status: "ERROR", code, message }, result: {} })
+const validationFailed = codeOf("ValidationFailed")
 
-/** An error answer: its status, its message for people and its code for machines (one of the status's codes). */
-export const errorResponse = (status: ErrorStatus, message: string, code: ErrorCode) =>
-  HttpServerResponse.unsafeJson(errorEnvelope(status, message, code), { status })
+/**
+ * The problems a `validation_failed` answer names: those given, or, from a
+ * door that gave none, its message as one problem of the request as a whole.
+ * Undefined for every other code.
+ */
+export const problemsOf = (
+  code: string,
+  message: string,
+  problems: ReadonlyArray<FieldProblem> | undefined
+): ReadonlyArray<FieldProblem> | undefined =>
+  code !== validationFailed
+    ? undefined
+    : problems !== undefined && problems.length > 0
+    ? problems
+    : [{ field: null, message: message.replace(/^Invalid request: /, "") }]
+
+const errorEnvelope = (status: ErrorStatus, message: string, code: ErrorCode, problems?: ReadonlyArray<FieldProblem>) => {
+  const errors = status === 400 ? problemsOf(code, message, problems) : undefined
+  return encodeErrorEnvelope[status]({
+    statusCode: status,
+    statusDetail: { status: "ERROR", code, message, ...(errors === undefined ? {} : { errors }) },
+    result: {}
+  })
+}
+
+/**
+ * An error answer: its status, its message for people, its code for machines
+ * (one of the status's codes) and, when it fails validation, its problems.
+ */
+export const errorResponse = (status: ErrorStatus, message: string, code: ErrorCode, problems?: ReadonlyArray<FieldProblem>) =>
+  HttpServerResponse.unsafeJson(errorEnvelope(status, message, code, problems), { status })
 
 /** The JSON text of an error answer, for a door that writes Node's response itself (`writeAnswer`). */
-export const errorBody = (status: ErrorStatus, message: string, code: ErrorCode) =>
-  JSON.stringify(errorEnvelope(status, message, code))
+export const errorBody = (status: ErrorStatus, message: string, code: ErrorCode, problems?: ReadonlyArray<FieldProblem>) =>
+  JSON.stringify(errorEnvelope(status, message, code, problems))
 
 /**
  * A declared API error whose encoding is its status's envelope: the handler
  * fails with the typed error (`BadRequest`, ...), the document and the
  * encoder both see `ErrorEnvelope[status]`.
  */
-export const declaredError = <Self extends { readonly message: string; readonly code: string }, S extends ErrorStatus>(
-  errorClass: Schema.Schema<Self, any, never> & { new(props: { readonly message: string; readonly code: string }): Self },
+export const declaredError = <
+  Self extends { readonly message: string; readonly code: string; readonly errors?: ReadonlyArray<FieldProblem> | undefined },
+  S extends ErrorStatus
+>(
+  errorClass: Schema.Schema<Self, any, never> & {
+    new(props: { readonly message: string; readonly code: string; readonly errors?: ReadonlyArray<FieldProblem> }): Self
+  },
   status: S
 ) =>
   Schema.transform(ErrorEnvelope[status], Schema.typeSchema(errorClass), {
     strict: false,
-    decode: (envelope) => new errorClass({ message: envelope.statusDetail.message, code: envelope.statusDetail.code }),
-    encode: (error) => ({
-      statusCode: status,
-      statusDetail: { status: "ERROR" as const, code: error.code as ErrorCode, message: error.message },
-      result: {}
-    })
+    decode: (envelope) => {
+      const detail = envelope.statusDetail as { readonly message: string; readonly code: string; readonly errors?: ReadonlyArray<FieldProblem> }
+      return new errorClass({
+        message: detail.message,
+        code: detail.code,
+        ...(detail.errors === undefined ? {} : { errors: detail.errors })
+      })
+    },
+    encode: (error) => {
+      const errors = status === 400 ? problemsOf(error.code, error.message, error.errors) : undefined
+      return {
+        statusCode: status,
+        statusDetail: {
+          status: "ERROR" as const,
+          code: error.code as ErrorCode,
+          message: error.message,
+          ...(errors === undefined ? {} : { errors })
+        },
+        result: {}
+      }
+    }
   }).annotations({
     // The document names a transformation by its own identifier, not its encoded side's.
     ...ErrorEnvelope[status].ast.annotations,
@@ -176,12 +237,11 @@ export const writeAnswer = (
   response.end(json)
 }
 
-const describeParseError = (error: ParseResult.ParseError) =>
-  describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))
-
 /** A route table to tell an unknown path (404) from a known path with the wrong method (405). */
 export interface RouteTable {
   readonly hasPath: (path: string) => boolean
+  /** The methods a known path takes, for the `Allow` header of its 405 (RFC 9110, 15.5.6). */
+  readonly methodsOf: (path: string) => ReadonlyArray<string>
 }
 
 const isDecodable = (path: string) => {
@@ -196,10 +256,12 @@ const isDecodable = (path: string) => {
 const unknownRoute = (routes: RouteTable) =>
   Effect.map(HttpServerRequest.HttpServerRequest, (request) => {
     const path = new URL(request.url, "http://localhost").pathname
-    if (!isDecodable(path)) return errorResponse(400, `Malformed percent-encoding in ${path}`, edgeCode("ValidationFailed"))
-    return routes.hasPath(path)
-      ? errorResponse(405, `Method ${request.method} is not allowed on ${path}`, edgeCode("MethodNotAllowed"))
-      : errorResponse(404, `No route for ${request.method} ${path}`, edgeCode("RouteNotFound"))
+    if (!isDecodable(path)) return errorResponse(400, `Malformed percent-encoding in ${path}`, validationFailed)
+    if (!routes.hasPath(path)) return errorResponse(404, `No route for ${request.method} ${path}`, edgeCode("RouteNotFound"))
+    const allowed = routes.methodsOf(path).join(", ")
+    return errorResponse(405, `Method ${request.method} is not allowed on ${path}; it takes ${allowed}`, edgeCode("MethodNotAllowed")).pipe(
+      HttpServerResponse.setHeader("allow", allowed)
+    )
   })
 
 const isSqlError = (u: unknown): u is SqlError.SqlError =>
@@ -215,12 +277,15 @@ export type FailureAnswer =
     readonly status: ErrorStatus
     readonly message: string
     readonly code: ErrorCode
+    /** Every problem with its field, on a `validation_failed` answer. */
+    readonly errors?: ReadonlyArray<FieldProblem>
     /** Headers the answer carries (`Retry-After` on a 503 `database_unavailable`). */
     readonly headers?: Readonly<Record<string, string>>
   }
   | { readonly _tag: "UnknownRoute" }
 
-const answerWith = (status: ErrorStatus, message: string, code: ErrorCode): FailureAnswer => ({ _tag: "Answer", status, message, code })
+const answerWith = (status: ErrorStatus, message: string, code: ErrorCode, errors?: ReadonlyArray<FieldProblem>): FailureAnswer =>
+  errors === undefined ? { _tag: "Answer", status, message, code } : { _tag: "Answer", status, message, code, errors }
 
 /**
  * The seconds a client waits before retrying while the database is away: a
@@ -239,7 +304,8 @@ const databaseUnavailable: FailureAnswer = {
   headers: { "retry-after": String(DATABASE_RETRY_AFTER_SECONDS) }
 }
 
-const invalid = (message: string) => answerWith(400, message, edgeCode("ValidationFailed"))
+const invalid = (problems: ReadonlyArray<FieldProblem>) =>
+  answerWith(400, `Invalid request: ${describeProblems(problems)}`, validationFailed, problems)
 
 /**
  * The one mapping of a failure to its answer: our typed errors, request
@@ -251,11 +317,14 @@ export const failureAnswer = (cause: Cause.Cause<unknown>): FailureAnswer => {
   if (Option.isSome(failure)) {
     const error: unknown = failure.value
     const status = failureStatus(error)
-    if (status !== undefined) return answerWith(status, (error as { readonly message: string }).message, failureCode(error)!)
-    if (error instanceof HttpApiError.HttpApiDecodeError) {
-      return invalid(`Invalid request: ${describeIssues(error.issues) || error.message}`)
+    if (status !== undefined) {
+      return answerWith(status, (error as { readonly message: string }).message, failureCode(error)!, failureProblems(error))
     }
-    if (ParseResult.isParseError(error)) return invalid(`Invalid request: ${describeParseError(error)}`)
+    if (error instanceof HttpApiError.HttpApiDecodeError) {
+      const problems = fieldProblems(error.issues)
+      return invalid(problems.length > 0 ? problems : [{ field: null, message: error.message }])
+    }
+    if (ParseResult.isParseError(error)) return invalid(fieldProblems(ParseResult.ArrayFormatter.formatErrorSync(error)))
     if (error instanceof HttpServerError.RouteNotFound) return { _tag: "UnknownRoute" }
   }
   for (const defect of Cause.defects(cause)) {
@@ -265,7 +334,7 @@ export const failureAnswer = (cause: Cause.Cause<unknown>): FailureAnswer => {
     }
     // Text PostgreSQL cannot store (a NUL character) is the client's input, not our failure.
     if (isSqlError(defect) && unstorableText.has(sqlState(defect) ?? "")) {
-      return invalid("Invalid request: text must not contain NUL characters")
+      return invalid([{ field: null, message: "text must not contain NUL characters" }])
     }
   }
   if (Cause.isInterruptedOnly(cause)) return answerWith(503, "The service is shutting down", edgeCode("ServiceUnavailable"))
@@ -279,7 +348,7 @@ export const renderFailures = (routes: RouteTable) => <E, R>(app: HttpApp.Defaul
   Effect.catchAllCause(app, (cause) => {
     const answer = failureAnswer(cause)
     if (answer._tag === "UnknownRoute") return unknownRoute(routes)
-    const response = errorResponse(answer.status, answer.message, answer.code).pipe(
+    const response = errorResponse(answer.status, answer.message, answer.code, answer.errors).pipe(
       HttpServerResponse.setHeaders(answer.headers ?? {})
     )
     return answer.status === 500 ? Effect.as(Effect.logError("Unhandled failure", cause), response) : Effect.succeed(response)

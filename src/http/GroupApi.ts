@@ -12,6 +12,7 @@
 import * as HttpApi from "@effect/platform/HttpApi"
 import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import { Option, SchemaAST } from "effect"
 import { BadRequest, Conflict, Forbidden, NotFound, TooManyRequests, Unauthorized, Unprocessable } from "./ApiErrors.ts"
 import { Authentication } from "./Auth.ts"
 import { StrictQuery } from "./StrictQuery.ts"
@@ -23,6 +24,23 @@ export const apiId = "billing"
 export { apiPrefix }
 
 /**
+ * The group with each endpoint's query decoded with every problem reported
+ * (`errors: "all"`), as request bodies are (src/schema.ts `strict`): one
+ * answer names them all (docs/api.md "Every problem, with its field").
+ */
+const reportingEveryProblem = <G>(group: G): G => {
+  let reporting = group as unknown as HttpApiGroup.HttpApiGroup.AnyWithProps
+  for (const endpoint of Object.values(reporting.endpoints)) {
+    if (Option.isNone(endpoint.urlParamsSchema)) continue
+    const schema = endpoint.urlParamsSchema.value
+    const own = Option.getOrElse(SchemaAST.getParseOptionsAnnotation(schema.ast), () => ({}))
+    const everyProblem = schema.annotations({ parseOptions: { ...own, errors: "all" } }) as never
+    reporting = reporting.add(endpoint.setUrlParams(everyProblem)) as HttpApiGroup.HttpApiGroup.AnyWithProps
+  }
+  return reporting as unknown as G
+}
+
+/**
  * A feature's group behind bearer authentication, as the API serves every group, and with strict queries
  * (src/http/StrictQuery.ts), checked after authentication (the last middleware added runs first).
  */
@@ -32,7 +50,8 @@ export const authenticated = <
   E,
   R,
   TopLevel extends true | false
->(group: HttpApiGroup.HttpApiGroup<Id, Endpoints, E, R, TopLevel>) => group.middleware(StrictQuery).middleware(Authentication)
+>(group: HttpApiGroup.HttpApiGroup<Id, Endpoints, E, R, TopLevel>) =>
+  reportingEveryProblem(group).middleware(StrictQuery).middleware(Authentication)
 
 /** The client errors every route may answer, each declared once with its status. */
 export const withSharedErrors = <Id extends string, Groups extends HttpApiGroup.HttpApiGroup.Any, E, R>(

@@ -67,7 +67,7 @@ export const MAX_WAIT_MS = 15_000
  * that the corrected (or rate-allowed) request can use it.
  */
 const notRun: ReadonlySet<string> = new Set<ErrorCode>([
-  edgeCode("ValidationFailed"),
+  codeOf("ValidationFailed"),
   edgeCode("InvalidJson"),
   edgeCode("UnsupportedMediaType"),
   edgeCode("RouteNotFound"),
@@ -206,7 +206,7 @@ const keyed = <E, R>(
       return errorResponse(
         400,
         `Invalid request: Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} printable ASCII characters`,
-        edgeCode("ValidationFailed")
+        codeOf("ValidationFailed")
       )
     }
     const text = yield* Effect.option(request.text)

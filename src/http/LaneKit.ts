@@ -140,7 +140,7 @@ export const readExchange = (
       // Cannot happen (a lane takes only routes); if it did, the full server answers.
       if (failure._tag === "UnknownRoute") return handOver()
       if (failure.status === 500) lane.runFork(Effect.logError("Unhandled failure", cause))
-      finished(failure.status, errorBody(failure.status, failure.message, failure.code), { ...headers, ...failure.headers })
+      finished(failure.status, errorBody(failure.status, failure.message, failure.code, failure.errors), { ...headers, ...failure.headers })
     }
     const limited = (verdict: RateVerdict) =>
       finished(429, errorBody(429, rateLimitedMessage(verdict), codeOf("RateLimited")), rateLimitHeaders(verdict))

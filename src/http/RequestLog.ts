@@ -28,13 +28,16 @@
  * every line is written; lines recorded after that are written at once.
  *
  * Lines keep the shape of the Effect JSON logger's (`message`, `logLevel`,
- * `timestamp`, `annotations`), and respect the minimum log level in force
- * where the layer is built: request lines are INFO (ERROR for a 5xx).
+ * `timestamp`, `annotations`), or with `format: "pretty"` (a terminal:
+ * src/http/LogFormat.ts) one short line for a person; they respect the
+ * minimum log level in force where the layer is built: request lines are INFO
+ * (ERROR for a 5xx).
  */
 import { Config, Context, Effect, FiberRef, Layer, LogLevel } from "effect"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
 import * as tty from "node:tty"
+import { type LogFormat, prettyLine, prettyRequestLine } from "./LogFormat.ts"
 
 /** The header that carries a request's id, in and out. */
 export const requestIdHeader = "x-request-id"
@@ -118,6 +121,8 @@ export interface RequestLogOptions {
   /** Lines below this level are not written. */
   readonly minimumLevel: LogLevel.LogLevel
   readonly sink: LogSink
+  /** JSON lines (the default), or one short line a request for a person at a terminal. */
+  readonly format?: LogFormat
 }
 
 export const defaultOptions = {
@@ -127,7 +132,8 @@ export const defaultOptions = {
   flushBytes: 64 * 1024,
   maxBufferBytes: 1024 * 1024,
   summaryMs: 10_000,
-  minimumLevel: LogLevel.Info
+  minimumLevel: LogLevel.Info,
+  format: "json"
 } as const
 
 /**
@@ -221,12 +227,16 @@ export class RequestLogger {
     durationMs: number,
     sampled: number
   ) {
+    if (this.options.format === "pretty") {
+      return `${prettyRequestLine(level, { requestId, method, url, status }, round1(durationMs), sampled, new Date())}\n`
+    }
     const annotations: Record<string, unknown> = { requestId, method, url, status, durationMs: round1(durationMs), pid: this.pid }
     if (sampled > 0) annotations.sampled = sampled
     return `${JSON.stringify({ message: "request", logLevel: level, timestamp: new Date().toISOString(), annotations })}\n`
   }
 
   private line(level: string, message: string, annotations: Record<string, unknown>) {
+    if (this.options.format === "pretty") return `${prettyLine(level, message, annotations, new Date())}\n`
     return `${JSON.stringify({ message, logLevel: level, timestamp: new Date().toISOString(), annotations: { ...annotations, pid: this.pid } })}\n`
   }
 

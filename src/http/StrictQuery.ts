@@ -114,7 +114,12 @@ export const strictQueryLayer = (api: HttpApi.HttpApi.Any) => {
       const takesOf = accepted.get(`${route.route.method} ${route.route.path}`)
       if (takesOf === undefined) return
       const unknown = names.filter((name) => !takesOf.takes(name))
-      if (unknown.length > 0) return yield* new BadRequest({ message: unknownParametersMessage(unknown, takesOf) })
+      if (unknown.length > 0) {
+        return yield* new BadRequest({
+          message: unknownParametersMessage(unknown, takesOf),
+          errors: unknown.map((name) => ({ field: name, message: "is not a query parameter of this route" }))
+        })
+      }
     })
   )
 }

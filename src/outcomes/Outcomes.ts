@@ -147,7 +147,8 @@ export class Outcomes extends Effect.Service<Outcomes>()("Outcomes", {
             basePrice: bundle.basePrice
           }, index + 1, true).pipe(uniqueOr(() => stepKeyTaken(step.agentKey)))
         }
-        return yield* get(organizationId, id)
+        // The row just written: not finding it is no answer of this request, but a defect.
+        return yield* Effect.orDie(get(organizationId, id))
       }, sql.withTransaction, dieOnSqlError)
 
     const list = Effect.fn("Outcomes.list")(findCataloguePage(sql, Outcome, "outcomes"))

@@ -397,7 +397,8 @@ export class Plans extends Effect.Service<Plans>()("Plans", {
           })
         }`
         yield* storeComponents(organizationId, id, specs)
-        return yield* checkedPlan(organizationId, id)
+        // The row just written: not finding it is no answer of this request, but a defect.
+        return yield* Effect.catchTag(checkedPlan(organizationId, id), "PlanNotFound", (missing) => Effect.die(missing))
       }, sql.withTransaction, dieOnSqlError)
 
     const page = findCataloguePage(sql, PlanRow, "plans")

@@ -86,14 +86,17 @@ export const makeBatchWrites = (sql: SqlClient.SqlClient, outbox: WebhookOutbox)
    * FAILED, in the transaction that ended them: read back from their rows
    * (what the claim does not carry: received_at, the idempotency key) only
    * when an endpoint subscribes. The customer is the row's when the
-   * workspace has it.
+   * workspace has it, and so is the externalId: the customer's own, whether
+   * the signal named it by its id or by that externalId (else the one the
+   * signal was sent with).
    */
   const tellRefused = (organizationIds: ReadonlyArray<string>, ids: ReadonlyArray<string>) =>
     outbox.signalsRefused(
       organizationIds,
       findAll(
         RefusedRow,
-        sql`SELECT s.organization_id, s.id, s.message_id, s.route, c.id AS customer_id, s.external_id, s.agent_key,
+        sql`SELECT s.organization_id, s.id, s.message_id, s.route, c.id AS customer_id,
+                     coalesce(c.external_id, s.external_id) AS external_id, s.agent_key,
                      s.idempotency_key, s.received_at, s.occurred_at, s.error_status, s.error_code, s.error_message
               FROM signals s
               LEFT JOIN customers c ON c.organization_id = s.organization_id AND c.id = s.customer_id

@@ -12,7 +12,7 @@
  */
 import { Either } from "effect"
 import { namedCustomer } from "../customers/Customer.ts"
-import { type CustomerRefMissing, InvalidSignal } from "../errors.ts"
+import { type CustomerRefMissing, ValidationFailed } from "../errors.ts"
 import { makeId } from "../ids.ts"
 import { unstorableText } from "../schema.ts"
 import type { Moment } from "./LateWindow.ts"
@@ -53,7 +53,7 @@ const unstorableWords = {
 } as const
 
 /** Why a signal's body is refused before anything is written. */
-export type InvalidBody = InvalidSignal | CustomerRefMissing
+export type InvalidBody = ValidationFailed | CustomerRefMissing
 
 /** The row of a request whose `body` is what the inbox keeps, at `moment`; or why it is refused before any write. */
 export const inboxRowOf = (
@@ -67,7 +67,12 @@ export const inboxRowOf = (
   const named = namedCustomer(input)
   if (Either.isLeft(named)) return Either.left(named.left)
   const unstorable = unstorableText(body)
-  if (unstorable !== undefined) return Either.left(new InvalidSignal({ message: `Invalid request: ${unstorableWords[unstorable.reason]}` }))
+  if (unstorable !== undefined) {
+    return Either.left(new ValidationFailed({
+      message: `Invalid request: ${unstorableWords[unstorable.reason]}`,
+      errors: [{ field: unstorable.path.length === 0 ? null : unstorable.path.join("."), message: unstorableWords[unstorable.reason] }]
+    }))
+  }
   const tag = input.composite ? tagOf(input.composite) : undefined
   return Either.right({
     organizationId,

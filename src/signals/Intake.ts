@@ -10,9 +10,9 @@
 import { Cause, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { constVoid } from "effect/Function"
 import { isUnavailableCause } from "../db/Faults.ts"
-import { codeOf, errorStatus, InvalidSignal, type ServiceError } from "../errors.ts"
+import { codeOf, errorStatus, type FieldProblem, type ServiceError, ValidationFailed } from "../errors.ts"
 import { decodesToItself, identityDecoder } from "../SchemaCheck.ts"
-import { describeIssues } from "../schema.ts"
+import { describeProblems, fieldProblems } from "../schema.ts"
 import { type InboxRow, inboxRowOf, type InvalidBody, momentOf } from "./InboxRow.ts"
 import type { OrganizationId } from "../ids.ts"
 import { currentTimeMillis } from "../time.ts"
@@ -68,9 +68,12 @@ const decodedIsEncoded = perQueuedRoute((schema) => decodesToItself(schema.ast))
 export const storedBody = (route: QueuedRoute, input: unknown) =>
   decodedIsEncoded[route] ? input : Either.getOrThrow(encoderOf[route](input))
 
+/** A refusal of the request's own fields, in the words the HttpApi routes use. */
+const invalid = (problems: ReadonlyArray<FieldProblem>) =>
+  new ValidationFailed({ message: `Invalid request: ${describeProblems(problems)}`, errors: problems })
+
 /** A body its route's schema refuses, in the words the HttpApi routes use. */
-const invalidBody = (error: ParseResult.ParseError) =>
-  new InvalidSignal({ message: `Invalid request: ${describeIssues(ParseResult.ArrayFormatter.formatErrorSync(error))}` })
+const invalidBody = (error: ParseResult.ParseError) => invalid(fieldProblems(ParseResult.ArrayFormatter.formatErrorSync(error)))
 
 /** The inbox row of a decoded request of a queued route received at `now`, or why it is refused before anything is written. */
 const rowOf = (
@@ -84,37 +87,32 @@ const rowOf = (
   return inboxRowOf(organizationId, route, input, storedBody(route, input), moment.right)
 }
 
-/**
- * Batch items refused by their schema (the item's shape, its type, its
- * route's schema): a single route answers such a body at the edge, with the
- * code `validation_failed`, so the item's answer carries that code too rather
- * than `invalid_signal` (docs/api.md "Error codes").
- */
-const refusedBySchema = new WeakSet<object>()
+/** A batch item refused by its shape, its type or its route's schema, as its single route refuses such a body. */
+const schemaRefusal = (error: ValidationFailed) => Either.left(error)
 
-const schemaRefusal = (error: InvalidSignal) => {
-  refusedBySchema.add(error)
-  return Either.left(error)
-}
-
-/** The code a batch item's refusal carries: its single route's. */
-const batchItemCode = (error: ServiceError) => (refusedBySchema.has(error) ? "validation_failed" : codeOf(error._tag))
+/** A batch item's refusal, as an error answer of its single route would carry it. */
+const itemError = (error: ServiceError) => ({
+  statusCode: errorStatus[error._tag],
+  code: codeOf(error._tag),
+  message: error.message,
+  ...(error._tag === "ValidationFailed" && error.errors !== undefined ? { errors: error.errors } : {})
+})
 
 /** One batch item: its inbox row, or the error its single route would have answered. */
 const batchRowOf = (organizationId: OrganizationId, item: unknown, now: number): Either.Either<InboxRow, InvalidBody> => {
   if (typeof item !== "object" || item === null || Array.isArray(item)) {
-    return schemaRefusal(new InvalidSignal({ message: "Invalid request: a signal must be a JSON object with a type" }))
+    return schemaRefusal(invalid([{ field: null, message: "a signal must be a JSON object with a type" }]))
   }
   const { type, ...fields } = item as Record<string, unknown>
-  if (type === undefined) return schemaRefusal(new InvalidSignal({ message: "Invalid request: type: is missing" }))
+  if (type === undefined) return schemaRefusal(invalid([{ field: "type", message: "is missing" }]))
   if (typeof type !== "string" || !Object.hasOwn(batchRoutes, type)) {
     const completion = typeof type === "string" ? /^(outcome|composite)[_ ]?complete$/i.exec(type) : null
-    return schemaRefusal(new InvalidSignal({
+    return schemaRefusal(invalid([{
+      field: "type",
       message: completion
-        ? `Invalid request: type: ${type} is not accepted in a batch; send it to ` +
-          `POST /signal/${completion[1]!.toLowerCase()}/complete`
-        : `Invalid request: type: must be one of ${Object.keys(batchRoutes).join(", ")}`
-    }))
+        ? `${type} is not accepted in a batch; send it to POST /signal/${completion[1]!.toLowerCase()}/complete`
+        : `must be one of ${Object.keys(batchRoutes).join(", ")}`
+    }]))
   }
   const route = batchRoutes[type as BatchType]
   const decoded = decoderOf[route](fields)
@@ -166,9 +164,7 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
      */
     const acceptBatch = Effect.fn("Intake.acceptBatch")(function*(organizationId: OrganizationId, items: ReadonlyArray<unknown>) {
         if (items.length < 1 || items.length > maxBatchSize) {
-          return yield* new InvalidSignal({
-            message: `Invalid request: signals: must hold 1 to ${maxBatchSize.toLocaleString("en")} signals`
-          })
+          return yield* invalid([{ field: "signals", message: `must hold 1 to ${maxBatchSize.toLocaleString("en")} signals` }])
         }
         const now = yield* currentTimeMillis
         const prepared = items.map((item) => batchRowOf(organizationId, item, now))
@@ -182,7 +178,8 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
         // `database_unavailable`, and the client retries it with the same keys (an item that did
         // commit, during a failover, answers its first rawId then).
         const away = written.find((exit) => Exit.isFailure(exit) && isUnavailableCause(exit.cause))
-        if (away !== undefined && Exit.isFailure(away)) return yield* Effect.failCause(away.cause)
+        // Its cause is the database's absence, never an item's refusal (those are the items' answers).
+        if (away !== undefined && Exit.isFailure(away)) return yield* Effect.failCause(away.cause as Cause.Cause<never>)
         let next = 0
         const results = new Array<SignalBatchItemResult>(items.length)
         for (let index = 0; index < items.length; index++) {
@@ -199,7 +196,7 @@ export class Intake extends Effect.Service<Intake>()("Intake", {
             queued: false,
             error: Option.match(failure, {
               onNone: () => ({ statusCode: 500, code: "internal_error", message: "Internal server error" }),
-              onSome: (error) => ({ statusCode: errorStatus[error._tag], code: batchItemCode(error), message: error.message })
+              onSome: itemError
             })
           }
         }

@@ -8,7 +8,7 @@
  * completion routes, which read the setting in their own transaction, here.
  */
 import { Either } from "effect"
-import { InvalidSignal, TimestampTooOld } from "../errors.ts"
+import { TimestampTooOld, ValidationFailed } from "../errors.ts"
 import { maxTimestampLeadMs } from "../time.ts"
 import { instantOf, lateAfterMs } from "./Signal.ts"
 
@@ -25,7 +25,7 @@ export interface Moment {
 }
 
 /** A signal without a timestamp: its moment is its intake (no allocation per request on the intake lane). */
-const atIntake: Either.Either<Moment, InvalidSignal> = Either.right({
+const atIntake: Either.Either<Moment, ValidationFailed> = Either.right({
   occurredAt: null,
   late: false,
   intakeAt: undefined,
@@ -33,23 +33,29 @@ const atIntake: Either.Either<Moment, InvalidSignal> = Either.right({
 })
 
 /**
+ * A `timestamp` refused: `validation_failed` naming the field, the code of
+ * every refusal of the field's value, its form (the schema) or its lead over
+ * the clock (here) alike.
+ */
+const invalidTimestamp = (message: string) =>
+  new ValidationFailed({ message: `Invalid request: timestamp: ${message}`, errors: [{ field: "timestamp", message }] })
+
+/**
  * The moment of a decoded request, at intake `now` (epoch milliseconds): a
  * `timestamp` more than 5 minutes ahead of the service's clock is a 400 naming
  * the field. (The late-usage window is the organisation's: `beyondLateWindow`.)
  */
-export const momentOf = (input: { readonly timestamp?: string | undefined }, now: number): Either.Either<Moment, InvalidSignal> => {
+export const momentOf = (input: { readonly timestamp?: string | undefined }, now: number): Either.Either<Moment, ValidationFailed> => {
   if (input.timestamp === undefined) return atIntake
   const intakeAt = new Date(now).toISOString()
   const occurred = instantOf(input.timestamp)
   // The schema has vouched for the text; text it would refuse is refused as it would be. (Its four-digit years
   // are all instants a Date holds.)
   if (occurred === undefined) {
-    return Either.left(new InvalidSignal({ message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }))
+    return Either.left(invalidTimestamp("must be an ISO 8601 date-time with a zone offset"))
   }
   if (occurred > now + maxTimestampLeadMs) {
-    return Either.left(new InvalidSignal({
-      message: `Invalid request: timestamp: must not be more than 5 minutes ahead of the service's clock (${intakeAt})`
-    }))
+    return Either.left(invalidTimestamp(`must not be more than 5 minutes ahead of the service's clock (${intakeAt})`))
   }
   return Either.right({ occurredAt: new Date(occurred).toISOString(), late: occurred < now - lateAfterMs, intakeAt, occurredMs: occurred })
 }

@@ -19,7 +19,7 @@ import type { AllowanceDraw } from "../pricing/meters/Allowance.ts"
 import type { BatchContext, Customer, DecodedSignal, SignalRecord } from "./BatchContext.ts"
 import { customOf } from "./ClaimedSignal.ts"
 import { meterSignal, type RunCosts } from "./MeterSignal.ts"
-import { refusalMessage } from "./RefusalMoment.ts"
+import { refusalAt, refusalMessage } from "./RefusalMoment.ts"
 import { settlementOf } from "./Settlements.ts"
 import { type Ended, refused, type Waiting } from "./SignalEnd.ts"
 
@@ -139,12 +139,9 @@ export const priceOne = (
   const signalState: CustomerContext = purchase === state.purchase ? state : { ...state, purchase }
   const metered = meterSignal(signal, signalState, context, runCosts)
   if (Either.isLeft(metered)) {
-    return refused(metered.left, customer.id, refusalMessage(metered.left, {
-      moment: record.moment,
-      source: record.momentSource,
-      period: cycle.period,
-      activeCycle: cycle.activeCycle
-    }))
+    const at = { moment: record.moment, source: record.momentSource, period: cycle.period, activeCycle: cycle.activeCycle }
+    const refusal = refusalAt(metered.left, at)
+    return refused(refusal, customer.id, refusalMessage(refusal, at))
   }
   const priced = metered.right
   const usageLogId = makeId("usg")

@@ -6,7 +6,7 @@
 import { BigDecimal, Schema, SchemaAST } from "effect"
 import { Email } from "../customers/Customer.ts"
 import { UsageLogEntry } from "../usage/UsageLogEntry.ts"
-import { AnyJson, ExternalId, IdempotencyKey, MoneyInput, namesCustomer, signalErrorFields, strict, Timestamp } from "../schema.ts"
+import { AnyJson, ExternalId, FieldProblemSchema, IdempotencyKey, MoneyInput, namesCustomer, signalErrorFields, strict, Timestamp } from "../schema.ts"
 
 /** The route of a signal: it decides the meter, and scopes idempotency keys. */
 export const SignalRoute = Schema.Literal("CREDIT", "OUTCOME", "OUTCOME_COMPLETE", "UNIT", "WALLET", "COMPOSITE_COMPLETE")
@@ -323,7 +323,11 @@ export const SignalBatchRefused = Schema.Struct({
     code: Schema.String.annotations({
       description: "The code the item's own route would answer with (`statusDetail.code`, docs/api.md \"Error codes\")."
     }),
-    message: Schema.String
+    message: Schema.String,
+    errors: Schema.optional(Schema.Array(FieldProblemSchema).annotations({
+      description: "On a `validation_failed` item: each problem of the item with its field, as its own route's " +
+        "answer would name them (`statusDetail.errors`)."
+    }))
   })
 }).annotations({ identifier: "SignalBatchRefused" })
 

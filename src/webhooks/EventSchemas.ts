@@ -83,7 +83,10 @@ const refusedData = Schema.Struct({
   customer_id: Schema.NullOr(Schema.String).annotations({
     description: "The customer, when one was found; null when the signal named none the workspace has."
   }),
-  external_id: Schema.NullOr(Schema.String).annotations({ description: "The externalId the signal was sent with, if any." }),
+  external_id: Schema.NullOr(Schema.String).annotations({
+    description: "The customer's externalId when the customer is known and has one (whether the signal named it by " +
+      "`customerId` or by `externalId`); else the externalId the signal was sent with; null when neither."
+  }),
   agent_key: Schema.NullOr(Schema.String),
   idempotency_key: Schema.NullOr(Schema.String),
   received_at: Schema.String.annotations({ description: "ISO 8601: when the signal was accepted (its 202)." }),

@@ -173,8 +173,12 @@ export class WebhooksApi extends HttpApiGroup.make("webhooks")
         }
       }))
   )
+  // Its own name in the document: "webhooks" is the document's section of the events themselves, and the /docs
+  // page showed two groups of that name.
+  .annotate(OpenApi.Title, "webhook endpoints")
   .annotate(
     OpenApi.Description,
-    "Webhooks: the endpoints events are POSTed to, their signing secrets, and their deliveries (docs/webhooks.md)."
+    "The endpoints events are POSTed to, their signing secrets, and their deliveries (docs/webhooks.md); the events " +
+      "themselves are in the document's `webhooks` section."
   )
 {}

@@ -56,7 +56,21 @@ describe("a multi-host DATABASE_URL", () => {
     expect(refused("postgres://u:hunter2@h:1/d?target_session_attrs=master")).toMatch(/target_session_attrs "master".*read-write/)
     expect(refused("postgres://u:hunter2@h:99999/d")).toMatch(/port "99999"/)
     expect(refused("postgres://u:hunter2@h:1,h:2/d?load_balance_hosts=random")).toMatch(/load_balance_hosts "random"/)
-    expect(refused("mysql://u:hunter2@h/d")).toMatch(/not a PostgreSQL URI/)
+    // What to write instead, whatever is wrong (issue 37): another database's URL, no URL, nothing, a host that is none.
+    expect(refused("mysql://u:hunter2@h/d")).toBe(
+      "DATABASE_URL is a mysql:// URL: billing runs on PostgreSQL only; give postgres://user@host:5432/database, " +
+        "or unset it for the embedded database"
+    )
+    expect(refused("not a url")).toMatch(/^DATABASE_URL is not a PostgreSQL URI: give postgres:\/\/user@host:5432\/database/)
+    expect(refused("")).toMatch(/^DATABASE_URL is set but empty/)
+    expect(refused("jo:hunter2@h/d")).not.toContain("jo")
+    expect(refused("postgres://u:hunter2@not a host/d")).toMatch(/^host "not a host" in DATABASE_URL is not a host name/)
+    expect(refused("postgres:///d?host=a,b%20c")).toMatch(/host "b c"/)
+    for (const uri of ["mysql://u:hunter2@h/d", "postgres://u:hunter2@not a host/d", "hunter2", "jo:hunter2@h/d"]) expect(refused(uri)).not.toContain("hunter2")
+    // A socket folder and IPv6 are hosts.
+    expect(parseConnectionString("postgres://u@%2Fvar%2Frun%2Fpostgresql/d").hosts).toEqual([{ host: "/var/run/postgresql", port: 5432 }])
+    expect(parseConnectionString("postgres://u@[::1]:6000/d").hosts).toEqual([{ host: "::1", port: 6000 }])
+    expect(() => parseConnectionString("mysql://h/d", "DATABASE_READ_URL")).toThrow(/^DATABASE_READ_URL is a mysql:\/\/ URL/)
     expect(refused("postgres:///d?host=a,b,c&port=1,2")).toMatch(/3 hosts but 2 ports/)
     for (const uri of ["postgres://u:hunter2@h:1/d?target_session_attrs=x", "postgres://u:hunter2@h:0/d"]) {
       expect(refused(uri)).not.toContain("hunter2")

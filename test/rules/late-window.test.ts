@@ -45,7 +45,7 @@ describe("the moment of a request", () => {
     expect(moment(iso(NOW + 5 * MINUTE))).toMatchObject({ occurredAt: iso(NOW + 5 * MINUTE), late: false })
     expect(moment(iso(NOW + MINUTE)).late).toBe(false)
     expect(refusal(iso(NOW + 5 * MINUTE + 1))).toEqual({
-      tag: "InvalidSignal",
+      tag: "ValidationFailed",
       message: `Invalid request: timestamp: must not be more than 5 minutes ahead of the service's clock (${NOW_ISO})`
     })
   })
@@ -58,7 +58,7 @@ describe("the moment of a request", () => {
   })
 
   it("refuses text that names no instant, as the schema would", () => {
-    const bad = { tag: "InvalidSignal", message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }
+    const bad = { tag: "ValidationFailed", message: "Invalid request: timestamp: must be an ISO 8601 date-time with a zone offset" }
     expect(refusal("2026-11-27T08:40:12")).toEqual(bad)
     expect(refusal("2026-02-30T00:00:00Z")).toEqual(bad)
     expect(refusal("yesterday")).toEqual(bad)

@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest"
 import { ModelNotEnabled, NoActivePlan, NotOnPlan, OutOfAllowance } from "../../src/errors.ts"
-import { refusalMessage } from "../../src/signals/RefusalMoment.ts"
+import { refusalAt, refusalMessage } from "../../src/signals/RefusalMoment.ts"
 
 const moment = new Date("2026-09-15T10:00:00.250Z")
 const september = { start: new Date("2026-09-01T00:00:00.000Z"), end: new Date("2026-10-01T00:00:00.000Z") }
@@ -14,26 +14,40 @@ const october = { start: new Date("2026-10-01T00:00:00.000Z"), end: new Date("20
 const noPlan = new NoActivePlan({ message: "Customer has no active plan" })
 
 describe("a refusal's message names the moment and the cycle", () => {
-  it("no active plan: the moment and its source; the plan's current cycle when there is one; no replay hint for a timestamp", () => {
-    expect(refusalMessage(noPlan, { moment, source: "TIMESTAMP", period: null, activeCycle: october })).toBe(
-      "Customer has no active plan at 2026-09-15T10:00:00.250Z (the signal's moment: its timestamp); " +
-        "its plan's current cycle is 2026-10-01T00:00:00.000Z to 2026-11-01T00:00:00.000Z"
-    )
-    expect(refusalMessage(noPlan, { moment, source: "TIMESTAMP", period: null, activeCycle: null })).toBe(
-      "Customer has no active plan at 2026-09-15T10:00:00.250Z (the signal's moment: its timestamp)"
-    )
+  /** The message a signal refused by `refusal` at `at` keeps, as the worker writes it (PriceSignal.ts). */
+  const ended = (refusal: NoActivePlan, at: Parameters<typeof refusalAt>[1]) => {
+    const refused = refusalAt(refusal, at)
+    return { tag: refused._tag, message: refusalMessage(refused, at) }
+  }
+
+  it("no active plan: the moment and its source, no replay hint for a timestamp", () => {
+    expect(ended(noPlan, { moment, source: "TIMESTAMP", period: null, activeCycle: null })).toEqual({
+      tag: "NoActivePlan",
+      message: "Customer has no active plan at 2026-09-15T10:00:00.250Z (the signal's moment: its timestamp)"
+    })
+  })
+
+  it("a plan held now but none at the signal's moment: no_plan_at_signal_time, naming the moment and the plan's cycle", () => {
+    expect(ended(noPlan, { moment, source: "TIMESTAMP", period: null, activeCycle: october })).toEqual({
+      tag: "NoPlanAtSignalTime",
+      message: "No plan of the customer was active at the signal's moment, 2026-09-15T10:00:00.250Z (its timestamp): " +
+        "its plan's current cycle is 2026-10-01T00:00:00.000Z to 2026-11-01T00:00:00.000Z; " +
+        "usage from before the plan is not billed by it"
+    })
+    expect(ended(noPlan, { moment, source: "RECEIVED", period: null, activeCycle: october })).toEqual({
+      tag: "NoPlanAtSignalTime",
+      message: "No plan of the customer was active at the signal's moment, 2026-09-15T10:00:00.250Z (when it was received): " +
+        "its plan's current cycle is 2026-10-01T00:00:00.000Z to 2026-11-01T00:00:00.000Z; " +
+        "replay it to bill it in that cycle: a signal without a timestamp of its own is billed at the moment of its replay"
+    })
   })
 
   it("no active plan for usage without a timestamp: says a replay bills it at the replay's moment", () => {
-    expect(refusalMessage(noPlan, { moment, source: "REQUEUED", period: null, activeCycle: null })).toBe(
-      "Customer has no active plan at 2026-09-15T10:00:00.250Z (the signal's moment: when it was last queued again); " +
+    expect(ended(noPlan, { moment, source: "REQUEUED", period: null, activeCycle: null })).toEqual({
+      tag: "NoActivePlan",
+      message: "Customer has no active plan at 2026-09-15T10:00:00.250Z (the signal's moment: when it was last queued again); " +
         "replay it once the customer has a plan: a signal without a timestamp of its own is billed at the moment of its replay"
-    )
-    expect(refusalMessage(noPlan, { moment, source: "RECEIVED", period: null, activeCycle: october })).toBe(
-      "Customer has no active plan at 2026-09-15T10:00:00.250Z (the signal's moment: when it was received); " +
-        "its plan's current cycle is 2026-10-01T00:00:00.000Z to 2026-11-01T00:00:00.000Z; " +
-        "replay it to bill it in that cycle: a signal without a timestamp of its own is billed at the moment of its replay"
-    )
+    })
   })
 
   it("out of allowance and not on the plan: the cycle that refused, and the moment it holds", () => {

@@ -26,12 +26,17 @@ export const clientOf = (app: TestApp, tenant: Tenant): Client => ({
  * An error answer: the status, and the envelope with an empty result and
  * `code` (docs/api.md "Error codes"), which must be one of that status's codes.
  * The code is required: a status alone lets a refusal for the wrong reason pass.
+ * A `validation_failed` answer names its problems (`statusDetail.errors`, each
+ * `{field, message}`); no other answer has them.
  */
 export const expectError = (response: Pick<Response, "status" | "body">, status: number, code: ErrorCode) => {
   expect(response.status, JSON.stringify(response.body)).toBe(status)
+  const problems = code === "validation_failed"
+    ? { errors: expect.arrayContaining([{ field: expect.toBeOneOf([expect.any(String), null]), message: expect.any(String) }]) }
+    : {}
   expect(response.body).toEqual({
     statusCode: status,
-    statusDetail: { status: "ERROR", code: expect.any(String), message: expect.any(String) },
+    statusDetail: { status: "ERROR", code: expect.any(String), message: expect.any(String), ...problems },
     result: {}
   })
   expect(codesOfStatus(status), `${code} is not a code of ${status}`).toContain(code)

@@ -992,7 +992,7 @@ export interface paths {
         get: operations["outcomes.list"];
         put?: never;
         /**
-         * Create a outcome
+         * Create an outcome
          * @description Defines an outcome, its own `agentKey`, its margin and its ordered steps, each with a name, an `agentKey` and a model bundle it is priced from. The service computes each step's `basePrice` and the outcome's `pricePerOutcome`. The outcome's key and its steps' keys must not be held by another active outcome or step.
          */
         post: operations["outcomes.create"];
@@ -1010,7 +1010,7 @@ export interface paths {
             cookie?: never;
         };
         /**
-         * Get a outcome
+         * Get an outcome
          * @description One outcome by id, archived or not.
          */
         get: operations["outcomes.get"];
@@ -1020,7 +1020,7 @@ export interface paths {
         options?: never;
         head?: never;
         /**
-         * Update a outcome
+         * Update an outcome
          * @description Changes the fields sent and leaves the others untouched. Sending `steps` replaces the list: a step sent with its `id` is kept (and re-priced), one without is added, and one left out is removed.
          */
         patch: operations["outcomes.update"];
@@ -1036,7 +1036,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Archive a outcome
+         * Archive an outcome
          * @description Takes the outcome out of sale: nothing is deleted, it drops out of `active=true` lists and cannot be put on a new plan or composite. What customers already hold is kept. Archiving an archived outcome answers it again, still archived.
          */
         post: operations["outcomes.archive"];
@@ -1056,7 +1056,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Unarchive a outcome
+         * Unarchive an outcome
          * @description Makes an archived outcome active again. Unarchiving an active outcome answers it again, still active.
          */
         post: operations["outcomes.unarchive"];
@@ -2406,7 +2406,7 @@ export interface webhooks {
                             status: "FAILED";
                             /** @description The customer, when one was found; null when the signal named none the workspace has. */
                             customer_id: string | null;
-                            /** @description The externalId the signal was sent with, if any. */
+                            /** @description The customer's externalId when the customer is known and has one (whether the signal named it by `customerId` or by `externalId`); else the externalId the signal was sent with; null when neither. */
                             external_id: string | null;
                             agent_key: string | null;
                             idempotency_key: string | null;
@@ -2420,7 +2420,7 @@ export interface webhooks {
                                  * @description The status an error answer of the same refusal carries (mostly 422).
                                  */
                                 status: number;
-                                /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
+                                /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `no_plan_at_signal_time`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
                                 code: string;
                                 message: string;
                             };
@@ -4009,11 +4009,20 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "api_key_expiry_in_past" | "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_external_id" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_signal" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "summary_too_large" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
+                code: "api_key_expiry_in_past" | "billing_date_in_past" | "customer_ref_missing" | "empty_composite" | "fixture_target_not_found" | "invalid_json" | "invalid_model_bundle" | "invalid_organization_settings" | "invalid_outcome_steps" | "invalid_plan_component" | "invalid_tax_rate" | "invalid_time_range" | "invalid_unit_pricing" | "invalid_usage" | "invalid_wallet_funding" | "invalid_webhook_url" | "negative_plan_cost" | "new_model_incomplete" | "plan_inactive" | "summary_too_large" | "unknown_catalogue_item" | "unknown_cursor" | "unknown_plan" | "validation_failed";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
+                /** @description On every `validation_failed` answer: each problem of the request with its field, all of them (at most 100), where `message` names the first few. Absent on other answers. */
+                errors?: components["schemas"]["FieldProblem"][];
             };
             result: Record<string, never>;
+        };
+        /** @description One problem of a request that fails validation. */
+        FieldProblem: {
+            /** @description Where the problem is: a body field's path (`email`, `entitlements.0.quantity`), a query or path parameter's name, or null for the request as a whole (a body that is not an object or nests too deep, a malformed path, a malformed header). */
+            field: string | null;
+            /** @description What is wrong there, for people. */
+            message: string;
         };
         /**
          * Error 401
@@ -4124,7 +4133,7 @@ export interface components {
                  * @description The failure's stable machine-readable code, the snake_case of what happened (docs/api.md "Error codes"); code against it, not against `message`.
                  * @enum {string}
                  */
-                code: "composite_incomplete" | "credit_exceeds_remaining" | "credit_note_empty" | "idempotency_key_reused" | "model_not_enabled" | "no_active_plan" | "not_on_plan" | "not_prepaid" | "out_of_allowance" | "reserved_wallet_disabled" | "timestamp_too_old" | "unknown_invoice_line" | "unknown_member" | "unknown_target";
+                code: "composite_incomplete" | "credit_exceeds_remaining" | "credit_note_empty" | "idempotency_key_reused" | "model_not_enabled" | "no_active_plan" | "no_plan_at_signal_time" | "not_on_plan" | "not_prepaid" | "out_of_allowance" | "reserved_wallet_disabled" | "timestamp_too_old" | "unknown_invoice_line" | "unknown_member" | "unknown_target";
                 /** @description What was wrong, for people; not a stable code. */
                 message: string;
             };
@@ -4604,6 +4613,8 @@ export interface components {
                 /** @description The code the item's own route would answer with (`statusDetail.code`, docs/api.md "Error codes"). */
                 code: string;
                 message: string;
+                /** @description On a `validation_failed` item: each problem of the item with its field, as its own route's answer would name them (`statusDetail.errors`). */
+                errors?: components["schemas"]["FieldProblem"][];
             };
         };
         Signal: {
@@ -4646,7 +4657,7 @@ export interface components {
              * @description The status an error answer of the same refusal carries (mostly 422).
              */
             status: number;
-            /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
+            /** @description The refusal's stable code, as `statusDetail.code` of an error answer (docs/api.md "Error codes"): `out_of_allowance`, `model_not_enabled`, `unknown_target`, `no_active_plan`, `no_plan_at_signal_time`, `not_on_plan`, `unknown_member`, `customer_archived`, `customer_not_found`, `invalid_usage`, `internal_error`; a PENDING signal's is `customer_not_found`. */
             code: string;
             message: string;
         };
@@ -4997,6 +5008,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5105,6 +5118,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5224,6 +5239,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5314,6 +5331,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5425,6 +5444,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5531,6 +5552,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5621,6 +5644,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5732,6 +5757,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -5872,6 +5899,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6020,6 +6049,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6178,6 +6209,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6314,6 +6347,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6470,6 +6505,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6740,6 +6777,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6900,6 +6939,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes DELETE. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -6984,6 +7025,7 @@ export interface operations {
                                 outcomeId: string;
                                 outcomeName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                                 steps: {
                                     id: string;
@@ -6996,6 +7038,7 @@ export interface operations {
                                 agentKey: string;
                                 unitName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                             }[];
                             composites: {
@@ -7041,6 +7084,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7116,6 +7161,7 @@ export interface operations {
                                 outcomeId: string;
                                 outcomeName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                                 steps: {
                                     id: string;
@@ -7128,6 +7174,7 @@ export interface operations {
                                 agentKey: string;
                                 unitName: string;
                                 granted: components["schemas"]["Money"];
+                                used: components["schemas"]["Money"];
                                 remaining: components["schemas"]["Money"];
                             }[];
                             composites: {
@@ -7173,6 +7220,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7285,6 +7334,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7397,6 +7448,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7492,6 +7545,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7605,6 +7660,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7719,6 +7776,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7824,6 +7883,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -7947,6 +8008,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes PUT. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8086,6 +8149,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8238,6 +8303,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8390,6 +8457,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8542,6 +8611,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8697,6 +8768,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -8849,6 +8922,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9001,6 +9076,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9153,6 +9230,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9305,6 +9384,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9460,6 +9541,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9674,6 +9757,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -9849,6 +9934,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10029,6 +10116,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10106,6 +10195,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10205,6 +10296,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10428,6 +10521,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10589,6 +10684,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10827,6 +10924,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -10941,6 +11040,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11029,6 +11130,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11112,6 +11215,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11206,6 +11311,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11325,6 +11432,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11426,6 +11535,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11626,6 +11737,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11741,6 +11854,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11853,6 +11968,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -11976,6 +12093,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12090,6 +12209,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12226,6 +12347,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12340,6 +12463,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12452,6 +12577,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12571,6 +12698,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12688,6 +12817,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12814,6 +12945,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -12935,6 +13068,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13040,6 +13175,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13159,6 +13296,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13278,6 +13417,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13404,6 +13545,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13530,6 +13673,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13651,6 +13796,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13756,6 +13903,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13865,6 +14014,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -13984,6 +14135,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14098,6 +14251,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14215,6 +14370,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14336,6 +14493,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14441,6 +14600,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14547,6 +14708,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14666,6 +14829,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14777,6 +14942,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -14894,6 +15061,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15015,6 +15184,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15120,6 +15291,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15252,6 +15425,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15371,6 +15546,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15509,6 +15686,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15626,6 +15805,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15747,6 +15928,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -15931,6 +16114,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16124,6 +16309,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16278,6 +16465,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16460,6 +16649,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16647,6 +16838,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16765,6 +16958,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -16924,6 +17119,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17043,6 +17240,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17137,6 +17336,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17236,6 +17437,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17398,6 +17601,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17515,6 +17720,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17692,6 +17899,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17854,6 +18063,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -17950,6 +18161,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18067,6 +18280,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18153,6 +18368,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18252,6 +18469,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18357,6 +18576,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18455,6 +18676,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18574,6 +18797,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18664,6 +18889,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18769,6 +18996,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, DELETE, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18877,6 +19106,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -18996,6 +19227,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19084,6 +19317,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19183,6 +19418,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19281,6 +19518,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19418,6 +19657,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, PATCH. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19525,6 +19766,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19615,6 +19858,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19716,6 +19961,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19819,6 +20066,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -19918,6 +20167,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET, POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20037,6 +20288,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes GET. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
@@ -20136,6 +20389,8 @@ export interface operations {
             /** @description This path does not take the method used; it takes POST. */
             405: {
                 headers: {
+                    /** @description The methods this path takes (RFC 9110), e.g. `GET, POST`. */
+                    Allow?: string;
                     [name: string]: unknown;
                 };
                 content: {
