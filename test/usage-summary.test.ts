@@ -327,7 +327,7 @@ describe("GET /usage/summary: refusals, which write nothing", () => {
     const { customerId: _, ...rest } = range()
     await refused({ ...rest, customerId: "cus_unknown" }, 404, "customer_not_found", "cus_unknown")
     await refused({ ...rest, externalId: "nobody" }, 404, "customer_not_found", "nobody")
-    await refused({ ...rest, externalId: "not an id!" }, 400, "invalid_external_id", "externalId")
+    await refused({ ...rest, externalId: "not an id!" }, 400, "validation_failed", "externalId")
   })
 })
 

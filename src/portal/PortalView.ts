@@ -269,7 +269,7 @@ export class PortalView extends Effect.Service<PortalView>()("PortalView", {
             InvalidTimeRange: () => Effect.succeed([]),
             SummaryTooLarge: () => Effect.succeed([]),
             // Named by its id: never an externalId to refuse.
-            InvalidExternalId: Effect.die
+            ValidationFailed: Effect.die
           })
         )
         const keyOf = (start: Date) => start.toISOString().slice(0, byMonth ? 7 : 10)

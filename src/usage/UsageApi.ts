@@ -125,7 +125,7 @@ export class UsageApi extends HttpApiGroup.make("usage")
             "`window` one of HOUR, DAY, MONTH, `groupBy` known fields), both `customerId` and `externalId` sent " +
             "(`validation_failed`); `from` not before `to` (`invalid_time_range`); a range of more windows than its " +
             "window size allows, or an answer of more rows than one holds (`summary_too_large`); a malformed " +
-            "`externalId` (`invalid_external_id`).",
+            "`externalId` (`validation_failed`, naming it).",
           404: "No customer with this id, or active customer with this externalId, in the workspace."
         }
       }))

@@ -18033,7 +18033,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description A query parameter missing, malformed or not taken (`from` and `to` must be ISO 8601 instants, `window` one of HOUR, DAY, MONTH, `groupBy` known fields), both `customerId` and `externalId` sent (`validation_failed`); `from` not before `to` (`invalid_time_range`); a range of more windows than its window size allows, or an answer of more rows than one holds (`summary_too_large`); a malformed `externalId` (`invalid_external_id`). */
+            /** @description A query parameter missing, malformed or not taken (`from` and `to` must be ISO 8601 instants, `window` one of HOUR, DAY, MONTH, `groupBy` known fields), both `customerId` and `externalId` sent (`validation_failed`); `from` not before `to` (`invalid_time_range`); a range of more windows than its window size allows, or an answer of more rows than one holds (`summary_too_large`); a malformed `externalId` (`validation_failed`, naming it). */
             400: {
                 headers: {
                     [name: string]: unknown;
