@@ -6,6 +6,7 @@
  *   DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres npx tsx bench/tenants.ts --mix 16|256|4096|hot \
  *     [--others 1000] [--backlog 30000] [--seconds 10] [--checks 4000] [--check-connections 8] \
  *     [--connections 64] [--yardstick 20000] [--root OTHER_CHECKOUT] [--report results.json] [--no-vacuum]
+ *     [--payment-terms-days N]
  *
  * `--mix N` spreads the signals evenly over N customers, in turn; `--mix hot`
  * sends every other signal from one customer and the rest over `--others`
@@ -14,7 +15,9 @@
  * bin:
  *  1. the yardstick (bench/support.ts `plainInsertYardstick`);
  *  2. `billing serve --no-worker`, a credit plan, the mix's customers each with
- *     a purchase (over the API, 16 at a time);
+ *     a purchase (over the API, 16 at a time); `--payment-terms-days N` gives the
+ *     organisation N days' terms first (unset: 0, so every purchase's OPEN
+ *     invoice is overdue at the worker's first cycle run, in the drain's window);
  *  3. single intake: `--backlog` credit signals to /signal/credit over
  *     `--connections` keep-alive connections, the mix's order, no worker: the
  *     single-signal intake rate R, and the backlog of the drain;
@@ -74,6 +77,8 @@ const connections = flag("connections", 64)
 const yardstickCount = flag("yardstick", 20_000)
 const reportFile = textFlag("report")
 const vacuum = !process.argv.includes("--no-vacuum")
+// The organisation's payment terms, set before any sale (PATCH /organization/settings); unset, the default 0.
+const paymentTermsDays = textFlag("payment-terms-days")
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 
 // BENCH_WORKER_NODE_ARGS: node's flags for the worker, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" or
@@ -103,6 +108,11 @@ const main = async () => {
     report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
     const ofYardstick = (rate: number) => round(rate / yardstick.rate)
 
+    if (paymentTermsDays !== undefined) {
+      const set = await api.request("PATCH", "/organization/settings", { paymentTermsDays: Number(paymentTermsDays) })
+      if (set.status !== 200) throw new Error(`payment terms: ${set.status} ${JSON.stringify(set.json)}`)
+    }
+    report.paymentTermsDays = paymentTermsDays === undefined ? 0 : Number(paymentTermsDays)
     const planId = await chatCreditPlan(api)
     const customers: Array<string> = []
     await load(customerCount, 16, async (index) => {

@@ -37,6 +37,8 @@ interface Exchange {
   readonly status: number
   readonly body: any
   readonly violations: ReadonlyArray<Violation>
+  /** The answer's `Idempotent-Replayed` header, or null. */
+  readonly replayed: string | null
 }
 
 const exchanges: Array<Exchange> = []
@@ -73,7 +75,7 @@ const send = async (valid: boolean, operation: string, params: Record<string, st
     // kept as text: the check below reports it
   }
   const violations = violationsOf(response)
-  const exchange = { operation, valid, status: response.status, body: parsed, violations }
+  const exchange = { operation, valid, status: response.status, body: parsed, violations, replayed: response.headers.get("idempotent-replayed") }
   exchanges.push(exchange)
   return exchange
 }
@@ -347,6 +349,19 @@ describe("the HTTP traffic through Prism's validation proxy", () => {
     await valid("DELETE /customers/ext/{externalId}", { externalId: "bob-1" })
     await valid("DELETE /customers/{id}", { id: other.id })
     await valid("DELETE /customers/{id}", { id })
+
+    // The Idempotency-Key header of every POST (issue 37, point 1): the first answer, its replay (same status and
+    // body, `Idempotent-Replayed: true`), the key with another body (422), a key of the wrong form (Prism sees it).
+    const keyed = { "idempotency-key": "prism-customer-1" }
+    const first = await valid("POST /customers", {}, { body: { name: "Kay", email: "kay@example.com" }, headers: keyed })
+    const replayed = await valid("POST /customers", {}, { body: { name: "Kay", email: "kay@example.com" }, headers: keyed })
+    expect([first.status, replayed.status]).toEqual([201, 201])
+    expect(replayed.replayed).toBe("true")
+    expect(replayed.body).toEqual(first.body)
+    const reused = await valid("POST /customers", {}, { body: { name: "May", email: "may@example.com" }, headers: keyed })
+    expect([reused.status, reused.body.statusDetail.code]).toEqual([422, "idempotency_key_reused"])
+    const badKey = await invalid("POST /customers", {}, { body: { name: "Kay", email: "kay@example.com" }, headers: { "idempotency-key": "x".repeat(256) } })
+    expect([badKey.status, badKey.body.statusDetail.code]).toEqual([400, "validation_failed"])
 
     // Documented errors answered to valid requests.
     await valid("GET /customers/{id}", { id: "cus_unknown" })
