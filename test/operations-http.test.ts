@@ -11,28 +11,18 @@
  *  - another organisation's ids are 404, bad input 400 with nothing written.
  */
 import { Effect } from "effect"
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { BillingApiError, createBillingClient } from "../client/src/index.ts"
 import { verifyWebhookSignature } from "../src/index.ts"
 import { ApiKeys } from "../src/organizations/ApiKeys.ts"
 import { buy, type Client, clientOf, expectError, makeCredit, makeCustomer, makePlan, makeUnit, ok } from "./billing-support.ts"
 import { drain, query } from "./signals-fixtures.ts"
-import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
-import { drainSender, type Receiver, startReceiver } from "./webhooks-helpers.ts"
+import type { TestApp, Tenant } from "./support/TestApp.ts"
+import { drainSender, startReceiver, webhookEndpointsFile } from "./webhooks-helpers.ts"
 
 let app: TestApp
-const receivers: Array<Receiver> = []
-/** Endpoints made by a test, removed after it so that none of its deliveries waits for another test's sender. */
-const made: Array<{ readonly api: Client; readonly id: string }> = []
-
-beforeAll(async () => {
-  process.env.BILLING_WEBHOOK_RETRY_SCHEDULE = "30,30"
-  app = await startTestApp()
-})
-afterAll(() => app.close())
-afterEach(async () => {
-  for (const { api, id } of made.splice(0)) await api.del(`/webhook-endpoints/${id}`)
-  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()))
+const { endpoints: made, receivers } = webhookEndpointsFile((started) => {
+  app = started
 })
 
 const newTenant = async (name = "Ops") => {

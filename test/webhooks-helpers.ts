@@ -7,7 +7,9 @@ import { decimal } from "../src/money.ts"
 import { type WalletChange, WebhookOutbox } from "../src/webhooks/Outbox.ts"
 import { WebhookSender } from "../src/webhooks/Sender.ts"
 import { eventually, HANG_GUARD_MS } from "./support/Eventually.ts"
-import type { TestApp } from "./support/TestApp.ts"
+import { afterAll, afterEach, beforeAll } from "vitest"
+import type { Client } from "./support/Http.ts"
+import { startTestApp, type TestApp } from "./support/TestApp.ts"
 
 export interface Received {
   readonly headers: IncomingHttpHeaders
@@ -132,3 +134,25 @@ export const drainSender = (app: TestApp, now?: Date, { timeoutMs = HANG_GUARD_M
     const handled = await runSender(app, now ?? new Date())
     if (handled > 0) throw new Error(`the webhook job is not idle yet: its last batch handled ${handled}`)
   }, { timeoutMs, intervalMs: 0 })
+
+/**
+ * A test file of webhook endpoints made over HTTP: its app (handed to `started`), with a retry schedule of
+ * 30 s so a failed delivery waits in the outbox, and what each test makes, closed and removed after it, so that
+ * none of its deliveries waits for another test's sender. Push every receiver and endpoint a test makes.
+ */
+export const webhookEndpointsFile = (started: (app: TestApp) => void) => {
+  let app: TestApp | undefined
+  const receivers: Array<Receiver> = []
+  const endpoints: Array<{ readonly api: Client; readonly id: string }> = []
+  beforeAll(async () => {
+    process.env.BILLING_WEBHOOK_RETRY_SCHEDULE = "30,30"
+    app = await startTestApp()
+    started(app)
+  })
+  afterAll(() => app?.close())
+  afterEach(async () => {
+    for (const { api, id } of endpoints.splice(0)) await api.del(`/webhook-endpoints/${id}`)
+    await Promise.all(receivers.splice(0).map((receiver) => receiver.close()))
+  })
+  return { receivers, endpoints }
+}

@@ -4,25 +4,15 @@
  * deliveries of an endpoint and a retry, through the same services as the CLI
  * (`billing webhook ...`), which sees what the API made and the other way round.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { describe, expect, it } from "vitest"
 import { verifyWebhookSignature } from "../src/index.ts"
 import { type Client, clientOf, expectError, ok } from "./support/Http.ts"
-import { startTestApp, type TestApp, type Tenant } from "./support/TestApp.ts"
-import { changeWallet, drainSender, type Receiver, startReceiver } from "./webhooks-helpers.ts"
+import type { TestApp, Tenant } from "./support/TestApp.ts"
+import { changeWallet, drainSender, startReceiver, webhookEndpointsFile } from "./webhooks-helpers.ts"
 
 let app: TestApp
-const receivers: Array<Receiver> = []
-/** Endpoints made by a test, removed after it so that none of its deliveries waits for another test's sender. */
-const made: Array<{ readonly api: Client; readonly id: string }> = []
-
-beforeAll(async () => {
-  process.env.BILLING_WEBHOOK_RETRY_SCHEDULE = "30,30"
-  app = await startTestApp()
-})
-afterAll(() => app.close())
-afterEach(async () => {
-  for (const { api, id } of made.splice(0)) await api.del(`/webhook-endpoints/${id}`)
-  await Promise.all(receivers.splice(0).map((receiver) => receiver.close()))
+const { endpoints: made, receivers } = webhookEndpointsFile((started) => {
+  app = started
 })
 
 const newTenant = async () => {
