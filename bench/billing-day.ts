@@ -33,7 +33,7 @@
  *     by it; no other new invoice or ledger row.
  */
 import { SqlClient } from "@effect/sql"
-import { cliProcesses, flag, plainInsertYardstick, textFlag } from "./support.ts"
+import { benchPort, cliProcesses, flag, plainInsertYardstick, textFlag } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
@@ -156,7 +156,7 @@ const setup = async (): Promise<Templates> => {
   await cli(["migrate"])
   const { apiKey, organization } = await cli(["org", "create", "--name", "Bench billing day"])
   const organizationId: string = organization.id
-  const port = 20000 + Math.floor(Math.random() * 20000)
+  const port = benchPort()
   const server = spawnCli(["serve", "--no-worker", "--port", String(port)])
   const serverDone = finished(server)
   const baseUrl = `http://127.0.0.1:${port}/api/v1`

@@ -38,7 +38,7 @@
  *     equal to the sum of its usage rows' quantity.
  */
 import { SqlClient } from "@effect/sql"
-import { cliProcesses, flag, load, plainInsertYardstick, textFlag } from "./support.ts"
+import { benchPort, cliProcesses, flag, load, plainInsertYardstick, textFlag } from "./support.ts"
 import { makeId, randomToken } from "../src/ids.ts"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, ManagedRuntime, Redacted } from "effect"
@@ -167,7 +167,7 @@ const setup = async (): Promise<Setup> => {
   await cli(["migrate"])
   const { apiKey, organization } = await cli(["org", "create", "--name", "Bench drain"])
   const organizationId: string = organization.id
-  const port = 20000 + Math.floor(Math.random() * 20000)
+  const port = benchPort()
   const server = spawnCli(["serve", "--no-worker", "--port", String(port)])
   const serverDone = finished(server)
   const baseUrl = `http://127.0.0.1:${port}/api/v1`

@@ -32,7 +32,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as os from "node:os"
 import { fileURLToPath } from "node:url"
 import pg from "pg"
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf, textFlag, wrkLoad } from "./support.ts"
+import { benchPort, apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, flag, plainInsertYardstick, load, secondsUntil, exitOf, textFlag, wrkLoad } from "./support.ts"
 
 const requests = flag("requests", 20_000)
 const connections = flag("connections", 64)
@@ -69,7 +69,7 @@ const main = async () => {
     const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
     progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
 
-    const port = 20000 + Math.floor(Math.random() * 20000)
+    const port = benchPort()
     const api = apiClient(port, apiKey, connections)
     server = spawnCli(
       ["serve", "--no-worker", "--port", String(port)],

@@ -71,6 +71,7 @@ import {
   apiClient,
   benchCustomer,
   benchDatabase,
+  benchPort,
   buyPlan,
   chatCreditPlan,
   billingProcesses,
@@ -351,7 +352,7 @@ const compareCommand = async () => {
       organizationId = (await db.query("SELECT id FROM organizations ORDER BY created_at LIMIT 1")).rows[0].id
       apiKey = JSON.parse(await cli(["key", "create", "--org", organizationId, "--name", "bench", "--json"])).apiKey
     }
-    const port = 20000 + Math.floor(Math.random() * 20000)
+    const port = benchPort()
     const api = apiClient(port, apiKey, connections)
     const serve = spawnCli(["serve", "--no-worker", "--port", String(port)])
     servers.push(serve)

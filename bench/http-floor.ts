@@ -37,7 +37,7 @@ import { fileURLToPath } from "node:url"
 import { Success } from "../src/http/Envelope.ts"
 import { Acknowledgement, CreditSignal } from "../src/signals/Signal.ts"
 import { acceptedMessage } from "../src/signals/SignalsApi.ts"
-import { flag, load } from "./support.ts"
+import { benchPort, flag, load } from "./support.ts"
 
 
 const Accepted = Success(Acknowledgement, { status: 202, message: acceptedMessage })
@@ -96,7 +96,7 @@ const doorNames: Record<Door, string> = {
 /** A server of `door` on a random port, once it answers (another port when that one was taken). */
 const started = async (door: Door, post: (port: number) => Promise<number>) => {
   for (;;) {
-    const port = 20000 + Math.floor(Math.random() * 20000)
+    const port = benchPort()
     const server = spawn(process.execPath, [...process.execArgv, fileURLToPath(import.meta.url), "--serve", String(port), door], { stdio: "inherit" })
     while (server.exitCode === null) {
       try {

@@ -30,7 +30,7 @@
  * it shares the two cores with the server and PostgreSQL), and wrk in 4b.
  */
 import { SqlClient } from "@effect/sql"
-import { apiClient, benchDatabase, flag, load, textFlag, wrkLoad } from "./support.ts"
+import { benchPort, apiClient, benchDatabase, flag, load, textFlag, wrkLoad } from "./support.ts"
 import { Effect, type Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -135,7 +135,7 @@ const main = async () => {
         .then(() => undefined))
     progress(`yardstick: ${Math.round(yardstick.rate)} inserts/s`)
 
-    const port = 20000 + Math.floor(Math.random() * 20000)
+    const port = benchPort()
     const api = apiClient(port, apiKey, Math.max(connections, batchConnections))
     const request = api.request
 

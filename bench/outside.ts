@@ -55,7 +55,7 @@
  * EXPLAIN the worker's statements on it) instead of dropping it.
  * Every figure is also stated as a ratio to the yardstick of the same run.
  */
-import { apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, cpuMeter, cpuOf, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
+import { benchPort, apiClient, benchCustomer, benchDatabase, buyPlan, chatCreditPlan, cliOutputOf, cpuMeter, cpuOf, flag, plainInsertYardstick, load, multiRowInsertYardstick, percentile, secondsUntil, exitOf, textFlag } from "./support.ts"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -183,7 +183,7 @@ const main = async () => {
     progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
     const ofYardstick = (rate: number) => round(rate / yardstick.rate)
 
-    const port = 20000 + Math.floor(Math.random() * 20000)
+    const port = benchPort()
     const api = apiClient(port, apiKey, connections)
     const server = spawnCli(["serve", "--no-worker", "--port", String(port)], "ignore",
       serverPgOptions === undefined ? env : { ...env, PGOPTIONS: serverPgOptions })

@@ -15,7 +15,7 @@
  *     with 1 and then 2 worker processes: signals per second, peak memory.
  */
 import { SqlClient } from "@effect/sql"
-import { flag, load } from "./support.ts"
+import { benchPort, flag, load } from "./support.ts"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -120,7 +120,7 @@ const main = async () => {
       ).then(() => undefined))
 
     progress(`yardstick: ${yardstick.rate} inserts/s`)
-    const port = 20000 + Math.floor(Math.random() * 20000)
+    const port = benchPort()
     // Not under /usr/bin/time: the signal must reach the server itself; its peak memory comes from /proc.
     const server = spawn(process.execPath, [...nodeArgs, cliPath, "serve", "--no-worker", "--port", String(port)], {
       cwd: root,

@@ -333,6 +333,13 @@ export const runBench = (main: () => Promise<void>, running: ReadonlySet<ChildPr
 }
 
 /**
+ * A port for the bench's `billing serve`, drawn below Linux's ephemeral range
+ * (32768-60999): a port drawn from that range was sometimes held by one of the
+ * bench's own outgoing connections, and serve refused to start (2026-12-04).
+ */
+export const benchPort = () => 20000 + Math.floor(Math.random() * 12000)
+
+/**
  * The start both open-loop benches share, on a bench database already created:
  * `billing migrate`, an organisation, the yardstick, then `billing serve
  * --no-worker` on a random port, waited for. `observer` is connected here.
@@ -353,7 +360,7 @@ export const startServedBench = async (options: {
   const organizationId: string = organization?.id ?? (await observer.query("SELECT id FROM organizations LIMIT 1")).rows[0].id
   const yardstick = await plainInsertYardstick(databaseUrl, yardstickCount)
   progress(`yardstick: ${yardstick.rate} single-row INSERTs/s`)
-  const port = 20000 + Math.floor(Math.random() * 20000)
+  const port = benchPort()
   const api = apiClient(port, apiKey, connections)
   const serve = spawnCli(["serve", "--no-worker", "--port", String(port)])
   await secondsUntil(async () => (await api.request("GET", "/customers?limit=1")).status === 200, 60_000)
