@@ -92,6 +92,17 @@ const analyzeBeforePurchases = process.argv.includes("--analyze")
 
 const { adminUrl, databaseName, databaseUrl } = benchDatabase("outside", "billing_bench_outside_")
 const env = { ...process.env, DATABASE_URL: databaseUrl }
+
+/** One statement on the bench's database, on a connection of its own. */
+const onBenchDatabase = async (statement: string) => {
+  const bench = new pg.Client({ connectionString: databaseUrl })
+  await bench.connect()
+  try {
+    return await bench.query(statement)
+  } finally {
+    await bench.end()
+  }
+}
 const progress = (text: string) => process.stderr.write(`${new Date().toISOString()} ${text}\n`)
 const round = (value: number, digits = 2) => Math.round(value * 10 ** digits) / 10 ** digits
 
@@ -342,25 +353,12 @@ const main = async () => {
       const keyed = (what: string, index: number): Record<string, string> =>
         idempotencyHeader ? { "idempotency-key": `bench-${what}-${index}` } : {}
       const created = await load(purchaseCount, 16, async (index) => {
-        const answer = await api.request("POST", "/customers", {
-          name: `Customer ${customerCount + index}`,
-          email: `c${customerCount + index}@example.com`
-        }, keyed("customer", index))
-        if (answer.status !== 201) throw new Error(`customer: ${answer.status} ${JSON.stringify(answer.json)}`)
-        buyers[index] = answer.json.result.customer.id
+        buyers[index] = await benchCustomer(api, customerCount + index, keyed("customer", index))
       })
       const afterCustomers = await machineCost(admin, server)
-      if (analyzeBeforePurchases) {
-        const bench = new pg.Client({ connectionString: databaseUrl })
-        await bench.connect()
-        await bench.query("ANALYZE")
-        await bench.end()
-      }
+      if (analyzeBeforePurchases) await onBenchDatabase("ANALYZE")
       const before = await machineCost(admin, server)
-      const result = await load(purchaseCount, 16, async (index) => {
-        const bought = await api.request("POST", "/purchases", { customerId: buyers[index]!, planId }, keyed("purchase", index))
-        if (bought.status !== 201) throw new Error(`purchase: ${bought.status} ${JSON.stringify(bought.json)}`)
-      })
+      const result = await load(purchaseCount, 16, (index) => buyPlan(api, buyers[index]!, planId, keyed("purchase", index)))
       const after = await machineCost(admin, server)
       const rate = purchaseCount / result.seconds
       const per = (value: number, digits = 2) => round(value / purchaseCount, digits)
@@ -388,10 +386,7 @@ const main = async () => {
 
     api.close()
     if (webhookEvents !== undefined) {
-      const bench = new pg.Client({ connectionString: databaseUrl })
-      await bench.connect()
-      const stored = await bench.query(`SELECT event_type, count(*)::int AS n FROM webhook_events GROUP BY 1 ORDER BY 1`)
-      await bench.end()
+      const stored = await onBenchDatabase(`SELECT event_type, count(*)::int AS n FROM webhook_events GROUP BY 1 ORDER BY 1`)
       Object.assign(report.webhook as object, {
         stored: Object.fromEntries(stored.rows.map((row) => [row.event_type, row.n])),
         received: webhookReceived

@@ -295,12 +295,15 @@ export const chatCreditPlan = async (api: BenchApi, allowance = 1_000_000_000): 
 }
 
 /** Over the API: customer `index` (`Customer N`, `cN@example.com`); its id. */
-export const benchCustomer = async (api: BenchApi, index: number): Promise<string> =>
-  (await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` })).json.result.customer.id
+export const benchCustomer = async (api: BenchApi, index: number, headers?: Record<string, string>): Promise<string> => {
+  const created = await api.request("POST", "/customers", { name: `Customer ${index}`, email: `c${index}@example.com` }, headers)
+  if (created.status !== 201) throw new Error(`customer: ${created.status} ${JSON.stringify(created.json)}`)
+  return created.json.result.customer.id
+}
 
 /** Over the API: `planId` sold to `customerId`, or a throw with the answer. */
-export const buyPlan = async (api: BenchApi, customerId: string, planId: string): Promise<void> => {
-  const bought = await api.request("POST", "/purchases", { customerId, planId })
+export const buyPlan = async (api: BenchApi, customerId: string, planId: string, headers?: Record<string, string>): Promise<void> => {
+  const bought = await api.request("POST", "/purchases", { customerId, planId }, headers)
   if (bought.status !== 201) throw new Error(`purchase: ${bought.status} ${JSON.stringify(bought.json)}`)
 }
 

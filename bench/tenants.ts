@@ -78,7 +78,7 @@ const yardstickCount = flag("yardstick", 20_000)
 const reportFile = textFlag("report")
 const vacuum = !process.argv.includes("--no-vacuum")
 // The organisation's payment terms, set before any sale (PATCH /organization/settings); unset, the default 0.
-const paymentTermsDays = textFlag("payment-terms-days")
+const paymentTermsDays = flag("payment-terms-days", 0)
 const root = textFlag("root") ?? fileURLToPath(new URL("..", import.meta.url))
 
 // BENCH_WORKER_NODE_ARGS: node's flags for the worker, e.g. "--cpu-prof --cpu-prof-dir=/tmp/prof" or
@@ -108,11 +108,11 @@ const main = async () => {
     report.yardstick = { rows: yardstickCount, rate: yardstick.rate }
     const ofYardstick = (rate: number) => round(rate / yardstick.rate)
 
-    if (paymentTermsDays !== undefined) {
-      const set = await api.request("PATCH", "/organization/settings", { paymentTermsDays: Number(paymentTermsDays) })
+    if (paymentTermsDays !== 0) {
+      const set = await api.request("PATCH", "/organization/settings", { paymentTermsDays })
       if (set.status !== 200) throw new Error(`payment terms: ${set.status} ${JSON.stringify(set.json)}`)
     }
-    report.paymentTermsDays = paymentTermsDays === undefined ? 0 : Number(paymentTermsDays)
+    report.paymentTermsDays = paymentTermsDays
     const planId = await chatCreditPlan(api)
     const customers: Array<string> = []
     await load(customerCount, 16, async (index) => {
@@ -144,9 +144,9 @@ const main = async () => {
     progress(`intake: ${JSON.stringify(report.intake)}`)
 
     // 4. The drain from spawn, progress read from the database.
-    // Whether any signal is still queued: the worker's own idle check (one probe of the queue's partial index).
-    // A count of the queued rows every 20 ms cost 5-7 ms of PostgreSQL's CPU a poll, a quarter of a core taken
-    // from the drain it measured (pg_stat_statements, 2026-12-04).
+    // Whether any signal is still queued: the worker's own idle check. A count of the queued rows every 20 ms
+    // cost 5-7 ms of PostgreSQL a poll, a quarter of a core taken from the drain it measured; this check, under
+    // 17 ms over a whole drain (docs/benchmarks.md, 2026-12-04).
     const anyQueued = async () => (await observer.query("SELECT 1 FROM signals WHERE status = 'QUEUED' LIMIT 1")).rows.length > 0
     let worker: ReturnType<typeof spawnCli> | undefined
     const drainCpu = cpuMeter(() => ({ worker: worker?.pid }))
