@@ -38,6 +38,11 @@
  *     to the others, not what twice the load does to the machine. Each
  *     freshness run also counts the batches that priced its signals (a batch
  *     is one transaction: one `processed_at` a batch) and their mean size.
+ *     Where the server keeps commit timestamps (`track_commit_timestamp = on`),
+ *     each run also reports `receivedToCommitted`: every signal's wait as the
+ *     database saw it, from its intake to the commit of the batch that priced it.
+ * `BENCH_KEEP_DATABASE=1` keeps the bench's database at the end (its name is
+ * printed), to look at its signals afterwards.
  * Progress is read from the database (whether any signal is still queued, every
  * 20 ms during the drain; the worker's own announcements, and a look-up by
  * primary key of what they missed, during freshness), never through the API. CPU per signal: the user and system time of the measured
@@ -195,6 +200,30 @@ const main = async () => {
     checker.close()
     progress(`check: ${JSON.stringify(report.check)}`)
 
+    /**
+     * Freshness as the database saw it, where the server keeps commit timestamps (`track_commit_timestamp`,
+     * off by default): each signal from its intake (`received_at`) to the commit of the batch that priced it
+     * (the commit timestamp of its row's last version), by the hot customer and the others with `--mix hot`.
+     * Read after the run, so it costs the run nothing; beside the observer's figures it tells the service's
+     * part of a signal's wait from the part a client on this same machine adds (its own queue of answers and
+     * announcements).
+     */
+    const receivedToCommitted = async (since: Date) => {
+      const enabled = (await observer.query("SELECT current_setting('track_commit_timestamp') = 'on' AS on")).rows[0].on
+      if (!enabled) return undefined
+      const { rows } = await observer.query(
+        `SELECT CASE WHEN customer_id = $2 THEN 'hot' ELSE 'others' END AS grp,
+                percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
+                max(ms) AS max
+         FROM (SELECT customer_id, extract(epoch FROM pg_xact_commit_timestamp(xmin) - received_at) * 1000 AS ms
+               FROM signals WHERE received_at >= $1 AND status = 'PROCESSED') priced
+         GROUP BY ROLLUP (1)`,
+        [since, hot ? customers[0] : null]
+      )
+      const stats = (row: any) => ({ p50Ms: round(Number(row.p50), 1), p99Ms: round(Number(row.p99), 1), maxMs: round(Number(row.max), 1) })
+      return Object.fromEntries(rows.map((row) => [row.grp === null ? "all" : row.grp, stats(row)]))
+    }
+
     // 6. Freshness at R/2 (with the hot customer: the others alone first, at their share).
     const arrivalsAt = async (rate: number, signalAt: (index: number) => { customerId: string; group: string }) => {
       const cpu = cpuMeter(() => ({ serve: serve.pid, worker: worker?.pid }))
@@ -220,6 +249,7 @@ const main = async () => {
         [startedAt]
       )).rows
       const batches = { count: shape.batches, signalsPerBatch: round(shape.signals / Math.max(1, shape.batches), 1) }
+      const committed = await receivedToCommitted(startedAt)
       const groups = [...new Set(run.arrivals.map((a) => a.group))]
       return {
         rate,
@@ -227,6 +257,7 @@ const main = async () => {
         neverSeen: run.neverSeen,
         cpuMsPerSignal,
         batches,
+        ...(committed === undefined ? {} : { receivedToCommitted: committed }),
         ...Object.fromEntries(groups.map((group) => [group, freshnessOf(run.arrivals.filter((a) => a.group === group))]))
       }
     }
@@ -255,7 +286,8 @@ const main = async () => {
   } finally {
     await stopProcesses(running)
     await observer.end().catch(() => {})
-    await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
+    if (process.env.BENCH_KEEP_DATABASE === undefined) await admin.query(`DROP DATABASE IF EXISTS "${databaseName}" WITH (FORCE)`)
+    else progress(`database kept: ${databaseName}`)
     await admin.end()
   }
   report.loadAverageAfter = os.loadavg().map((v) => round(v))

@@ -9,7 +9,7 @@
  */
 import type { SqlClient } from "@effect/sql"
 import type { Statement } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Deferred, Effect, FiberId, Schema } from "effect"
 import { findAll, withoutBitmapScans } from "../db/Sql.ts"
 import { idOrder } from "../ids.ts"
 import { Timestamp } from "../schema.ts"
@@ -19,10 +19,44 @@ import { prepared } from "../db/Prepared.ts"
 /** The queue's two lanes: today's signals, and late ones (a backfill: `signals.late`). */
 export type Lane = "ON_TIME" | "LATE"
 
-/** Which of a round's batches claims: the `index`-th of `of` (`shareOf`). */
+/** Which of a round's batches claims: the `index`-th of `of` (`shareOf`), of the head they share (`RoundHead`). */
 export interface Share {
   readonly index: number
   readonly of: number
+  readonly head?: RoundHead | undefined
+}
+
+/** The customers at a lane's head, as `candidatesOf` reads them. */
+type Candidates = ReadonlyArray<typeof Candidate.Type>
+
+/**
+ * The head a round's batches read once between them. The batches of a round
+ * start together and each claims its share of the same customers
+ * (`shareOf`); read by each, the head (the whole queue, when the worker keeps
+ * up) was read and decoded as many times as the round has batches. Now the
+ * first batch to ask reads it, in its own transaction, and the others wait for
+ * that read. A sibling whose shared read failed reads its own. No lock is taken
+ * by the read, so a batch that claims from it a moment later meets the same
+ * guarantees as one that read it itself: each customer's advisory lock, then
+ * its queued signals as they are then.
+ */
+export interface RoundHead {
+  readonly of: (lane: Lane, read: Effect.Effect<Candidates>) => Effect.Effect<Candidates>
+}
+
+export const makeRoundHead = (): RoundHead => {
+  const reads = new Map<Lane, Deferred.Deferred<Candidates>>()
+  return {
+    of: (lane, read) =>
+      Effect.suspend(() => {
+        const shared = reads.get(lane)
+        if (shared !== undefined) return Deferred.await(shared).pipe(Effect.catchAllCause(() => read))
+        // Made and kept in one synchronous step: a sibling that asks next finds it.
+        const reading = Deferred.unsafeMake<Candidates>(FiberId.none)
+        reads.set(lane, reading)
+        return Effect.onExit(read, (exit) => Deferred.done(reading, exit))
+      })
+  }
 }
 
 /** A batch alone in its round, or the half of a failed batch: every customer of the head is its to try. */
@@ -338,7 +372,8 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
       const keys = deferrals.keys()
       const lane = nextLane
       if (only === undefined && bothLanesBusy) nextLane = other(lane)
-      const candidates = yield* candidatesOf(lane, headOf(limit), keys, only)
+      const read = candidatesOf(lane, headOf(limit), keys, only)
+      const candidates = yield* (share.head !== undefined && only === undefined ? share.head.of(lane, read) : read)
       const otherHasWork = candidates[0]?.otherLane ?? false
       const claimed = yield* claimWidening(lane, limit, candidates, keys, only, share)
       if (claimed.signals.length > 0 || !otherHasWork) {

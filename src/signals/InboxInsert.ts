@@ -21,6 +21,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Cause, Effect, Exit, Schema } from "effect"
 import { isUnavailableCause } from "../db/Faults.ts"
+import { prepared } from "../db/Prepared.ts"
 import { decodeRows } from "../db/Sql.ts"
 import { CustomerArchived, CustomerNotFound, TimestampTooOld } from "../errors.ts"
 import { archivedRefusal } from "../customers/Customer.ts"
@@ -106,8 +107,10 @@ const insert = (sql: SqlClient.SqlClient, rows: ReadonlyArray<InboxRow>) => {
   // A key whose signal the history job moved to the archive (src/signals/Retention.ts) is taken as
   // well: the inbox's unique index no longer holds it, so the row is kept out here, one probe of the
   // archive's key index per keyed row, and answered by that signal like any other taken key.
+  // Prepared: its text never changes (the rows are one json parameter), and planning it took 0.4 ms of
+  // PostgreSQL a statement, as much as writing a few dozen rows (docs/benchmarks.md "One head a round").
   return Effect.flatMap(
-    sql`WITH input AS (
+    prepared(sql)`WITH input AS (
           SELECT * FROM json_to_recordset(${payload}::json) AS r(
             ord int, organization_id text, id text, message_id text, route text, customer_id text,
             external_id text, idempotency_key text, agent_key text, run_id text, composite_ref text,

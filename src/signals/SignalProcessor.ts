@@ -47,7 +47,7 @@ import { WebhookOutbox } from "../webhooks/Outbox.ts"
 import type { CustomerContext } from "../pricing/meters/Context.ts"
 import { decodeSignal, type DecodedSignal, loadBatchContext, type SignalRecord } from "./BatchContext.ts"
 import type { RunCosts } from "./MeterSignal.ts"
-import { makeClaims, type Share } from "./Claim.ts"
+import { makeClaims, makeRoundHead, type Share } from "./Claim.ts"
 import { makeDeferrals } from "./Deferrals.ts"
 import { noWrites, priceOne } from "./PriceSignal.ts"
 import { makeBatchWrites } from "./BatchWrites.ts"
@@ -268,7 +268,8 @@ export class SignalProcessor extends Effect.Service<SignalProcessor>()("SignalPr
     /** One round of batches side by side, each its own transaction; what they handled together. */
     const round = Effect.suspend(() => {
       const batches = lastRoundBusy ? claims.roundSize(concurrency) : 1
-      return Effect.all(Array.from({ length: batches }, (_, index) => oneBatch({ index, of: batches })), {
+      const head = batches > 1 ? makeRoundHead() : undefined
+      return Effect.all(Array.from({ length: batches }, (_, index) => oneBatch({ index, of: batches, head })), {
         concurrency: "unbounded"
       })
     }).pipe(
