@@ -212,12 +212,12 @@ const main = async () => {
       const enabled = (await observer.query("SELECT current_setting('track_commit_timestamp') = 'on' AS on")).rows[0].on
       if (!enabled) return undefined
       const { rows } = await observer.query(
-        `SELECT CASE WHEN customer_id = $2 THEN 'hot' ELSE 'others' END AS grp,
+        `SELECT CASE WHEN $2::text IS NULL THEN 'all' WHEN customer_id = $2 THEN 'hot' ELSE 'others' END AS grp,
                 percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50, percentile_cont(0.99) WITHIN GROUP (ORDER BY ms) AS p99,
                 max(ms) AS max
          FROM (SELECT customer_id, extract(epoch FROM pg_xact_commit_timestamp(xmin) - received_at) * 1000 AS ms
                FROM signals WHERE received_at >= $1 AND status = 'PROCESSED') priced
-         GROUP BY ROLLUP (1)`,
+         GROUP BY ${hot ? "ROLLUP (1)" : "1"}`,
         [since, hot ? customers[0] : null]
       )
       const stats = (row: any) => ({ p50Ms: round(Number(row.p50), 1), p99Ms: round(Number(row.p99), 1), maxMs: round(Number(row.max), 1) })
