@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "vitest"
 import type { SignalRecord } from "../src/signals/BatchContext.ts"
-import { type Candidate, claimStep, CUSTOMERS_PER_CLAIM, customersOf, shareOf, wholeHead } from "../src/signals/Claim.ts"
+import { type Candidate, CLAIM_GROWTH, claimStep, CUSTOMERS_PER_CLAIM, customersOf, shareOf, wholeHead } from "../src/signals/Claim.ts"
 
 const candidate = (organizationId: string, customerId: string, externalId: string | null = null): typeof Candidate.Type => ({
   organizationId,
@@ -96,8 +96,19 @@ describe("how many customers the claim's next statement tries (Claim.ts `claimSt
     expect(claimStep(customers, 3, 1000, true, 1)).toBe(1)
   })
 
-  it("when the lane goes on past the head: 1, 2, 4, ... customers, whatever the head's counts", () => {
-    const customers = counted([62, 62, 62, 62])
-    expect([0, 1, 2, 3].map((step) => claimStep(customers, 0, 1000, false, step))).toEqual([1, 2, 4, 8])
+  it("when the lane goes on past the head: one customer, then as many as the signals each gave so far say, growing at most CLAIM_GROWTH times", () => {
+    const customers = counted(Array.from({ length: 300 }, () => 1))
+    // Whatever the head's counts: the first statement tries one customer.
+    expect(claimStep(customers, 0, 1000, false, 0)).toBe(1)
+    // It gave 7: 993 more want 142 customers of 7, but no more than 8 times the one tried.
+    expect(claimStep(customers, 1, 993, false, 7)).toBe(CLAIM_GROWTH)
+    // 9 customers gave 66 (7.3 each): 934 more want 128, capped at 8 × 9.
+    expect(claimStep(customers, 9, 934, false, 66)).toBe(72)
+    // 81 gave 591: 409 more want 57.
+    expect(claimStep(customers, 81, 409, false, 591)).toBe(57)
+    // A busy customer that gave 900: one more customer is tried for the last 100.
+    expect(claimStep(customers, 1, 100, false, 900)).toBe(1)
+    // Customers that gave nothing (held by another worker): twice as many as tried so far.
+    expect(claimStep(customers, 3, 1000, false, 0)).toBe(6)
   })
 })

@@ -9,7 +9,8 @@
  * there is held, it reads a longer one, so a held customer at the head never
  * stops the others behind it.
  * A claim locks no more customers than fill its batch: what it does not need
- * is left to the other workers.
+ * is left to the other workers; and it takes whole customers' queues, so a
+ * customer's rows are locked and written by one batch, not by several.
  * It needs two sessions at once, so real PostgreSQL.
  */
 import { SqlClient } from "@effect/sql"
@@ -156,5 +157,56 @@ describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill it
       })).pipe(Effect.flip)
     }))
     expect(outcome).toEqual({ signals: 100, customers: [customerId], customerLocks: 1 })
+  })
+
+  it("takes whole queues of customers, not one signal each of many, when its last group has more than it wants", async () => {
+    const outcome = await app.run(Effect.gen(function*() {
+      const sql = yield* SqlClient.SqlClient
+      const claims = makeClaims(sql, { lapse: Effect.void, keys: () => [], notDeferred: () => sql.literal("") })
+      const customers = Array.from({ length: 40 }, (_, index) => `cus_whole${String(index).padStart(2, "0")}`)
+      return yield* sql.withTransaction(Effect.gen(function*() {
+        yield* sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
+                   SELECT ${acme.organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${customers}::text[]) AS id`
+        // Seven each, sent in turn (as many customers' agents send): the head of 100 shows each customer's
+        // first two or three, so the claim cannot know a customer's whole queue before it takes it.
+        const queue = Array.from({ length: 7 }, (_, round) =>
+          customers.map((customer) => ({
+            organizationId: acme.organizationId,
+            id: makeId("sig"),
+            messageId: makeId("msg"),
+            route: "CREDIT" as const,
+            customerId: customer,
+            externalId: null,
+            idempotencyKey: `whole-${customer}-${round}`,
+            agentKey: "chat",
+            runId: null,
+            compositeRef: null,
+            compositeValue: null,
+            member: null,
+            body: { customerId: customer, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
+          }))).flat()
+        yield* insertSignals(sql, queue)
+        const claimed = yield* claims.claim(100, queue.map((row) => row.id), wholeHead)
+        const [locks] = yield* sql<{ count: number }>`
+          SELECT count(*)::int AS count FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`
+        const perCustomer = new Map<string, number>()
+        for (const record of claimed.signals) perCustomer.set(record.customerId!, (perCustomer.get(record.customerId!) ?? 0) + 1)
+        // Each customer's claimed signals are its oldest, in send order.
+        const inOrder = [...perCustomer.keys()].every((customer) => {
+          const mine = claimed.signals.filter((record) => record.customerId === customer).map((record) => record.id)
+          const sent = queue.filter((row) => row.customerId === customer).map((row) => row.id)
+          return mine.join() === sent.slice(0, mine.length).join()
+        })
+        return yield* Effect.fail({
+          signals: claimed.signals.length,
+          whole: [...perCustomer.values()].filter((count) => count === 7).length,
+          partial: [...perCustomer.values()].filter((count) => count < 7),
+          customerLocks: locks!.count,
+          inOrder
+        })
+      })).pipe(Effect.flip)
+    }))
+    // 14 customers' whole queues and the oldest 2 of a 15th; no other customer locked.
+    expect(outcome).toEqual({ signals: 100, whole: 14, partial: [2], customerLocks: 15, inOrder: true })
   })
 })

@@ -19,7 +19,6 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
 import { findAll } from "../db/Sql.ts"
-import { InvoiceRow } from "./Invoice.ts"
 import { recordLifecycleEvents } from "./LifecycleEvents.ts"
 
 /**
@@ -63,10 +62,17 @@ export const paymentTermsOf = (sql: SqlClient.SqlClient, organizationId: string,
 /** Whether an invoice is overdue now: OPEN, and marked overdue by the cycle job (kept beside the invoice reads). */
 export { isOverdue } from "./InvoiceReads.ts"
 
-/** An invoice the cycle job has just marked overdue: its row as stored, with its organisation. */
+/**
+ * An invoice the cycle job has just marked overdue, by its key: all its event
+ * needs (LifecycleEvents.ts reads the invoice itself, only when an endpoint
+ * subscribes). Read back whole,
+ * a burst of thousands of due invoices at a worker's start parsed every
+ * invoice's dates and amounts for nothing, in the drain's window
+ * (docs/benchmarks.md "The drain's own work at 4,096 customers").
+ */
 export const OverdueInvoice = Schema.Struct({
   organizationId: Schema.String,
-  ...InvoiceRow.fields
+  id: Schema.String
 })
 export type OverdueInvoice = typeof OverdueInvoice.Type
 
@@ -98,7 +104,7 @@ export const overdueInvoiceEvents = (
  * payment, a void, another run of the job) is skipped and left to the next
  * batch, which finds it PAID, VOID or marked; the UPDATE checks the mark
  * again, so however many runs go at once an invoice is marked once. The
- * invoices marked (rows as stored); none when nothing is due.
+ * invoices marked, by key; none when nothing is due.
  */
 export const markOverdue = (now: Date, limit: number = OVERDUE_BATCH_SIZE) =>
   Effect.gen(function*() {
@@ -124,7 +130,7 @@ export const markOverdue = (now: Date, limit: number = OVERDUE_BATCH_SIZE) =>
             FROM due
             WHERE i.ctid = due.row_ctid
               AND i.status = 'OPEN' AND i.overdue_at IS NULL
-            RETURNING i.*`
+            RETURNING i.organization_id, i.id`
       )
       yield* overdueInvoiceEvents(sql, marked, now)
       return marked

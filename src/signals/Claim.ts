@@ -195,22 +195,36 @@ export const roundSizeOf = (concurrency: number, queueIsShort: boolean, headCust
   queueIsShort ? Math.min(concurrency, Math.max(1, Math.ceil(headCustomers / CUSTOMERS_PER_SHORT_BATCH))) : concurrency
 
 /**
+/** How many times the customers tried so far the claim's next group may be, at most (`claimStep`). */
+export const CLAIM_GROWTH = 8
+
+/**
  * How many customers, from the `next`-th, the claim's next statement tries
  * (`claimInSteps`), to get `wanted` signals. When the head held the whole
  * lane its counts are each customer's whole queue: as many customers as
  * those counts say fill the batch, so usually one statement. Otherwise a
- * customer may have far more queued than the head shows: 1, 2, 4, ...
- * customers, a statement each, so a busy customer fills the batch alone and
- * 1,000 signals over as many customers take about ten statements.
+ * customer may have far more queued than the head shows: one customer first,
+ * so a busy customer fills the batch alone, then as many as the signals the
+ * customers tried so far (`next`, which gave `claimed`) gave each on average
+ * say fill the rest, at most CLAIM_GROWTH times as many as were tried so far
+ * (a quiet first customer must not lock a whole share of busy ones). Doubling
+ * instead (1, 2, 4, ...), 1,000 signals over customers of seven each took eight
+ * statements, and the last group of 128 customers gave the batch one signal
+ * of each of 73: their other signals were claimed, locked and written by
+ * later batches again (docs/benchmarks.md "The drain's own work at 4,096 customers").
  */
 export const claimStep = (
   customers: ReadonlyArray<typeof Candidate.Type>,
   next: number,
   wanted: number,
   countsAreWhole: boolean,
-  step: number
+  claimed: number
 ) => {
-  if (!countsAreWhole) return 2 ** Math.min(step, 16)
+  if (!countsAreWhole) {
+    if (next === 0) return 1
+    if (claimed === 0) return Math.min(next * 2, 2 ** 16)
+    return Math.max(1, Math.min(Math.ceil(wanted / (claimed / next)), next * CLAIM_GROWTH))
+  }
   let count = 0
   let signals = 0
   while (next + count < customers.length && signals < wanted) {
@@ -315,8 +329,8 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
   /**
    * The queued signals of one lane of `customers`, in one statement
    * whatever their number: the advisory locks of those customers (each
-   * tried, none waited for), and the queued signals of those it got, oldest
-   * first, up to `limit`. A signal comes back only under a key whose lock
+   * tried, none waited for), and the queued signals of those it got, whole
+   * customers in the head's order (each one's oldest first), up to `limit`. A signal comes back only under a key whose lock
    * this statement took (a key's row of `held` exists only once its lock was
    * taken), whichever of the two the planner reads first. Claimed customer
    * by customer instead, two statements each, one after the other, a long
@@ -333,14 +347,14 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
     return findAll(
       ClaimedSignal,
       prepared(sql)`WITH held AS MATERIALIZED (
-            SELECT k.org, k.key, k.held_external_id
+            SELECT k.org, k.key, k.held_external_id, k.position
             FROM unnest(${named.map((c) => c.organizationId)}::text[], ${named.map((c) => c.customerKey)}::text[],
-                        ${named.map((c) => c.heldExternalId)}::text[]) AS k(org, key, held_external_id)
+                        ${named.map((c) => c.heldExternalId)}::text[]) WITH ORDINALITY AS k(org, key, held_external_id, position)
             WHERE pg_try_advisory_xact_lock(hashtext(k.org), hashtext(k.key))),
           claimable AS (
-            SELECT org, key FROM held
+            SELECT org, key, position FROM held
             -- Its signals sent by externalId before they were resolved, with it, in send order.
-            UNION ALL SELECT org, 'ext:' || held_external_id FROM held WHERE held_external_id IS NOT NULL)
+            UNION ALL SELECT org, 'ext:' || held_external_id, position FROM held WHERE held_external_id IS NOT NULL)
           SELECT queued.* FROM claimable
           -- Each key's queue read by its own probe of signals_queued_by_customer, whatever the statistics say.
           -- As a semi-join of the lane against the keys, a table analysed while its queue was empty (as
@@ -355,7 +369,10 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
               AND organization_id = claimable.org AND coalesce(customer_id, 'ext:' || external_id) = claimable.key
             ORDER BY id LIMIT ${limit}
             FOR UPDATE SKIP LOCKED) queued
-          ORDER BY queued.id LIMIT ${limit}`
+          -- Whole customers, in the head's order: a batch that cannot take every signal of its group takes
+          -- the whole queues of its first customers (and the oldest of the one it stops in), not one signal
+          -- of each, which left the others' rows to be locked and written again by the batches after it.
+          ORDER BY claimable.position, queued.id LIMIT ${limit}`
     )
   }
 
@@ -441,9 +458,9 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
     Effect.gen(function*() {
       const claimed: Array<SignalRecord> = []
       let next = 0
-      for (let step = 0; next < customers.length && claimed.length < limit; step++) {
+      while (next < customers.length && claimed.length < limit) {
         const wanted = limit - claimed.length
-        const group = customers.slice(next, next + claimStep(customers, next, wanted, countsAreWhole, step))
+        const group = customers.slice(next, next + claimStep(customers, next, wanted, countsAreWhole, claimed.length))
         claimed.push(...(yield* claimCustomers(lane, wanted, group, only)))
         next += group.length
       }
