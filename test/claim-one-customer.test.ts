@@ -57,6 +57,39 @@ const runOnceWhileHeld = (timeout: Duration.DurationInput) =>
     return attempt
   }))
 
+/** A credit signal of `customer` as the intake writes it, queued (one insert with `insertSignals`). */
+const queuedSignal = (customer: string, idempotencyKey: string) => ({
+  organizationId: acme.organizationId,
+  id: makeId("sig"),
+  messageId: makeId("msg"),
+  route: "CREDIT" as const,
+  customerId: customer,
+  externalId: null,
+  idempotencyKey,
+  agentKey: "chat",
+  runId: null,
+  compositeRef: null,
+  compositeValue: null,
+  member: null,
+  body: { customerId: customer, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
+})
+
+/** Customers of acme with these ids (each its own externalId, slug and name). */
+const insertCustomers = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
+  sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
+      SELECT ${acme.organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${ids}::text[]) AS id`
+
+/** The advisory locks this session holds: the customers its claim locked. */
+const advisoryLocksHeld = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql<{ count: number }>`SELECT count(*)::int AS count FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`,
+    ([row]) => row!.count
+  )
+
+/** The claims of a worker with no deferred customers. */
+const claimsOn = (sql: SqlClient.SqlClient) =>
+  makeClaims(sql, { lapse: Effect.void, keys: () => [], notDeferred: () => sql.literal("") })
+
 beforeAll(async () => {
   app = await startTestApp()
   acme = await app.tenant("One key")
@@ -117,27 +150,12 @@ describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill it
   it("takes a busy customer alone when its signals fill the batch, leaving the 15 others unlocked", async () => {
     const outcome = await app.run(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const claims = makeClaims(sql, { lapse: Effect.void, keys: () => [], notDeferred: () => sql.literal("") })
+      const claims = claimsOn(sql)
       const others = Array.from({ length: 15 }, (_, index) => `cus_fill${String(index).padStart(2, "0")}`)
-      const signal = (customer: string, index: number) => ({
-        organizationId: acme.organizationId,
-        id: makeId("sig"),
-        messageId: makeId("msg"),
-        route: "CREDIT" as const,
-        customerId: customer,
-        externalId: null,
-        idempotencyKey: `fill-${customer}-${index}`,
-        agentKey: "chat",
-        runId: null,
-        compositeRef: null,
-        compositeValue: null,
-        member: null,
-        body: { customerId: customer, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
-      })
+      const signal = (customer: string, index: number) => queuedSignal(customer, `fill-${customer}-${index}`)
       // Everything in one transaction, rolled back: the other tests' drains never see these signals.
       return yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
-                   SELECT ${acme.organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${others}::text[]) AS id`
+        yield* insertCustomers(sql, others)
         // The busy customer's oldest first, then one of its own between each of the others' 150 (so the
         // queue's head lists all 16 customers), then 150 more of its own: 300 of its own fill a batch of 100.
         // Made in queue order: an id's time part orders the queue.
@@ -147,12 +165,10 @@ describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill it
         yield* insertSignals(sql, queue)
         // Only these signals: the other tests of the file leave some of their own queued.
         const claimed = yield* claims.claim(100, queue.map((row) => row.id), wholeHead)
-        const [locks] = yield* sql<{ count: number }>`
-          SELECT count(*)::int AS count FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`
         return yield* Effect.fail({
           signals: claimed.signals.length,
           customers: [...new Set(claimed.signals.map((record) => record.customerId))],
-          customerLocks: locks!.count
+          customerLocks: yield* advisoryLocksHeld(sql)
         })
       })).pipe(Effect.flip)
     }))
@@ -162,33 +178,17 @@ describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill it
   it("takes whole queues of customers, not one signal each of many, when its last group has more than it wants", async () => {
     const outcome = await app.run(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      const claims = makeClaims(sql, { lapse: Effect.void, keys: () => [], notDeferred: () => sql.literal("") })
+      const claims = claimsOn(sql)
       const customers = Array.from({ length: 40 }, (_, index) => `cus_whole${String(index).padStart(2, "0")}`)
       return yield* sql.withTransaction(Effect.gen(function*() {
-        yield* sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
-                   SELECT ${acme.organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${customers}::text[]) AS id`
+        yield* insertCustomers(sql, customers)
         // Seven each, sent in turn (as many customers' agents send): the head of 100 shows each customer's
         // first two or three, so the claim cannot know a customer's whole queue before it takes it.
         const queue = Array.from({ length: 7 }, (_, round) =>
-          customers.map((customer) => ({
-            organizationId: acme.organizationId,
-            id: makeId("sig"),
-            messageId: makeId("msg"),
-            route: "CREDIT" as const,
-            customerId: customer,
-            externalId: null,
-            idempotencyKey: `whole-${customer}-${round}`,
-            agentKey: "chat",
-            runId: null,
-            compositeRef: null,
-            compositeValue: null,
-            member: null,
-            body: { customerId: customer, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
-          }))).flat()
+          customers.map((customer) => queuedSignal(customer, `whole-${customer}-${round}`))).flat()
         yield* insertSignals(sql, queue)
         const claimed = yield* claims.claim(100, queue.map((row) => row.id), wholeHead)
-        const [locks] = yield* sql<{ count: number }>`
-          SELECT count(*)::int AS count FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid()`
+        const customerLocks = yield* advisoryLocksHeld(sql)
         const perCustomer = new Map<string, number>()
         for (const record of claimed.signals) perCustomer.set(record.customerId!, (perCustomer.get(record.customerId!) ?? 0) + 1)
         // Each customer's claimed signals are its oldest, in send order.
@@ -201,7 +201,7 @@ describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill it
           signals: claimed.signals.length,
           whole: [...perCustomer.values()].filter((count) => count === 7).length,
           partial: [...perCustomer.values()].filter((count) => count < 7),
-          customerLocks: locks!.count,
+          customerLocks,
           inOrder
         })
       })).pipe(Effect.flip)
