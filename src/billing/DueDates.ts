@@ -65,10 +65,9 @@ export { isOverdue } from "./InvoiceReads.ts"
 /**
  * An invoice the cycle job has just marked overdue, by its key: all its event
  * needs (LifecycleEvents.ts reads the invoice itself, only when an endpoint
- * subscribes). Read back whole,
- * a burst of thousands of due invoices at a worker's start parsed every
- * invoice's dates and amounts for nothing, in the drain's window
- * (docs/benchmarks.md "The drain's own work at 4,096 customers").
+ * subscribes). Read back whole, a burst of thousands of due invoices at a
+ * worker's start parsed every invoice's dates and amounts for nothing, in the
+ * drain's window (docs/benchmarks.md "The drain's own work at 4,096 customers").
  */
 export const OverdueInvoice = Schema.Struct({
   organizationId: Schema.String,

@@ -194,7 +194,6 @@ export const shareOf = (candidates: ReadonlyArray<typeof Candidate.Type>, share:
 export const roundSizeOf = (concurrency: number, queueIsShort: boolean, headCustomers: number) =>
   queueIsShort ? Math.min(concurrency, Math.max(1, Math.ceil(headCustomers / CUSTOMERS_PER_SHORT_BATCH))) : concurrency
 
-/**
 /** How many times the customers tried so far the claim's next group may be, at most (`claimStep`). */
 export const CLAIM_GROWTH = 8
 
@@ -330,9 +329,10 @@ export const makeClaims = (sql: SqlClient.SqlClient, deferrals: Deferrals) => {
    * The queued signals of one lane of `customers`, in one statement
    * whatever their number: the advisory locks of those customers (each
    * tried, none waited for), and the queued signals of those it got, whole
-   * customers in the head's order (each one's oldest first), up to `limit`. A signal comes back only under a key whose lock
-   * this statement took (a key's row of `held` exists only once its lock was
-   * taken), whichever of the two the planner reads first. Claimed customer
+   * customers in the head's order (each one's oldest first), up to `limit`.
+   * A signal comes back only under a key whose lock this statement took (a
+   * key's row of `held` exists only once its lock was taken), whichever of
+   * the two the planner reads first. Claimed customer
    * by customer instead, two statements each, one after the other, a long
    * queue over many customers kept a batch claiming for most of its time
    * (docs/benchmarks.md "Many customers at once").
