@@ -18,9 +18,8 @@ import { Deferred, type Duration, Effect, Fiber, Option } from "effect"
 import { makeClaims, wholeHead } from "../src/signals/Claim.ts"
 import { insertSignals } from "../src/signals/InboxInsert.ts"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
-import { makeId } from "../src/ids.ts"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { client, customerWithChatCredits, drain, query } from "./signals-fixtures.ts"
+import { client, customerWithChatCredits, drain, insertCustomers, query, queuedCredit } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -56,28 +55,6 @@ const runOnceWhileHeld = (timeout: Duration.DurationInput) =>
     yield* Fiber.join(holder)
     return attempt
   }))
-
-/** A credit signal of `customer` as the intake writes it, queued (one insert with `insertSignals`). */
-const queuedSignal = (customer: string, idempotencyKey: string) => ({
-  organizationId: acme.organizationId,
-  id: makeId("sig"),
-  messageId: makeId("msg"),
-  route: "CREDIT" as const,
-  customerId: customer,
-  externalId: null,
-  idempotencyKey,
-  agentKey: "chat",
-  runId: null,
-  compositeRef: null,
-  compositeValue: null,
-  member: null,
-  body: { customerId: customer, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
-})
-
-/** Customers of acme with these ids (each its own externalId, slug and name). */
-const insertCustomers = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
-  sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
-      SELECT ${acme.organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${ids}::text[]) AS id`
 
 /** The advisory locks this session holds: the customers its claim locked. */
 const advisoryLocksHeld = (sql: SqlClient.SqlClient) =>
@@ -152,10 +129,10 @@ describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill it
       const sql = yield* SqlClient.SqlClient
       const claims = claimsOn(sql)
       const others = Array.from({ length: 15 }, (_, index) => `cus_fill${String(index).padStart(2, "0")}`)
-      const signal = (customer: string, index: number) => queuedSignal(customer, `fill-${customer}-${index}`)
+      const signal = (customer: string, index: number) => queuedCredit(acme.organizationId, customer, `fill-${customer}-${index}`)
       // Everything in one transaction, rolled back: the other tests' drains never see these signals.
       return yield* sql.withTransaction(Effect.gen(function*() {
-        yield* insertCustomers(sql, others)
+        yield* insertCustomers(sql, acme.organizationId, others)
         // The busy customer's oldest first, then one of its own between each of the others' 150 (so the
         // queue's head lists all 16 customers), then 150 more of its own: 300 of its own fill a batch of 100.
         // Made in queue order: an id's time part orders the queue.
@@ -181,11 +158,11 @@ describe.skipIf(!usesRealPostgres)("a claim locks no more customers than fill it
       const claims = claimsOn(sql)
       const customers = Array.from({ length: 40 }, (_, index) => `cus_whole${String(index).padStart(2, "0")}`)
       return yield* sql.withTransaction(Effect.gen(function*() {
-        yield* insertCustomers(sql, customers)
+        yield* insertCustomers(sql, acme.organizationId, customers)
         // Seven each, sent in turn (as many customers' agents send): the head of 100 shows each customer's
         // first two or three, so the claim cannot know a customer's whole queue before it takes it.
         const queue = Array.from({ length: 7 }, (_, round) =>
-          customers.map((customer) => queuedSignal(customer, `whole-${customer}-${round}`))).flat()
+          customers.map((customer) => queuedCredit(acme.organizationId, customer, `whole-${customer}-${round}`))).flat()
         yield* insertSignals(sql, queue)
         const claimed = yield* claims.claim(100, queue.map((row) => row.id), wholeHead)
         const customerLocks = yield* advisoryLocksHeld(sql)

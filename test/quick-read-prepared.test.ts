@@ -12,10 +12,9 @@ import { Purchases } from "../src/billing/Purchases.ts"
 import type { CustomerId, OrganizationId } from "../src/ids.ts"
 import { UsageLog } from "../src/usage/UsageLog.ts"
 import { insertSignals } from "../src/signals/InboxInsert.ts"
-import { makeId } from "../src/ids.ts"
 import { Entitlements } from "../src/entitlements/Entitlements.ts"
 import { clientOf, makeCustomer, makePlan, makeUnit } from "./billing-support.ts"
-import { customerWithChatCredits } from "./signals-fixtures.ts"
+import { customerWithChatCredits, queuedCredit } from "./signals-fixtures.ts"
 import { startTestApp, type Tenant, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -138,21 +137,8 @@ describe.skipIf(!usesRealPostgres)("the intake in an organisation with many cust
                  FROM generate_series(1, 10000) n`
       yield* sql`ANALYZE customers`
       return yield* sql.withTransaction(Effect.gen(function*() {
-        const rows = Array.from({ length: 20 }, (_, index) => ({
-          organizationId: acme.organizationId,
-          id: makeId("sig"),
-          messageId: makeId("msg"),
-          route: "CREDIT" as const,
-          customerId: index % 2 === 0 ? customerId : `cus_many${String(index).padStart(6, "0")}`,
-          externalId: null,
-          idempotencyKey: `many-${index}`,
-          agentKey: "chat",
-          runId: null,
-          compositeRef: null,
-          compositeValue: null,
-          member: null,
-          body: { customerId, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
-        }))
+        const rows = Array.from({ length: 20 }, (_, index) =>
+          queuedCredit(acme.organizationId, index % 2 === 0 ? customerId : `cus_many${String(index).padStart(6, "0")}`, `many-${index}`))
         const written = yield* insertSignals(sql, rows)
         expect(written.every((exit) => exit._tag === "Success")).toBe(true)
         // Planned once a connection: planning it at every statement was 0.4 ms of PostgreSQL a statement

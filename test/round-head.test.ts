@@ -11,11 +11,10 @@ import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber } from "effect"
 import pg from "pg"
 import { afterAll, beforeAll } from "vitest"
-import { makeId } from "../src/ids.ts"
 import { type Candidate, makeRoundHead } from "../src/signals/Claim.ts"
 import { insertSignals } from "../src/signals/InboxInsert.ts"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
-import { query } from "./signals-fixtures.ts"
+import { insertCustomers, query, queuedCredit } from "./signals-fixtures.ts"
 import { startTestApp, type TestApp } from "./support/TestApp.ts"
 import { usesRealPostgres } from "./support/TestDatabase.ts"
 
@@ -81,23 +80,8 @@ describe.skipIf(!usesRealPostgres)("the worker's round (needs real PostgreSQL: b
     // first round (one batch) the next runs the worker's whole concurrency.
     await app.run(Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient
-      yield* sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
-                 SELECT ${tenant.organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${customers}::text[]) AS id`
-      yield* insertSignals(sql, Array.from({ length: 1000 }, (_, index) => ({
-        organizationId: tenant.organizationId,
-        id: makeId("sig"),
-        messageId: makeId("msg"),
-        route: "CREDIT" as const,
-        customerId: customers[index % customers.length]!,
-        externalId: null,
-        idempotencyKey: null,
-        agentKey: "chat",
-        runId: null,
-        compositeRef: null,
-        compositeValue: null,
-        member: null,
-        body: { customerId: customers[index % customers.length]!, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
-      })))
+      yield* insertCustomers(sql, tenant.organizationId, customers)
+      yield* insertSignals(sql, Array.from({ length: 1000 }, (_, index) => queuedCredit(tenant.organizationId, customers[index % customers.length]!, null)))
     }))
     const runOnce = () => app.run(Effect.flatMap(SignalProcessor, (processor) => processor.runOnce))
     expect(await runOnce()).toBeGreaterThan(0)

@@ -3,6 +3,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { expect } from "vitest"
 import type { ErrorCode } from "../src/http/ApiErrors.ts"
+import { makeId } from "../src/ids.ts"
 import { SignalProcessor } from "../src/signals/SignalProcessor.ts"
 import { expectError as expectErrorCode } from "./support/Http.ts"
 import type { Tenant, TestApp } from "./support/TestApp.ts"
@@ -30,6 +31,31 @@ export const expectError = (response: { status: number; body: any }, status: num
 export const drain = (app: TestApp) =>
   app.run(Effect.flatMap(SignalProcessor, (processor) =>
     Effect.iterate(-1, { while: (handled) => handled !== 0, body: () => processor.runOnce })))
+
+/**
+ * A credit signal of `customerId` as the intake writes it, queued: a row for
+ * `insertSignals`, for tests that build a queue of many customers directly.
+ */
+export const queuedCredit = (organizationId: string, customerId: string, idempotencyKey: string | null) => ({
+  organizationId,
+  id: makeId("sig"),
+  messageId: makeId("msg"),
+  route: "CREDIT" as const,
+  customerId,
+  externalId: null,
+  idempotencyKey,
+  agentKey: "chat",
+  runId: null,
+  compositeRef: null,
+  compositeValue: null,
+  member: null,
+  body: { customerId, agentKey: "chat", usage: { model: "gpt-4o", inputTokens: 1, outputTokens: 1 } }
+})
+
+/** Customers of `organizationId` with these ids (each its own externalId, slug and name), written directly. */
+export const insertCustomers = (sql: SqlClient.SqlClient, organizationId: string, ids: ReadonlyArray<string>) =>
+  sql`INSERT INTO customers (organization_id, id, external_id, slug, name, email, currency_code)
+      SELECT ${organizationId}, id, id, id, id, id || '@example.com', 'USD' FROM unnest(${ids}::text[]) AS id`
 
 /** Rows of a query on the test database. */
 export const query = <A extends object>(app: TestApp, text: string, params: ReadonlyArray<unknown> = []) =>
